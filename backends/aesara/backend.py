@@ -1,0 +1,214 @@
+"""Aesara translation of the backend primitives.
+
+Graphs and gradients are built with Aesara. With ``linker="jax"`` (the default) they are compiled by Aesara's JAX
+linker and run with ``jax.device_put`` inputs, one compiled function per input signature, on any JAX device. With
+``linker="c"`` they are compiled by Aesara's own C linker and run on the host: one device, ``cpu:0``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import optree
+
+from backends.aesara.environment import import_framework
+from backends.aesara.ops import AesaraOps
+from backends.aesara.variables import AesaraVariable
+from toolkit import backend as interface
+from toolkit.devices import Device, logical_device_count, parse_device
+from toolkit.errors import LogicalDevicesError
+
+aesara, jax = import_framework()
+
+import aesara.tensor as at  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+
+#: Aesara linkers this backend can compile with.
+LINKERS = ("jax", "c")
+
+
+def _signature(value) -> tuple[str, tuple[bool, ...]]:
+    """What an Aesara input type depends on: dtype and which axes have size 1 (Aesara's broadcastable axes)."""
+    return np.dtype(value.dtype).name, tuple(size == 1 for size in np.shape(value))
+
+
+def _symbol(value, name: str | None = None):
+    dtype, broadcastable = _signature(value)
+    return at.tensor(dtype, shape=tuple(1 if b else None for b in broadcastable), name=name)
+
+
+def _building(dtype: str):
+    """Build graphs with floatX = the computation dtype: Aesara turns a Python float that float32 cannot hold
+    exactly (0.999, 0.1) into a float64 constant unless floatX is float32, which would silently promote a float32
+    graph to float64."""
+    return aesara.config.change_flags(floatX=dtype)
+
+
+class _Function:
+    """An Aesara function compiled for the linker, called with native inputs, returning a list of outputs."""
+
+    def __init__(self, inputs, outputs, linker: str) -> None:
+        if linker == "jax":
+            function = aesara.function(inputs, outputs, mode="JAX", on_unused_input="ignore")
+            # Calling the Aesara function object copies every input to the host, so all outputs would land on JAX
+            # device 0. Its jitted function, called directly with device-placed arrays, runs where they are.
+            self._run = function.vm.jit_fn
+        else:
+            self._run = aesara.function(inputs, outputs, mode="FAST_RUN", on_unused_input="ignore")
+
+    def __call__(self, *args) -> list:
+        return list(self._run(*args))
+
+
+class _BySignature:
+    """Compile ``build(*example_args)`` once per input signature. ``build`` returns ``(symbols, outputs)`` where
+    ``symbols`` mirrors the arguments' pytree, so both flatten to the same input order."""
+
+    def __init__(self, build: Callable, dtype: str, linker: str) -> None:
+        self._build, self._dtype, self._linker, self._functions = build, dtype, linker, {}
+
+    def __call__(self, *args) -> list:
+        leaves = optree.tree_leaves(args)
+        key = tuple(_signature(leaf) for leaf in leaves)
+        function = self._functions.get(key)
+        if function is None:
+            with _building(self._dtype):
+                symbols, outputs = self._build(*args)
+            function = self._functions[key] = _Function(optree.tree_leaves(symbols), outputs, self._linker)
+        return function(*leaves)
+
+
+class Backend(interface.Backend):
+    name = "aesara"
+
+    def __init__(self, linker: str = "jax") -> None:
+        if linker not in LINKERS:
+            raise ValueError(f"aesara linker must be one of {LINKERS}, got {linker!r}")
+        self.linker = linker
+        self._jax_devices: dict[Device, object] = {}
+        if linker == "c":
+            self._table = [(Device("cpu", 0), "host (Aesara C linker)")]
+        else:
+            self._table = []
+            for kind in ("cpu", "gpu"):
+                try:
+                    found = jax.devices(kind)
+                except RuntimeError:
+                    continue  # no such platform in this jaxlib
+                for index, native in enumerate(found):
+                    self._jax_devices[Device(kind, index)] = native
+                    self._table.append((Device(kind, index), str(native)))
+            wanted, cpus = logical_device_count(), len(self.list_devices("cpu"))
+            if wanted is not None and cpus != wanted:
+                raise LogicalDevicesError(f"asked for {wanted} logical CPU devices, JAX has {cpus}")
+        self._devices_by_native = {native: device for device, native in self._jax_devices.items()}
+        self._ops: dict[str, AesaraOps] = {}
+        self._compiled: dict[tuple, object] = {}
+
+    def __repr__(self) -> str:
+        return f"<Backend aesara (linker={self.linker}): {self._listing()}>"
+
+    def device_table(self):
+        return list(self._table)
+
+    def place(self, value, device):
+        device = parse_device(device)
+        if device not in dict(self._table):
+            raise self._not_found(device)
+        if self.linker == "c":
+            return np.asarray(value)
+        return jax.device_put(value, self._jax_devices[device])
+
+    def to_numpy(self, value):
+        return np.asarray(value)
+
+    def device_of(self, value):
+        if isinstance(value, np.ndarray):
+            return Device("cpu", 0)
+        (native,) = value.devices()
+        return self._devices_by_native[native]
+
+    def ops(self, dtype):
+        if dtype not in self._ops:
+            self._ops[dtype] = AesaraOps(dtype)
+        return self._ops[dtype]
+
+    def call(self, fn, device, inputs, dtype):
+        names = sorted(inputs)
+        key = ("call", fn, dtype, tuple((name, _signature(inputs[name])) for name in names))
+        if key not in self._compiled:
+            symbols = {name: _symbol(inputs[name], name) for name in names}
+            with _building(dtype):
+                outputs, spec = optree.tree_flatten(fn(self.ops(dtype), **symbols))
+            self._compiled[key] = (_Function([symbols[n] for n in names], outputs, self.linker), spec)
+        function, spec = self._compiled[key]
+        return optree.tree_unflatten(spec, function(*[self.place(inputs[n], device) for n in names]))
+
+    def compile_gradient(self, model, dtype):
+        key = ("gradient", model, dtype)
+        if key not in self._compiled:
+            ops = self.ops(dtype)
+
+            def build(params, x, y):
+                symbols = {name: _symbol(value, name) for name, value in params.items()}
+                x_symbol, y_symbol = _symbol(x, "x"), _symbol(y, "y")
+                loss = at.mean(model.loss(ops, model.forward(ops, symbols, x_symbol), y_symbol))
+                grads = aesara.grad(loss, list(symbols.values()), disconnected_inputs="ignore")
+                return (symbols, x_symbol, y_symbol), [loss, *grads]
+
+            compiled = _BySignature(build, dtype, self.linker)
+
+            def loss_and_gradients(params, x, y, device):
+                loss, *grads = compiled(params, x, y)
+                return loss, dict(zip(params, grads))
+
+            self._compiled[key] = loss_and_gradients
+        return self._compiled[key]
+
+    def compile_update(self, optimizer, dtype):
+        key = ("update", optimizer, dtype)
+        if key not in self._compiled:
+            ops = self.ops(dtype)
+
+            def build(params, grads, state, step):
+                p = {name: _symbol(value, name) for name, value in params.items()}
+                g = {name: _symbol(grads[name], f"grad_{name}") for name in params}
+                s = {slot: {name: _symbol(state[slot][name], f"{slot}_{name}") for name in params} for slot in state}
+                t = _symbol(step, "step")
+                outputs = []
+                new_state = {slot: [] for slot in state}
+                for name in params:
+                    new_param, updated = optimizer.apply(ops, p[name], g[name], {k: s[k][name] for k in s}, t)
+                    outputs.append(new_param)
+                    for slot in state:
+                        new_state[slot].append(updated[slot])
+                return (p, g, s, t), outputs + [v for slot in state for v in new_state[slot]]
+
+            compiled = _BySignature(build, dtype, self.linker)
+
+            def update(params, grads, state, step, device):
+                outputs = compiled(params, grads, state, step)
+                names = list(params)
+                new_params = dict(zip(names, outputs[: len(names)]))
+                rest = outputs[len(names):]
+                new_state = {slot: dict(zip(names, rest[i * len(names): (i + 1) * len(names)]))
+                             for i, slot in enumerate(state)}
+                return new_params, new_state
+
+            self._compiled[key] = update
+        return self._compiled[key]
+
+    def _new_variable(self, value, device, name):
+        return AesaraVariable(value, device, lambda v: self.place(v, device), name)
+
+    def _weighted_sum(self, values: Sequence, weights: Sequence[float], device):
+        values = [self.place(v, device) for v in values]
+        total = weights[0] * values[0]
+        for w, v in zip(weights[1:], values[1:]):
+            total = total + w * v
+        return total
+
+    def _concat(self, values, device):
+        values = [self.place(v, device) for v in values]
+        return np.concatenate(values) if self.linker == "c" else jnp.concatenate(values)

@@ -1,0 +1,99 @@
+"""Aesara and JAX set-up that must happen around ``import aesara``. Imports them only if already imported."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import sys
+import warnings
+
+_COUNT_FLAG = "--xla_force_host_platform_device_count"
+
+
+def set_quiet_defaults() -> None:
+    """Without a BLAS named in ``AESARA_FLAGS``, Aesara probes for one at import and logs long warnings when it
+    falls back to NumPy's dot. An explicit empty ``blas__ldflags`` skips the probe; the fallback is still used and
+    still correct. A user's own ``blas__ldflags`` (e.g. ``-lopenblas``) is kept and then used."""
+    flags = os.environ.get("AESARA_FLAGS", "")
+    if "blas__ldflags" not in flags:
+        os.environ["AESARA_FLAGS"] = ",".join(f for f in (flags, "blas__ldflags=") if f)
+        logging.getLogger("aesara.tensor.blas").setLevel(logging.ERROR)
+
+
+def _fix_jax_reductions() -> None:
+    """Aesara 2.9's JAX dispatch of ``CAReduce`` (sum, prod, max, ...) casts the result to the op's accumulator
+    dtype, which is float64 for float32 sums, so float32 graphs came back float64. Cast to the output dtype that
+    Aesara's graph declares, as its C linker does."""
+    from aesara.link.jax.dispatch import jax_funcify
+    from aesara.link.jax.dispatch.elemwise import jax_funcify_CAReduce
+    from aesara.tensor.elemwise import CAReduce
+
+    @jax_funcify.register(CAReduce)
+    def careduce_in_output_dtype(op, node=None, **kwargs):
+        reduce = jax_funcify_CAReduce(op, node=node, **kwargs)
+        if node is None:
+            return reduce
+        dtype = node.outputs[0].dtype
+
+        def careduce(x):
+            return reduce(x).astype(dtype)
+
+        return careduce
+
+
+def import_framework():
+    """Import Aesara and JAX quietly, with the logical CPU devices asked for by ``toolkit.use_logical_devices``.
+
+    Returns:
+        ``(aesara, jax)``.
+    """
+    from toolkit.devices import logical_device_count
+    from toolkit.errors import LogicalDevicesError
+
+    n = logical_device_count()
+    if n is not None:
+        problem = logical_devices_problem(n)
+        if problem:
+            raise LogicalDevicesError(f"cannot give JAX {n} logical CPU devices: {problem}")
+        configure_logical_devices(n)
+    set_quiet_defaults()
+    import aesara
+    import aesara.link.jax.dispatch  # noqa: F401  (sets jax_enable_x64 from floatX; undone below)
+    import jax
+
+    # Aesara sets x64 from floatX; float64 graphs need it on, and float32 graphs stay float32 with it on because
+    # every input is typed explicitly. Other JAX code in the process sees it too.
+    jax.config.update("jax_enable_x64", True)
+    _fix_jax_reductions()
+    # The JAX linker cannot run Aesara's runtime assertions and says so on every compile.
+    warnings.filterwarnings("ignore", message="Skipping `CheckAndRaise` Op", category=UserWarning)
+    return aesara, jax
+
+
+def _jax_started() -> bool:
+    if "jax" not in sys.modules:
+        return False
+    from jax._src import xla_bridge
+
+    return xla_bridge.backends_are_initialized()
+
+
+def _jax_cpu_count() -> int:
+    return len(sys.modules["jax"].devices("cpu"))
+
+
+def logical_devices_problem(n: int) -> str | None:
+    """Why JAX cannot get ``n`` logical CPU devices now, or None if it can."""
+    if _jax_started() and _jax_cpu_count() != n:
+        return (f"JAX has already started with {_jax_cpu_count()} CPU device(s) "
+                f"(XLA_FLAGS={_COUNT_FLAG} is read only when JAX starts)")
+    return None
+
+
+def configure_logical_devices(n: int) -> None:
+    """Set JAX's host device count for when it starts (``XLA_FLAGS``, replacing an earlier count)."""
+    if _jax_started():
+        return  # already started with n devices, or logical_devices_problem said so
+    flags = re.sub(rf"{_COUNT_FLAG}=\S*", "", os.environ.get("XLA_FLAGS", "")).split()
+    os.environ["XLA_FLAGS"] = " ".join([*flags, f"{_COUNT_FLAG}={n}"])

@@ -1,0 +1,1 @@
+"""The TensorFlow backend: ``tf.device`` placement, ``tf.Variable`` replicas, ``tf.function`` per device."""

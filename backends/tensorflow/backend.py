@@ -1,0 +1,128 @@
+"""TensorFlow translation of the backend primitives: ``tf.device`` scopes, eager copies, a ``tf.function`` per
+device for the gradient and the update."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from backends.tensorflow.environment import import_framework
+from backends.tensorflow.ops import TensorFlowOps
+from backends.tensorflow.variables import TensorFlowVariable
+from toolkit import backend as interface
+from toolkit.devices import Device, logical_device_count, parse_device
+from toolkit.errors import DeviceParseError, LogicalDevicesError
+
+tf = import_framework()
+
+
+class _PerDevice:
+    """One ``tf.function`` per device, made on first use. The ``tf.device`` scope sits inside the traced body, so
+    every op of the function is pinned to its device whatever the caller's scope."""
+
+    def __init__(self, backend: Backend, body) -> None:
+        self._backend, self._body, self._functions = backend, body, {}
+
+    def __call__(self, *args, device: Device):
+        function = self._functions.get(device)
+        if function is None:
+            name = self._backend.native_name(device)
+
+            def placed(*inner):
+                with tf.device(name):
+                    return self._body(*inner)
+
+            function = self._functions[device] = tf.function(placed, reduce_retracing=True)
+        return function(*args)
+
+
+class Backend(interface.Backend):
+    name = "tensorflow"
+
+    def __init__(self) -> None:
+        self._table = []
+        for logical in tf.config.list_logical_devices():
+            try:
+                self._table.append((parse_device(logical.name), logical.name))
+            except DeviceParseError:
+                continue  # TPUs and pluggable devices are not toolkit devices
+        self._names = dict(self._table)
+        wanted, cpus = logical_device_count(), len(self.list_devices("cpu"))
+        if wanted is not None and cpus != wanted:
+            raise LogicalDevicesError(f"asked for {wanted} logical CPU devices, TensorFlow has {cpus}")
+        self._ops: dict[str, TensorFlowOps] = {}
+        self._compiled: dict[tuple, object] = {}
+
+    def device_table(self):
+        return list(self._table)
+
+    def native_name(self, device):
+        device = parse_device(device)
+        if device not in self._names:
+            raise self._not_found(device)
+        return self._names[device]
+
+    def place(self, value, device):
+        with tf.device(self.native_name(device)):
+            return tf.identity(value)
+
+    def to_numpy(self, value):
+        return value.numpy() if hasattr(value, "numpy") else np.asarray(value)
+
+    def device_of(self, value):
+        return parse_device(value.device)
+
+    def ops(self, dtype):
+        if dtype not in self._ops:
+            self._ops[dtype] = TensorFlowOps(dtype)
+        return self._ops[dtype]
+
+    def call(self, fn, device, inputs, dtype):
+        with tf.device(self.native_name(device)):
+            return fn(self.ops(dtype), **inputs)
+
+    def compile_gradient(self, model, dtype):
+        key = ("gradient", model, dtype)
+        if key not in self._compiled:
+            ops = self.ops(dtype)
+
+            def loss_and_gradients(params, x, y):
+                with tf.GradientTape() as tape:
+                    tape.watch(params)
+                    loss = tf.reduce_mean(model.loss(ops, model.forward(ops, params, x), y))
+                grads = tape.gradient(loss, params)
+                # A parameter the loss does not use gets a zero gradient, as in the Aesara backend.
+                return loss, {k: tf.zeros_like(params[k]) if g is None else g for k, g in grads.items()}
+
+            per_device = _PerDevice(self, loss_and_gradients)
+            self._compiled[key] = lambda params, x, y, device: per_device(params, x, y, device=device)
+        return self._compiled[key]
+
+    def compile_update(self, optimizer, dtype):
+        key = ("update", optimizer, dtype)
+        if key not in self._compiled:
+            ops = self.ops(dtype)
+
+            def update(params, grads, state, step):
+                new_params, new_state = {}, {slot: {} for slot in state}
+                for name in params:
+                    slots = {slot: state[slot][name] for slot in state}
+                    new_params[name], updated = optimizer.apply(ops, params[name], grads[name], slots, step)
+                    for slot, value in updated.items():
+                        new_state[slot][name] = value
+                return new_params, new_state
+
+            per_device = _PerDevice(self, update)
+            self._compiled[key] = lambda params, grads, state, step, device: per_device(
+                params, grads, state, step, device=device)
+        return self._compiled[key]
+
+    def _new_variable(self, value, device, name):
+        return TensorFlowVariable(value, device, self.native_name(device), name)
+
+    def _weighted_sum(self, values, weights, device):
+        with tf.device(self.native_name(device)):
+            return tf.add_n([w * v for w, v in zip(weights, values)])
+
+    def _concat(self, values, device):
+        with tf.device(self.native_name(device)):
+            return tf.concat(list(values), axis=0)

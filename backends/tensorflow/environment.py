@@ -1,0 +1,97 @@
+"""TensorFlow set-up that must happen around ``import tensorflow``. Imports TensorFlow only if already imported."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sys
+import tempfile
+
+# Lines TensorFlow writes to the C-level stderr during import on a machine without CUDA, which
+# TF_CPP_MIN_LOG_LEVEL does not silence because absl has not been initialised yet (tensorflow#100442).
+# Only these are dropped; anything else printed during the import is passed through.
+_IMPORT_NOISE = re.compile(
+    r"All log messages before absl::InitializeLog\(\) is called are written to STDERR"
+    r"|cudart_stub\.cc:\d+\] Could not find cuda drivers on your machine, GPU will not be used"
+)
+
+
+def set_quiet_defaults() -> None:
+    """Default TensorFlow's C++ logging to errors only and oneDNN off (its custom ops reorder floating-point sums,
+    which the parity tests would see). A value the user already set is kept."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+
+
+@contextlib.contextmanager
+def filtered_stderr():
+    """Capture file descriptor 2 while the body runs, then replay it without the known start-up noise."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile(mode="w+b") as capture:
+        os.dup2(capture.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            capture.seek(0)
+            for line in capture.read().decode(errors="replace").splitlines(keepends=True):
+                if not _IMPORT_NOISE.search(line):
+                    sys.stderr.write(line)
+            sys.stderr.flush()
+
+
+def import_framework():
+    """Import TensorFlow quietly and give it the logical CPU devices asked for with ``toolkit.use_logical_devices``.
+
+    Returns:
+        The ``tensorflow`` module.
+    """
+    set_quiet_defaults()
+    with filtered_stderr():
+        import tensorflow as tf
+    from toolkit.devices import logical_device_count
+    from toolkit.errors import LogicalDevicesError
+
+    n = logical_device_count()
+    if n is not None:
+        problem = logical_devices_problem(n)
+        if problem:
+            raise LogicalDevicesError(f"cannot give TensorFlow {n} logical CPU devices: {problem}")
+        configure_logical_devices(n)
+    return tf
+
+
+def _started() -> bool:
+    """Whether TensorFlow's runtime has fixed its devices (only possible once tensorflow is imported)."""
+    if "tensorflow" not in sys.modules:
+        return False
+    from tensorflow.python.eager import context  # private, but the only way to ask without starting the runtime
+
+    return bool(context.context()._initialized)
+
+
+def _configured_count():
+    tf = sys.modules["tensorflow"]
+    config = tf.config.get_logical_device_configuration(tf.config.list_physical_devices("CPU")[0])
+    return len(config) if config else 1
+
+
+def logical_devices_problem(n: int) -> str | None:
+    """Why TensorFlow cannot get ``n`` logical CPU devices now, or None if it can."""
+    if _started() and _configured_count() != n:
+        return (f"TensorFlow has already started with {_configured_count()} CPU device(s) "
+                "(tf.config cannot change virtual devices after initialisation)")
+    return None
+
+
+def configure_logical_devices(n: int) -> None:
+    """Split the host CPU into ``n`` logical devices, if TensorFlow is imported; else the backend does it on load."""
+    if "tensorflow" not in sys.modules or (_started() and _configured_count() == n):
+        return
+    tf = sys.modules["tensorflow"]
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * n)

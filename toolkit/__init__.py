@@ -1,0 +1,52 @@
+"""multigpu-toolkit: one backend-neutral interface for multi-device training with TensorFlow or Aesara.
+
+Importing ``toolkit`` imports no framework; :func:`get_backend` loads one when asked.
+"""
+
+from toolkit import optim
+from toolkit.backend import Backend
+from toolkit.devices import Device, parse_device, use_logical_devices
+from toolkit.errors import (
+    BackendUnavailableError,
+    DeviceNotFoundError,
+    DeviceParseError,
+    DeviceSpecError,
+    DTypeError,
+    LogicalDevicesError,
+    ParamsError,
+    ShapeError,
+    ToolkitError,
+)
+from toolkit.model import Model
+from toolkit.ops import Ops
+from toolkit.parallel import DataParallel
+from toolkit.registry import available_backends, get_backend
+from toolkit.splitting import split_sizes
+from toolkit.variables import MirroredVariable, Variable
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Backend",
+    "BackendUnavailableError",
+    "DTypeError",
+    "DataParallel",
+    "Device",
+    "DeviceNotFoundError",
+    "DeviceParseError",
+    "DeviceSpecError",
+    "LogicalDevicesError",
+    "MirroredVariable",
+    "Model",
+    "Ops",
+    "ParamsError",
+    "ShapeError",
+    "ToolkitError",
+    "Variable",
+    "available_backends",
+    "get_backend",
+    "optim",
+    "parse_device",
+    "split_sizes",
+    "use_logical_devices",
+]

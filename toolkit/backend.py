@@ -1,0 +1,251 @@
+"""The backend interface: a few primitives each framework implements, and the multi-device methods written once
+on top of them.
+
+A backend translates; it does not decide. How a batch is split (:mod:`toolkit.splitting`), how values are weighted
+and what a training step is (:mod:`toolkit.parallel`) are decided here in the core.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar, Protocol
+
+import numpy as np
+import optree
+
+from toolkit.devices import Device, parse_device
+from toolkit.errors import DeviceNotFoundError, DeviceSpecError
+from toolkit.model import Model
+from toolkit.ops import Ops
+from toolkit.optim import Optimizer
+from toolkit.splitting import shard_bounds, split_sizes
+from toolkit.variables import MirroredVariable, Variable
+
+Native = Any  # a backend's array type
+
+
+class GradientFn(Protocol):
+    def __call__(self, params: Mapping[str, Native], x: Native, y: Native,
+                 device: Device) -> tuple[Native, dict[str, Native]]:
+        """Mean loss over the shard and its gradient for each parameter, computed on ``device``, left there."""
+
+
+class UpdateFn(Protocol):
+    def __call__(self, params: Mapping[str, Native], grads: Mapping[str, Native],
+                 state: Mapping[str, Mapping[str, Native]], step: Native,
+                 device: Device) -> tuple[dict[str, Native], dict[str, dict[str, Native]]]:
+        """New parameters and optimizer state (``state[slot][param]``), computed on ``device``, left there."""
+
+
+class Backend(ABC):
+    """A framework's implementation of the multi-device interface.
+
+    Backends are made by :func:`toolkit.get_backend`, not directly. Methods accept NumPy arrays (or anything
+    ``numpy.asarray`` takes) and return the framework's native arrays; :meth:`to_numpy` brings one back.
+    """
+
+    name: ClassVar[str]
+
+    # ----------------------------------------------------------------------------------------------------------------
+    # Primitives: what a framework must provide.
+
+    @abstractmethod
+    def device_table(self) -> list[tuple[Device, str]]:
+        """Every device the framework sees, with the framework's own name for it, in the framework's order."""
+
+    @abstractmethod
+    def place(self, value: Any, device: Device) -> Native:
+        """A native copy of ``value`` on ``device`` (no copy if it is already there)."""
+
+    @abstractmethod
+    def to_numpy(self, value: Native) -> np.ndarray:
+        """A NumPy copy of a native (or NumPy) array."""
+
+    @abstractmethod
+    def device_of(self, value: Native) -> Device:
+        """The device holding a native array."""
+
+    @abstractmethod
+    def ops(self, dtype: str) -> Ops:
+        """The backend's :class:`~toolkit.ops.Ops` for computations in ``dtype``."""
+
+    @abstractmethod
+    def call(self, fn: Callable[..., Any], device: Device, inputs: Mapping[str, Native], dtype: str) -> Any:
+        """Run ``fn(ops, **inputs)`` on ``device``; return its outputs (an array or a pytree of them) left there."""
+
+    @abstractmethod
+    def compile_gradient(self, model: Model, dtype: str) -> GradientFn:
+        """The per-device loss-and-gradient function of ``model``."""
+
+    @abstractmethod
+    def compile_update(self, optimizer: Optimizer, dtype: str) -> UpdateFn:
+        """``optimizer.apply`` for a whole parameter dict, compiled once and run on the device of its inputs."""
+
+    @abstractmethod
+    def _new_variable(self, value: np.ndarray, device: Device, name: str | None) -> Variable:
+        """A backend :class:`~toolkit.variables.Variable` holding ``value`` on ``device``."""
+
+    @abstractmethod
+    def _weighted_sum(self, values: Sequence[Native], weights: Sequence[float], device: Device) -> Native:
+        """``sum(w * v)`` in the given order, computed on ``device``."""
+
+    @abstractmethod
+    def _concat(self, values: Sequence[Native], device: Device) -> Native:
+        """Concatenate along axis 0 on ``device``."""
+
+    # ----------------------------------------------------------------------------------------------------------------
+    # Device selection.
+
+    def list_devices(self, kind: str | None = None) -> list[Device]:
+        """Devices this backend can use, optionally only those of ``kind`` (``"cpu"`` or ``"gpu"``)."""
+        if kind is not None and kind not in ("cpu", "gpu"):
+            raise DeviceSpecError(f"kind must be 'cpu', 'gpu' or None, got {kind!r}")
+        return [d for d, _ in self.device_table() if kind is None or d.kind == kind]
+
+    def native_name(self, device: Device | str) -> str:
+        """The framework's name for ``device``."""
+        device = parse_device(device)
+        for d, name in self.device_table():
+            if d == device:
+                return name
+        raise self._not_found(device)
+
+    def select_devices(self, spec: str | int | Device | Sequence[str | Device]) -> list[Device]:
+        """Resolve a device selection.
+
+        Args:
+            spec: ``"all"`` (every GPU, or every CPU device when there is no GPU); an int ``n`` (the first ``n`` of
+                those); a string of comma-separated devices (``"gpu:0,gpu:1"``); a :class:`Device`; or a list of
+                devices or device strings.
+
+        Raises:
+            DeviceSpecError: a malformed spec (a count < 1, an empty list, a device named twice, a wrong type).
+            DeviceParseError: a device string that does not parse.
+            DeviceNotFoundError: a device, or more devices, than this backend sees; the message lists them. An
+                explicit GPU on a machine without it is an error, never a fallback to the CPU.
+        """
+        existing = self.list_devices()
+        pool = [d for d in existing if d.kind == "gpu"] or [d for d in existing if d.kind == "cpu"]
+        if isinstance(spec, str) and spec.strip().lower() == "all":
+            return pool
+        if isinstance(spec, int) and not isinstance(spec, bool):
+            if spec < 1:
+                raise DeviceSpecError(f"a device count must be >= 1, got {spec}")
+            if spec > len(pool):
+                raise DeviceNotFoundError(
+                    f"{spec} devices asked for, but {self.name} sees {len(pool)} {pool[0].kind.upper()} device(s): "
+                    f"{self._listing()}. For logical CPU devices call toolkit.use_logical_devices({spec}) first."
+                )
+            return pool[:spec]
+        if isinstance(spec, str):
+            items: list[str | Device] = [s for s in spec.split(",") if s.strip()]
+        elif isinstance(spec, Device):
+            items = [spec]
+        elif isinstance(spec, Sequence):
+            items = list(spec)
+        else:
+            raise DeviceSpecError(f"cannot select devices from {spec!r}; expected 'all', an int, a string like "
+                                  "'gpu:0,gpu:1', a Device, or a list of devices")
+        if not items:
+            raise DeviceSpecError(f"no devices in {spec!r}")
+        devices = [parse_device(item) for item in items]
+        duplicates = sorted({str(d) for d in devices if devices.count(d) > 1})
+        if duplicates:
+            raise DeviceSpecError(f"device(s) {', '.join(duplicates)} named more than once in {spec!r}")
+        for device in devices:
+            if device not in existing:
+                raise self._not_found(device)
+        return devices
+
+    def _listing(self) -> str:
+        return ", ".join(str(d) for d in self.list_devices()) or "none"
+
+    def _not_found(self, device: Device) -> DeviceNotFoundError:
+        return DeviceNotFoundError(f"{self.name} has no device {device}; it sees: {self._listing()}")
+
+    # ----------------------------------------------------------------------------------------------------------------
+    # Placement.
+
+    def variable(self, value: Any, device: Device | str, name: str | None = None) -> Variable:
+        """A variable holding ``value`` on ``device`` (``.device``, ``.numpy()``, ``.assign(value)``)."""
+        (device,) = self.select_devices([device])
+        return self._new_variable(np.asarray(value), device, name)
+
+    def mirrored_variable(self, value: Any, devices: Any, name: str | None = None) -> MirroredVariable:
+        """One replica of ``value`` on each device of ``devices`` (any :meth:`select_devices` spec)."""
+        value = np.asarray(value)
+        return MirroredVariable([self._new_variable(value, d, name) for d in self.select_devices(devices)])
+
+    # ----------------------------------------------------------------------------------------------------------------
+    # Data parallelism.
+
+    def split(self, array: Any, devices: Any, weights: Sequence[float] | None = None) -> list[Native]:
+        """Split ``array`` on axis 0 into one shard per device (sizes from :func:`toolkit.split_sizes`), each placed
+        on its device. Shards may be empty when the array has fewer rows than there are devices."""
+        devices = self.select_devices(devices)
+        array = np.asarray(array)
+        if array.ndim == 0:
+            raise ValueError(f"cannot split a scalar (shape ()); expected an array with a batch axis 0")
+        sizes = split_sizes(len(array), len(devices), weights)
+        return [self.place(array[a:b], d) for d, (a, b) in zip(devices, shard_bounds(sizes))]
+
+    def average(self, values: Sequence[Any], weights: Sequence[float] | None = None,
+                device: Device | str | None = None) -> Any:
+        """The weighted mean of one pytree (an array, or a dict/list/tuple of arrays) per device.
+
+        Args:
+            values: pytrees of the same structure, typically one gradient dict per device.
+            weights: one number >= 0 per value, normalised here (not all 0). Entries of weight 0 are left out, so
+                the NaN "mean" of an empty shard does no harm. With shard sizes as weights, the mean of per-shard
+                mean gradients is the full-batch mean gradient for any split. Default: equal weights.
+            device: where the result is computed and left; default: the device of the first value.
+
+        This is the toolkit's single reduction point: a multi-process backend overrides it (or ``_weighted_sum``)
+        with its framework's all-reduce, and nothing above it changes.
+        """
+        values = list(values)
+        if not values:
+            raise ValueError("average() needs at least one value")
+        if weights is None:
+            weights = [1.0] * len(values)
+        weights = [float(w) for w in weights]
+        if len(weights) != len(values) or not all(np.isfinite(w) and w >= 0 for w in weights) or sum(weights) <= 0:
+            raise ValueError(f"average() needs one finite weight >= 0 per value ({len(values)}), not all 0; "
+                             f"got {weights!r}")
+        kept = [(v, w) for v, w in zip(values, weights) if w > 0]
+        total = sum(w for _, w in kept)
+        leaves0 = optree.tree_leaves(kept[0][0])
+        target = parse_device(device) if device is not None else self.device_of(leaves0[0])
+        if device is not None:
+            (target,) = self.select_devices([target])
+        return optree.tree_map(
+            lambda *leaves: self._weighted_sum(leaves, [w / total for _, w in kept], target),
+            *[v for v, _ in kept],
+        )
+
+    def make_parallel(self, fn: Callable[..., Any], devices: Any, **inputs: Any) -> Any:
+        """The classic ``make_parallel`` recipe: split every input on axis 0 across ``devices``, run
+        ``fn(ops, **shard)`` on each device, and concatenate the outputs on the first device.
+
+        ``fn`` is written with :class:`~toolkit.ops.Ops`; ``ops.dtype`` is the widest floating dtype of the inputs
+        (float32 if none is floating). Devices whose shard is empty are not run.
+        """
+        devices = self.select_devices(devices)
+        if not inputs:
+            raise ValueError("make_parallel() needs at least one keyword input to split")
+        arrays = {k: np.asarray(v) for k, v in inputs.items()}
+        lengths = {k: (len(a) if a.ndim else None) for k, a in arrays.items()}
+        if None in lengths.values() or len(set(lengths.values())) != 1 or 0 in lengths.values():
+            raise ValueError(f"make_parallel() inputs must share a non-empty axis 0; got lengths {lengths}")
+        floats = [a.dtype for a in arrays.values() if a.dtype.kind == "f"]
+        dtype = np.result_type(*floats).name if floats else "float32"
+        sizes = split_sizes(next(iter(lengths.values())), len(devices))
+        outputs = [
+            self.call(fn, d, {k: self.place(a[lo:hi], d) for k, a in arrays.items()}, dtype)
+            for d, (lo, hi) in zip(devices, shard_bounds(sizes)) if hi > lo
+        ]
+        return optree.tree_map(lambda *parts: self._concat(parts, devices[0]), *outputs)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name}: {self._listing()}>"

@@ -1,0 +1,44 @@
+"""Typed exceptions of the toolkit.
+
+Every error says what was given, what was expected and, where there is one, how to fix it. Each class also
+derives from the builtin exception a caller would naturally catch (``ValueError``, ``LookupError``, ...), so
+``except ValueError`` keeps working for code that does not know this module.
+"""
+
+from __future__ import annotations
+
+
+class ToolkitError(Exception):
+    """Base class of every error raised on purpose by the toolkit."""
+
+
+class BackendUnavailableError(ToolkitError, ImportError):
+    """A backend name is unknown, or its framework is not installed."""
+
+
+class DeviceSpecError(ToolkitError, ValueError):
+    """A device selection is malformed: wrong type, a count < 1, an empty list, or a device named twice."""
+
+
+class DeviceParseError(DeviceSpecError):
+    """A device string is in none of the accepted spellings."""
+
+
+class DeviceNotFoundError(ToolkitError, LookupError):
+    """A device was asked for that the backend does not see."""
+
+
+class LogicalDevicesError(ToolkitError, RuntimeError):
+    """Logical devices were asked for after a framework had already fixed its devices."""
+
+
+class ShapeError(ToolkitError, ValueError):
+    """An array has the wrong shape or rank."""
+
+
+class DTypeError(ToolkitError, TypeError):
+    """An array has the wrong dtype."""
+
+
+class ParamsError(ToolkitError, ValueError):
+    """A parameter dict has missing or extra keys, or values of the wrong shape."""

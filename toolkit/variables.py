@@ -1,0 +1,99 @@
+"""Variables placed on a device, and mirrored variables with one replica per device.
+
+A backend implements :class:`Variable` (how a value is stored on a device); the checks and the mirroring are
+written here once.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from toolkit.devices import Device
+from toolkit.errors import DTypeError, ShapeError
+
+
+def check_value(value: Any, shape: tuple[int, ...], dtype: str, what: str, describe) -> Any:
+    """Check that ``value`` can be stored in a ``shape``/``dtype`` slot; return it ready to place.
+
+    Arrays with a dtype (NumPy or native) must match ``dtype`` exactly: a silent float64 -> float32 cast hides bugs.
+    Python scalars and lists, which carry no dtype, are converted to ``dtype``.
+
+    Raises:
+        ShapeError, DTypeError: naming ``what``, the expected and the given shape or dtype.
+    """
+    if isinstance(value, (int, float, list, tuple)) and not isinstance(value, bool):
+        value = np.asarray(value, dtype=dtype)
+    given_shape, given_dtype = describe(value)
+    if given_dtype != dtype:
+        raise DTypeError(f"{what}: expected dtype {dtype}, got {given_dtype}")
+    if tuple(given_shape) != tuple(shape):
+        raise ShapeError(f"{what}: expected shape {tuple(shape)}, got {tuple(given_shape)}")
+    return value
+
+
+class Variable(ABC):
+    """A mutable array living on one device.
+
+    Attributes:
+        device: the :class:`~toolkit.Device` holding it.
+        shape, dtype, name: fixed at creation.
+    """
+
+    def __init__(self, device: Device, shape: tuple[int, ...], dtype: str, name: str | None) -> None:
+        self.device, self.shape, self.dtype, self.name = device, tuple(shape), dtype, name
+
+    @property
+    @abstractmethod
+    def value(self) -> Any:
+        """The backend's native array (a ``tf.Variable``, or a ``jax.Array`` committed to the device)."""
+
+    @abstractmethod
+    def numpy(self) -> np.ndarray:
+        """A NumPy copy of the current value."""
+
+    @abstractmethod
+    def _describe(self, value: Any) -> tuple[tuple[int, ...], str]:
+        """Shape and dtype name of a NumPy or native value."""
+
+    @abstractmethod
+    def _write(self, value: Any) -> None:
+        """Store an already checked NumPy or native value on ``self.device``."""
+
+    def assign(self, value: Any) -> None:
+        """Replace the value; the shape and dtype must match. On error the variable is unchanged."""
+        self._write(check_value(value, self.shape, self.dtype, f"assign to {self!r}", self._describe))
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name or ''} shape={self.shape} dtype={self.dtype} on {self.device}>"
+
+
+class MirroredVariable:
+    """One :class:`Variable` replica per device, kept identical: ``assign`` writes every replica."""
+
+    def __init__(self, replicas: Sequence[Variable]) -> None:
+        self.replicas = tuple(replicas)
+        first = self.replicas[0]
+        self.shape, self.dtype, self.name = first.shape, first.dtype, first.name
+
+    @property
+    def devices(self) -> tuple[Device, ...]:
+        return tuple(r.device for r in self.replicas)
+
+    def numpy(self) -> np.ndarray:
+        """The value (of the first replica; all replicas hold the same)."""
+        return self.replicas[0].numpy()
+
+    def assign(self, value: Any) -> None:
+        """Write ``value`` to every replica. Checked once, before any replica changes."""
+        first = self.replicas[0]
+        value = check_value(value, self.shape, self.dtype, f"assign to {self!r}", first._describe)
+        for replica in self.replicas:
+            replica._write(value)
+
+    def __repr__(self) -> str:
+        devices = ", ".join(map(str, self.devices))
+        return f"<MirroredVariable {self.name or ''} shape={self.shape} dtype={self.dtype} on [{devices}]>"
