@@ -186,7 +186,7 @@ class Backend(ABC):
         devices = self.select_devices(devices)
         array = np.asarray(array)
         if array.ndim == 0:
-            raise ValueError(f"cannot split a scalar (shape ()); expected an array with a batch axis 0")
+            raise ValueError("cannot split a scalar (shape ()); expected an array with a batch axis 0")
         sizes = split_sizes(len(array), len(devices), weights)
         return [self.place(array[a:b], d) for d, (a, b) in zip(devices, shard_bounds(sizes))]
 

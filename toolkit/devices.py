@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import sys
 from dataclasses import dataclass
 
 from toolkit.errors import DeviceParseError, LogicalDevicesError

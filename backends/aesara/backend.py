@@ -7,6 +7,7 @@ linker and run with ``jax.device_put`` inputs, one compiled function per input s
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -50,7 +51,10 @@ class _Function:
 
     def __init__(self, inputs, outputs, linker: str) -> None:
         if linker == "jax":
-            function = aesara.function(inputs, outputs, mode="JAX", on_unused_input="ignore")
+            with warnings.catch_warnings():
+                # The JAX linker cannot run Aesara's runtime assertions and warns about each one it drops.
+                warnings.filterwarnings("ignore", message="Skipping `CheckAndRaise` Op", category=UserWarning)
+                function = aesara.function(inputs, outputs, mode="JAX", on_unused_input="ignore")
             # Calling the Aesara function object copies every input to the host, so all outputs would land on JAX
             # device 0. Its jitted function, called directly with device-placed arrays, runs where they are.
             self._run = function.vm.jit_fn

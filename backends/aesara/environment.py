@@ -6,18 +6,19 @@ import logging
 import os
 import re
 import sys
-import warnings
 
 _COUNT_FLAG = "--xla_force_host_platform_device_count"
 
 
 def set_quiet_defaults() -> None:
     """Without a BLAS named in ``AESARA_FLAGS``, Aesara probes for one at import and logs long warnings when it
-    falls back to NumPy's dot. An explicit empty ``blas__ldflags`` skips the probe; the fallback is still used and
-    still correct. A user's own ``blas__ldflags`` (e.g. ``-lopenblas``) is kept and then used."""
+    falls back to NumPy's dot. An explicit empty ``blas__ldflags`` skips the probe and the fallback (correct, only
+    slower) is used without a warning. A user's own ``blas__ldflags`` (e.g. ``-lopenblas``) is kept and used."""
     flags = os.environ.get("AESARA_FLAGS", "")
-    if "blas__ldflags" not in flags:
+    match = re.search(r"(?:^|,)\s*blas__ldflags\s*=([^,]*)", flags)
+    if match is None:
         os.environ["AESARA_FLAGS"] = ",".join(f for f in (flags, "blas__ldflags=") if f)
+    if match is None or not match.group(1).strip():
         logging.getLogger("aesara.tensor.blas").setLevel(logging.ERROR)
 
 
@@ -66,8 +67,6 @@ def import_framework():
     # every input is typed explicitly. Other JAX code in the process sees it too.
     jax.config.update("jax_enable_x64", True)
     _fix_jax_reductions()
-    # The JAX linker cannot run Aesara's runtime assertions and says so on every compile.
-    warnings.filterwarnings("ignore", message="Skipping `CheckAndRaise` Op", category=UserWarning)
     return aesara, jax
 
 

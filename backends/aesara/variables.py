@@ -9,7 +9,8 @@ from toolkit.variables import Variable
 
 
 def describe(value) -> tuple[tuple[int, ...], str]:
-    return tuple(np.shape(value)), np.dtype(value.dtype).name if hasattr(value, "dtype") else np.asarray(value).dtype.name
+    dtype = value.dtype if hasattr(value, "dtype") else np.asarray(value).dtype
+    return tuple(np.shape(value)), np.dtype(dtype).name
 
 
 class AesaraVariable(Variable):

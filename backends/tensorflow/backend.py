@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from backends.tensorflow.environment import import_framework
+from backends.tensorflow import environment
 from backends.tensorflow.ops import TensorFlowOps
 from backends.tensorflow.variables import TensorFlowVariable
 from toolkit import backend as interface
 from toolkit.devices import Device, logical_device_count, parse_device
 from toolkit.errors import DeviceParseError, LogicalDevicesError
 
-tf = import_framework()
+tf = environment.import_framework()
 
 
 class _PerDevice:
@@ -40,7 +40,9 @@ class Backend(interface.Backend):
 
     def __init__(self) -> None:
         self._table = []
-        for logical in tf.config.list_logical_devices():
+        with environment.filtered_stderr():  # the first device query starts the runtime, which may log noise
+            logical_devices = tf.config.list_logical_devices()
+        for logical in logical_devices:
             try:
                 self._table.append((parse_device(logical.name), logical.name))
             except DeviceParseError:

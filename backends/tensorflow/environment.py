@@ -8,12 +8,15 @@ import re
 import sys
 import tempfile
 
-# Lines TensorFlow writes to the C-level stderr during import on a machine without CUDA, which
-# TF_CPP_MIN_LOG_LEVEL does not silence because absl has not been initialised yet (tensorflow#100442).
-# Only these are dropped; anything else printed during the import is passed through.
-_IMPORT_NOISE = re.compile(
+# Lines the GPU build of TensorFlow writes to the C-level stderr at import and at runtime start on a machine without
+# an NVIDIA driver, which TF_CPP_MIN_LOG_LEVEL does not silence because absl is not initialised yet
+# (tensorflow#100442). Only these are dropped, and the cuInit failure only where no driver is installed (elsewhere it
+# is a real error); anything else printed meanwhile is passed through.
+_NO_DRIVER = not os.path.exists("/proc/driver/nvidia/version")
+_STARTUP_NOISE = re.compile(
     r"All log messages before absl::InitializeLog\(\) is called are written to STDERR"
     r"|cudart_stub\.cc:\d+\] Could not find cuda drivers on your machine, GPU will not be used"
+    + (r"|cuda_platform\.cc:\d+\] failed call to cuInit: .*\(303\)" if _NO_DRIVER else "")
 )
 
 
@@ -26,7 +29,7 @@ def set_quiet_defaults() -> None:
 
 @contextlib.contextmanager
 def filtered_stderr():
-    """Capture file descriptor 2 while the body runs, then replay it without the known start-up noise."""
+    """Capture file descriptor 2 while the body runs, then replay it without TensorFlow's known start-up noise."""
     sys.stderr.flush()
     saved = os.dup(2)
     with tempfile.TemporaryFile(mode="w+b") as capture:
@@ -39,7 +42,7 @@ def filtered_stderr():
             os.close(saved)
             capture.seek(0)
             for line in capture.read().decode(errors="replace").splitlines(keepends=True):
-                if not _IMPORT_NOISE.search(line):
+                if not _STARTUP_NOISE.search(line):
                     sys.stderr.write(line)
             sys.stderr.flush()
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from backends.tensorflow.environment import import_framework
-
 from toolkit.ops import Ops
 
 tf = import_framework()

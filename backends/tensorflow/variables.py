@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import numpy as np
-from backends.tensorflow.environment import import_framework
 
+from backends.tensorflow.environment import import_framework
 from toolkit.variables import Variable
 
 tf = import_framework()

@@ -1,0 +1,49 @@
+"""Fixtures shared by every test: backends (skipped with a reason when not installed) and device counts.
+
+The process gets MAX_DEVICES logical CPU devices before any framework starts, so every test can use 1..4 devices.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import toolkit
+from toolkit.registry import REGISTRY
+
+#: Device counts every multi-device test runs with.
+DEVICE_COUNTS = (1, 2, 4)
+MAX_DEVICES = max(DEVICE_COUNTS)
+
+toolkit.use_logical_devices(MAX_DEVICES)
+
+INSTALLED = set(toolkit.available_backends())
+
+
+def _skip_unless_installed(name: str):
+    return pytest.mark.skipif(name not in INSTALLED,
+                              reason=f"backend {name} is not installed ({REGISTRY[name].install_command})")
+
+
+BACKEND_PARAMS = [pytest.param(name, marks=_skip_unless_installed(name), id=name) for name in REGISTRY]
+
+#: Marks a test that compares backends: it needs every backend installed.
+needs_all_backends = pytest.mark.skipif(
+    INSTALLED != set(REGISTRY),
+    reason=f"compares backends; missing: {', '.join(sorted(set(REGISTRY) - INSTALLED)) or 'none'} "
+           f'(pip install "multigpu-toolkit[all]")',
+)
+
+
+@pytest.fixture(params=BACKEND_PARAMS)
+def backend_name(request) -> str:
+    return request.param
+
+
+@pytest.fixture
+def backend(backend_name):
+    return toolkit.get_backend(backend_name)
+
+
+@pytest.fixture(params=DEVICE_COUNTS, ids=lambda n: f"{n}dev")
+def n_devices(request) -> int:
+    return request.param

@@ -1,0 +1,35 @@
+"""Aesara's C linker (host only) and JAX linker (devices) compute the same training run."""
+
+from __future__ import annotations
+
+import pytest
+
+import toolkit
+from tests.conftest import INSTALLED
+from tests.helpers import SMALL_MLP, batch, max_abs_diff
+from toolkit.tolerances import FLOAT64_ATOL
+
+pytestmark = pytest.mark.skipif("aesara" not in INSTALLED, reason="backend aesara is not installed")
+
+
+def test_c_linker_matches_jax_linker():
+    c_backend = toolkit.get_backend("aesara", linker="c")
+    x, y = batch(16, seed=7)
+    runs = {}
+    for name, backend in (("c", c_backend), ("jax", toolkit.get_backend("aesara"))):
+        trainer = toolkit.DataParallel(SMALL_MLP, backend, 1, toolkit.optim.Adam(0.05), dtype="float64")
+        runs[name] = ([trainer.step(x, y) for _ in range(10)], trainer.params())
+    assert max(abs(a - b) for a, b in zip(runs["c"][0], runs["jax"][0])) <= FLOAT64_ATOL
+    assert max_abs_diff(runs["c"][1], runs["jax"][1]) <= FLOAT64_ATOL
+
+
+def test_c_linker_has_one_host_device():
+    backend = toolkit.get_backend("aesara", linker="c")
+    assert [str(d) for d in backend.list_devices()] == ["cpu:0"]
+    with pytest.raises(toolkit.DeviceNotFoundError, match="2 devices asked for, but aesara sees 1 CPU"):
+        backend.select_devices(2)
+
+
+def test_unknown_linker():
+    with pytest.raises(ValueError, match="linker must be one of"):
+        toolkit.get_backend("aesara", linker="numba")

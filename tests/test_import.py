@@ -1,0 +1,85 @@
+"""``import toolkit`` imports no framework, and logical devices cannot be changed once a framework has started."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from tests.conftest import INSTALLED
+
+FRAMEWORKS = ("tensorflow", "aesara", "jax", "jaxlib")
+
+
+def run_python(code: str) -> subprocess.CompletedProcess:
+    """Run ``code`` in a fresh interpreter, without the logical-device and quiet settings this process made."""
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "AESARA_FLAGS", "TF_CPP_MIN_LOG_LEVEL",
+                                                             "TF_ENABLE_ONEDNN_OPTS")}
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          timeout=300, env=env)
+
+
+def test_import_toolkit_imports_no_framework():
+    result = run_python(f"""
+        import json, sys
+        import toolkit, toolkit.models, toolkit.datasets, toolkit.tolerances, backends, backends.tensorflow
+        import backends.aesara, backends.tensorflow.environment, backends.aesara.environment
+        toolkit.available_backends()
+        toolkit.use_logical_devices(2)
+        print(json.dumps([m for m in {FRAMEWORKS!r} if m in sys.modules]))
+    """)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == []
+
+
+@pytest.mark.skipif("tensorflow" not in INSTALLED, reason="needs tensorflow")
+def test_logical_devices_after_tensorflow_started_is_refused_and_changes_nothing():
+    result = run_python("""
+        import tensorflow as tf
+        tf.constant(1.0) + 1.0  # starts the runtime with one CPU device
+        import toolkit
+        try:
+            toolkit.use_logical_devices(3)
+        except RuntimeError as error:
+            assert isinstance(error, toolkit.LogicalDevicesError)
+            print("refused:", error)
+        from toolkit.devices import logical_device_count
+        assert logical_device_count() is None
+        assert len(tf.config.list_logical_devices("CPU")) == 1
+    """)
+    assert result.returncode == 0, result.stderr
+    assert "refused: use_logical_devices(3) came too late: TensorFlow has already started with 1" in result.stdout
+    assert "at the top of the program" in result.stdout
+
+
+@pytest.mark.skipif("aesara" not in INSTALLED, reason="needs aesara and jax")
+def test_logical_devices_after_jax_started_is_refused():
+    result = run_python("""
+        import jax
+        jax.devices()
+        import toolkit
+        try:
+            toolkit.use_logical_devices(3)
+        except RuntimeError as error:
+            print("refused:", error)
+    """)
+    assert result.returncode == 0, result.stderr
+    assert "JAX has already started with 1 CPU device(s)" in result.stdout
+
+
+@pytest.mark.skipif(INSTALLED != {"tensorflow", "aesara"}, reason="needs both backends")
+def test_logical_devices_reach_both_frameworks_and_stay_quiet():
+    result = run_python("""
+        import toolkit
+        toolkit.use_logical_devices(3)
+        tf_backend, aesara_backend = toolkit.get_backend("tensorflow"), toolkit.get_backend("aesara")
+        print([str(d) for d in tf_backend.list_devices()], [str(d) for d in aesara_backend.list_devices()])
+    """)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "['cpu:0', 'cpu:1', 'cpu:2'] ['cpu:0', 'cpu:1', 'cpu:2']"
+    # No TensorFlow/oneDNN banners, no CUDA-stub lines, no Aesara BLAS warnings in normal use.
+    assert result.stderr == ""
