@@ -1,0 +1,45 @@
+"""Sessions: one test run per backend (each installs only its own framework), a parity run with both, lint, and the
+demo. ``nox`` runs the four test and lint sessions; ``nox -s demo`` runs the demo."""
+
+from __future__ import annotations
+
+import nox
+
+nox.options.sessions = ["tests-tensorflow", "tests-aesara", "parity", "lint"]
+nox.options.reuse_existing_virtualenvs = True
+
+QUIET = {"TF_CPP_MIN_LOG_LEVEL": "3", "TF_ENABLE_ONEDNN_OPTS": "0", "PYTHONWARNINGS": "default"}
+
+
+@nox.session(name="tests-tensorflow")
+def tests_tensorflow(session: nox.Session) -> None:
+    """Every test that needs no Aesara, with only TensorFlow installed (Aesara tests skip with the reason)."""
+    session.install("-e", ".[tensorflow,dev]")
+    session.run("pytest", "-m", "not parity", *session.posargs, env=QUIET)
+
+
+@nox.session(name="tests-aesara")
+def tests_aesara(session: nox.Session) -> None:
+    """Every test that needs no TensorFlow, with only Aesara and JAX installed."""
+    session.install("-e", ".[aesara,dev]")
+    session.run("pytest", "-m", "not parity", *session.posargs, env=QUIET)
+
+
+@nox.session
+def parity(session: nox.Session) -> None:
+    """The tests that compare TensorFlow and Aesara, with both installed."""
+    session.install("-e", ".[all,dev]")
+    session.run("pytest", "-m", "parity", *session.posargs, env=QUIET)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    session.install("ruff>=0.6")
+    session.run("ruff", "check", ".")
+
+
+@nox.session
+def demo(session: nox.Session) -> None:
+    """Data-parallel digits MLP on 2 logical devices on both backends: losses, step times, parity."""
+    session.install("-e", ".[all]")
+    session.run("python", "examples/digits_data_parallel.py", "--devices", "2", *session.posargs)
