@@ -8,7 +8,7 @@ import nox
 nox.options.sessions = ["tests-tensorflow", "tests-aesara", "parity", "lint"]
 nox.options.reuse_existing_virtualenvs = True
 
-QUIET = {"TF_CPP_MIN_LOG_LEVEL": "3", "TF_ENABLE_ONEDNN_OPTS": "0", "PYTHONWARNINGS": "default"}
+QUIET = {"TF_CPP_MIN_LOG_LEVEL": "3", "TF_ENABLE_ONEDNN_OPTS": "0"}
 
 
 @nox.session(name="tests-tensorflow")

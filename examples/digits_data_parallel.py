@@ -49,8 +49,8 @@ def main() -> None:
     names = [name.strip() for name in args.backends.split(",") if name.strip()]
     trainers = {name: toolkit.DataParallel(model, name, args.devices, toolkit.optim.Adam(args.lr), dtype=args.dtype,
                                            seed=args.seed) for name in names}
-    devices = ", ".join(str(d) for d in next(iter(trainers.values())).devices)
-    console.print(f"[bold]{model.name}[/], Adam({args.lr}), global batch {args.batch} split over {escape(f'[{devices}]')}, "
+    devices = escape("[" + ", ".join(str(d) for d in next(iter(trainers.values())).devices) + "]")
+    console.print(f"[bold]{model.name}[/], Adam({args.lr}), global batch {args.batch} split over {devices}, "
                   f"{args.dtype}, {len(x_train)} training and {len(x_test)} test digits")
 
     losses = {name: [] for name in names}
