@@ -29,14 +29,23 @@ import jax.numpy as jnp  # noqa: E402
 LINKERS = ("jax", "c")
 
 
-def _signature(value) -> tuple[str, tuple[bool, ...]]:
-    """What an Aesara input type depends on: dtype and which axes have size 1 (Aesara's broadcastable axes)."""
-    return np.dtype(value.dtype).name, tuple(size == 1 for size in np.shape(value))
+def _signature(value, linker: str) -> tuple[str, tuple[int | None, ...]]:
+    """The static type an input is compiled for: its dtype and shape.
+
+    Under the JAX linker the whole shape is static. JAX traces one program per input shape anyway, and with concrete
+    shapes Aesara folds shape arithmetic into constants, so reshapes with -1, their gradients and ``arange(n)`` reach
+    ``jax.jit`` as constants, which it requires. Under the C linker only size-1 axes are static (Aesara's
+    broadcastable axes), so one compiled function serves every batch size.
+    """
+    shape = tuple(np.shape(value))
+    if linker != "jax":
+        shape = tuple(1 if size == 1 else None for size in shape)
+    return np.dtype(value.dtype).name, shape
 
 
-def _symbol(value, name: str | None = None):
-    dtype, broadcastable = _signature(value)
-    return at.tensor(dtype, shape=tuple(1 if b else None for b in broadcastable), name=name)
+def _symbol(value, linker: str, name: str | None = None):
+    dtype, shape = _signature(value, linker)
+    return at.tensor(dtype, shape=shape, name=name)
 
 
 def _building(dtype: str):
@@ -61,8 +70,13 @@ class _Function:
         else:
             self._run = aesara.function(inputs, outputs, mode="FAST_RUN", on_unused_input="ignore")
 
-    def __call__(self, *args) -> list:
-        return list(self._run(*args))
+    def __call__(self, *args, device=None) -> list:
+        """Run with native inputs. ``device`` (a JAX device) is where outputs that depend on no input (constants,
+        ``ones_like`` of a shape) are made; outputs computed from inputs are made where the inputs are."""
+        if device is None:
+            return list(self._run(*args))
+        with jax.default_device(device):
+            return list(self._run(*args))
 
 
 class _BySignature:
@@ -72,15 +86,15 @@ class _BySignature:
     def __init__(self, build: Callable, dtype: str, linker: str) -> None:
         self._build, self._dtype, self._linker, self._functions = build, dtype, linker, {}
 
-    def __call__(self, *args) -> list:
+    def __call__(self, *args, device=None) -> list:
         leaves = optree.tree_leaves(args)
-        key = tuple(_signature(leaf) for leaf in leaves)
+        key = tuple(_signature(leaf, self._linker) for leaf in leaves)
         function = self._functions.get(key)
         if function is None:
             with _building(self._dtype):
                 symbols, outputs = self._build(*args)
             function = self._functions[key] = _Function(optree.tree_leaves(symbols), outputs, self._linker)
-        return function(*leaves)
+        return function(*leaves, device=device)
 
 
 class Backend(interface.Backend):
@@ -124,6 +138,9 @@ class Backend(interface.Backend):
             return np.asarray(value)
         return jax.device_put(value, self._jax_devices[device])
 
+    def _jax_device(self, device):
+        return self._jax_devices.get(device)  # None under the C linker
+
     def to_numpy(self, value):
         return np.asarray(value)
 
@@ -140,14 +157,15 @@ class Backend(interface.Backend):
 
     def call(self, fn, device, inputs, dtype):
         names = sorted(inputs)
-        key = ("call", fn, dtype, tuple((name, _signature(inputs[name])) for name in names))
+        key = ("call", fn, dtype, tuple((name, _signature(inputs[name], self.linker)) for name in names))
         if key not in self._compiled:
-            symbols = {name: _symbol(inputs[name], name) for name in names}
+            symbols = {name: _symbol(inputs[name], self.linker, name) for name in names}
             with _building(dtype):
                 outputs, spec = optree.tree_flatten(fn(self.ops(dtype), **symbols))
             self._compiled[key] = (_Function([symbols[n] for n in names], outputs, self.linker), spec)
         function, spec = self._compiled[key]
-        return optree.tree_unflatten(spec, function(*[self.place(inputs[n], device) for n in names]))
+        outputs = function(*[self.place(inputs[n], device) for n in names], device=self._jax_device(device))
+        return optree.tree_unflatten(spec, outputs)
 
     def compile_gradient(self, model, dtype):
         key = ("gradient", model, dtype)
@@ -155,8 +173,8 @@ class Backend(interface.Backend):
             ops = self.ops(dtype)
 
             def build(params, x, y):
-                symbols = {name: _symbol(value, name) for name, value in params.items()}
-                x_symbol, y_symbol = _symbol(x, "x"), _symbol(y, "y")
+                symbols = {name: _symbol(value, self.linker, name) for name, value in params.items()}
+                x_symbol, y_symbol = _symbol(x, self.linker, "x"), _symbol(y, self.linker, "y")
                 loss = at.mean(model.loss(ops, model.forward(ops, symbols, x_symbol), y_symbol))
                 grads = aesara.grad(loss, list(symbols.values()), disconnected_inputs="ignore")
                 return (symbols, x_symbol, y_symbol), [loss, *grads]
@@ -164,7 +182,7 @@ class Backend(interface.Backend):
             compiled = _BySignature(build, dtype, self.linker)
 
             def loss_and_gradients(params, x, y, device):
-                loss, *grads = compiled(params, x, y)
+                loss, *grads = compiled(params, x, y, device=self._jax_device(device))
                 return loss, dict(zip(params, grads))
 
             self._compiled[key] = loss_and_gradients
@@ -176,10 +194,11 @@ class Backend(interface.Backend):
             ops = self.ops(dtype)
 
             def build(params, grads, state, step):
-                p = {name: _symbol(value, name) for name, value in params.items()}
-                g = {name: _symbol(grads[name], f"grad_{name}") for name in params}
-                s = {slot: {name: _symbol(state[slot][name], f"{slot}_{name}") for name in params} for slot in state}
-                t = _symbol(step, "step")
+                p = {name: _symbol(value, self.linker, name) for name, value in params.items()}
+                g = {name: _symbol(grads[name], self.linker, f"grad_{name}") for name in params}
+                s = {slot: {name: _symbol(state[slot][name], self.linker, f"{slot}_{name}") for name in params}
+                     for slot in state}
+                t = _symbol(step, self.linker, "step")
                 outputs = []
                 new_state = {slot: [] for slot in state}
                 for name in params:
@@ -192,7 +211,7 @@ class Backend(interface.Backend):
             compiled = _BySignature(build, dtype, self.linker)
 
             def update(params, grads, state, step, device):
-                outputs = compiled(params, grads, state, step)
+                outputs = compiled(params, grads, state, step, device=self._jax_device(device))
                 names = list(params)
                 new_params = dict(zip(names, outputs[: len(names)]))
                 rest = outputs[len(names):]

@@ -43,6 +43,47 @@ def _fix_jax_reductions() -> None:
         return careduce
 
 
+def _add_jax_split() -> None:
+    """Aesara 2.9 has no JAX conversion for ``Split``, which the gradient of ``concatenate`` uses. With static input
+    shapes (how the backend compiles for JAX) the split sizes are constants, so the conversion is a ``jnp.split``
+    at fixed offsets; with symbolic sizes it raises, as before, naming the reason."""
+    import jax.numpy as jnp
+    import numpy as np
+    from aesara.graph.basic import Constant
+    from aesara.link.jax.dispatch import jax_funcify
+    from aesara.tensor.basic import Split
+
+    @jax_funcify.register(Split)
+    def jax_funcify_Split(op, node=None, **kwargs):
+        constants = [getattr(v, "data", None) if isinstance(v, Constant) else None for v in node.inputs[1:]]
+        if any(c is None for c in constants):
+            raise NotImplementedError("JAX needs constant split sizes; compile with static input shapes")
+        axis, sizes = int(constants[0]), np.asarray(constants[1])
+        offsets = [int(o) for o in np.cumsum(sizes)[:-1]]
+
+        def split(x, *_):
+            return tuple(jnp.split(x, offsets, axis=axis))
+
+        return split
+
+
+def _fix_jax_specify_shape() -> None:
+    """Aesara 2.9's JAX ``SpecifyShape`` compares the whole shape, so a partly specified shape such as
+    ``(1, None, None)`` (made by the gradient of ``stack``) fails on any real array. Check only the given sizes."""
+    from aesara.link.jax.dispatch import jax_funcify
+    from aesara.tensor.shape import SpecifyShape
+
+    @jax_funcify.register(SpecifyShape)
+    def jax_funcify_SpecifyShape(op, node=None, **kwargs):
+        def specify_shape(x, *shape):
+            expected = tuple(None if s is None else int(s) for s in shape)
+            if x.ndim != len(expected) or any(e is not None and e != a for e, a in zip(expected, x.shape)):
+                raise AssertionError(f"SpecifyShape: got shape {x.shape}, expected {expected}")
+            return x
+
+        return specify_shape
+
+
 def import_framework():
     """Import Aesara and JAX quietly, with the logical CPU devices asked for by ``toolkit.use_logical_devices``.
 
@@ -67,6 +108,8 @@ def import_framework():
     # every input is typed explicitly. Other JAX code in the process sees it too.
     jax.config.update("jax_enable_x64", True)
     _fix_jax_reductions()
+    _add_jax_split()
+    _fix_jax_specify_shape()
     return aesara, jax
 
 

@@ -1,0 +1,92 @@
+"""Every neutral op, on every backend, against NumPy; and its gradient across backends."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import toolkit
+from tests.conftest import needs_all_backends
+from toolkit.tolerances import FLOAT64_ATOL
+
+RNG = np.random.default_rng(0)
+A = RNG.normal(size=(4, 3))
+B = RNG.normal(size=(3, 5))
+POSITIVE = RNG.uniform(0.5, 2.0, size=(4, 3))
+LABELS = np.array([0, 2, 1, 2], dtype=np.int32)
+
+
+def _softmax(x, axis=-1):
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+# name -> (fn(ops, a, b, p, y), numpy reference(a, b, p, y)); a: (4, 3) normal, b: (3, 5), p: positive, y: labels.
+CASES = {
+    "matmul": (lambda o, a, b, p, y: o.matmul(a, b), lambda a, b, p, y: a @ b),
+    "relu": (lambda o, a, b, p, y: o.relu(a), lambda a, b, p, y: np.maximum(a, 0)),
+    "tanh": (lambda o, a, b, p, y: o.tanh(a), lambda a, b, p, y: np.tanh(a)),
+    "sigmoid": (lambda o, a, b, p, y: o.sigmoid(a), lambda a, b, p, y: 1 / (1 + np.exp(-a))),
+    "softmax": (lambda o, a, b, p, y: o.softmax(a), lambda a, b, p, y: _softmax(a)),
+    "softmax_axis0": (lambda o, a, b, p, y: o.softmax(a, axis=0), lambda a, b, p, y: _softmax(a, axis=0)),
+    "log_softmax": (lambda o, a, b, p, y: o.log_softmax(a), lambda a, b, p, y: np.log(_softmax(a))),
+    "exp": (lambda o, a, b, p, y: o.exp(a), lambda a, b, p, y: np.exp(a)),
+    "log": (lambda o, a, b, p, y: o.log(p), lambda a, b, p, y: np.log(p)),
+    "sqrt": (lambda o, a, b, p, y: o.sqrt(p), lambda a, b, p, y: np.sqrt(p)),
+    "square": (lambda o, a, b, p, y: o.square(a), lambda a, b, p, y: a * a),
+    "sum": (lambda o, a, b, p, y: o.sum(a), lambda a, b, p, y: a.sum()),
+    "sum_axis_keepdims": (lambda o, a, b, p, y: o.sum(a, axis=1, keepdims=True),
+                          lambda a, b, p, y: a.sum(axis=1, keepdims=True)),
+    "mean": (lambda o, a, b, p, y: o.mean(a, axis=0), lambda a, b, p, y: a.mean(axis=0)),
+    "reshape": (lambda o, a, b, p, y: o.reshape(a, (2, -1)), lambda a, b, p, y: a.reshape(2, -1)),
+    "concat": (lambda o, a, b, p, y: o.concat([a, p], axis=1), lambda a, b, p, y: np.concatenate([a, p], axis=1)),
+    "stack": (lambda o, a, b, p, y: o.stack([a, p], axis=0), lambda a, b, p, y: np.stack([a, p])),
+    "squeeze": (lambda o, a, b, p, y: o.squeeze(o.reshape(a, (4, 1, 3)), axis=1), lambda a, b, p, y: a),
+    "ones_like": (lambda o, a, b, p, y: o.ones_like(a), lambda a, b, p, y: np.ones_like(a)),
+    "one_hot": (lambda o, a, b, p, y: o.one_hot(y, 3), lambda a, b, p, y: np.eye(3)[y]),
+    "arithmetic": (lambda o, a, b, p, y: (a - p) * 2.0 / p + a ** 2 - -a,
+                   lambda a, b, p, y: (a - p) * 2.0 / p + a ** 2 + a),
+}
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("name", list(CASES))
+def test_op_matches_numpy(backend, name, dtype):
+    fn, reference = CASES[name]
+    device = backend.select_devices(["cpu:1"])[0] if len(backend.list_devices()) > 1 else backend.list_devices()[0]
+    inputs = {"a": A.astype(dtype), "b": B.astype(dtype), "p": POSITIVE.astype(dtype), "y": LABELS}
+    placed = {k: backend.place(v, device) for k, v in inputs.items()}
+    out = backend.call(lambda ops, a, b, p, y: fn(ops, a, b, p, y), device, placed, dtype)
+    result = backend.to_numpy(out)
+    assert result.dtype == np.dtype(dtype), f"{name} returned {result.dtype}"
+    assert backend.device_of(out) == device
+    np.testing.assert_allclose(result, reference(A, B, POSITIVE, LABELS), rtol=1e-5 if dtype == "float32" else 1e-12,
+                               atol=1e-6 if dtype == "float32" else 1e-12)
+
+
+DIFFERENTIABLE = [n for n in CASES if n not in ("ones_like", "one_hot")]
+
+
+@pytest.mark.parity
+@needs_all_backends
+@pytest.mark.parametrize("name", DIFFERENTIABLE)
+def test_op_gradients_agree_across_backends(name):
+    fn, _ = CASES[name]
+    weights = RNG.normal(size=np.shape(CASES[name][1](A, B, POSITIVE, LABELS)))
+
+    def init(rng):
+        return {"a": A.copy(), "b": B.copy(), "p": POSITIVE.copy()}
+
+    def forward(ops, params, x):
+        return fn(ops, params["a"], params["b"], params["p"], None)  # the differentiable cases use no labels
+
+    def loss(ops, out, target):
+        # Each of the 2 examples scores the op's output with its own random weights, so every element has a gradient.
+        return ops.sum(ops.reshape(ops.stack([out, out]) * target, (2, -1)), axis=1)
+
+    model = toolkit.Model(init, forward, loss)
+    target = np.stack([weights, 2.0 * weights])
+    grads = {name: toolkit.DataParallel(model, name, 1, toolkit.optim.SGD(0.1), dtype="float64")
+             .gradients(np.zeros((2, 1)), target) for name in ("tensorflow", "aesara")}
+    for key in grads["tensorflow"]:
+        np.testing.assert_allclose(grads["tensorflow"][key], grads["aesara"][key], rtol=0, atol=FLOAT64_ATOL)
