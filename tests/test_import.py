@@ -76,8 +76,18 @@ def test_logical_devices_reach_both_frameworks_and_stay_quiet():
     result = run_python("""
         import toolkit
         toolkit.use_logical_devices(3)
+        import numpy as np
+        from toolkit.models import mlp
         tf_backend, aesara_backend = toolkit.get_backend("tensorflow"), toolkit.get_backend("aesara")
         print([str(d) for d in tf_backend.list_devices()], [str(d) for d in aesara_backend.list_devices()])
+        model, rng = mlp([4, 8, 3]), np.random.default_rng(0)
+        for name in ("tensorflow", "aesara"):  # a sweep, as users run it: several trainers, uneven batches
+            for n in (1, 2, 3):
+                for optimizer in (toolkit.optim.SGD(0.1), toolkit.optim.Adam(0.01)):
+                    trainer = toolkit.DataParallel(model, name, n, optimizer)
+                    for size in (7, 5, 8):
+                        trainer.step(rng.normal(size=(size, 4)), rng.integers(0, 3, size))
+        toolkit.get_backend("aesara", linker="c")
     """)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "['cpu:0', 'cpu:1', 'cpu:2'] ['cpu:0', 'cpu:1', 'cpu:2']"

@@ -32,6 +32,10 @@ class _PerDevice:
                     return self._body(*inner)
 
             function = self._functions[device] = tf.function(placed, reduce_retracing=True)
+            # TensorFlow's frequent-retracing warning counts traces per code object, and every per-device function
+            # shares `placed`'s code, so each new device or model looked like a retrace. Each function traces once
+            # per input signature, and reduce_retracing bounds that; Keras silences its own functions the same way.
+            function._omit_frequent_tracing_warning = True
         return function(*args)
 
 
