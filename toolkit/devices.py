@@ -107,10 +107,29 @@ def use_logical_devices(n: int) -> None:
     _logical_cpu_count = n
 
 
+def apply_logical_devices(environment, framework: str) -> None:
+    """Give a framework being loaded the logical CPU devices asked for by :func:`use_logical_devices`, if any.
+
+    Args:
+        environment: the backend's ``environment`` module (``logical_devices_problem``, ``configure_logical_devices``).
+        framework: its name, for the error message.
+
+    Raises:
+        LogicalDevicesError: the framework has already started with another count.
+    """
+    n = _logical_cpu_count
+    if n is None:
+        return
+    problem = environment.logical_devices_problem(n)
+    if problem:
+        raise LogicalDevicesError(f"cannot give {framework} {n} logical CPU devices: {problem}")
+    environment.configure_logical_devices(n)
+
+
 def logical_device_count() -> int | None:
     """The count last set by :func:`use_logical_devices`, or None."""
     return _logical_cpu_count
 
 
-__all__ = ["ACCEPTED_FORMS", "KINDS", "Device", "LogicalDevicesError", "logical_device_count", "parse_device",
+__all__ = ["ACCEPTED_FORMS", "KINDS", "Device", "apply_logical_devices", "logical_device_count", "parse_device",
            "use_logical_devices"]

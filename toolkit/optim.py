@@ -51,6 +51,16 @@ class Optimizer(ABC):
         """Names of the state arrays this instance keeps (may depend on hyperparameters)."""
         return self.slots
 
+    def apply_all(self, ops: Ops, params: dict[str, Tensor], grads: dict[str, Tensor],
+                  state: dict[str, dict[str, Tensor]], step: Tensor) -> tuple[dict, dict]:
+        """:meth:`apply` to every parameter: returns ``(new_params, new_state)``, with ``state[slot][name]``."""
+        new_params, new_state = {}, {slot: {} for slot in state}
+        for name, param in params.items():
+            new_params[name], updated = self.apply(ops, param, grads[name], {k: state[k][name] for k in state}, step)
+            for slot in state:
+                new_state[slot][name] = updated[slot]
+        return new_params, new_state
+
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in vars(self).items())
         return f"{type(self).__name__}({args})"

@@ -80,21 +80,25 @@ class _Function:
 
 
 class _BySignature:
-    """Compile ``build(*example_args)`` once per input signature. ``build`` returns ``(symbols, outputs)`` where
-    ``symbols`` mirrors the arguments' pytree, so both flatten to the same input order."""
+    """Compile ``build(*example_args)`` once per input signature and run it.
+
+    ``build`` returns ``(symbols, outputs)``: ``symbols`` mirrors the arguments' pytree (so both flatten to the same
+    input order) and ``outputs`` is any pytree of symbolic results, which calls return with native arrays in it.
+    """
 
     def __init__(self, build: Callable, dtype: str, linker: str) -> None:
-        self._build, self._dtype, self._linker, self._functions = build, dtype, linker, {}
+        self._build, self._dtype, self._linker, self._compiled = build, dtype, linker, {}
 
-    def __call__(self, *args, device=None) -> list:
+    def __call__(self, *args, device=None):
         leaves = optree.tree_leaves(args)
         key = tuple(_signature(leaf, self._linker) for leaf in leaves)
-        function = self._functions.get(key)
-        if function is None:
+        if key not in self._compiled:
             with _building(self._dtype):
                 symbols, outputs = self._build(*args)
-            function = self._functions[key] = _Function(optree.tree_leaves(symbols), outputs, self._linker)
-        return function(*leaves, device=device)
+            outputs, spec = optree.tree_flatten(outputs)
+            self._compiled[key] = (_Function(optree.tree_leaves(symbols), outputs, self._linker), spec)
+        function, spec = self._compiled[key]
+        return optree.tree_unflatten(spec, function(*leaves, device=device))
 
 
 class Backend(interface.Backend):
@@ -156,16 +160,17 @@ class Backend(interface.Backend):
         return self._ops[dtype]
 
     def call(self, fn, device, inputs, dtype):
-        names = sorted(inputs)
-        key = ("call", fn, dtype, tuple((name, _signature(inputs[name], self.linker)) for name in names))
+        key = ("call", fn, dtype)
         if key not in self._compiled:
-            symbols = {name: _symbol(inputs[name], self.linker, name) for name in names}
-            with _building(dtype):
-                outputs, spec = optree.tree_flatten(fn(self.ops(dtype), **symbols))
-            self._compiled[key] = (_Function([symbols[n] for n in names], outputs, self.linker), spec)
-        function, spec = self._compiled[key]
-        outputs = function(*[self.place(inputs[n], device) for n in names], device=self._jax_device(device))
-        return optree.tree_unflatten(spec, outputs)
+            ops = self.ops(dtype)
+
+            def build(inputs):
+                symbols = {name: _symbol(value, self.linker, name) for name, value in inputs.items()}
+                return symbols, fn(ops, **symbols)
+
+            self._compiled[key] = _BySignature(build, dtype, self.linker)
+        placed = {name: self.place(value, device) for name, value in inputs.items()}
+        return self._compiled[key](placed, device=self._jax_device(device))
 
     def compile_gradient(self, model, dtype):
         key = ("gradient", model, dtype)
@@ -173,19 +178,14 @@ class Backend(interface.Backend):
             ops = self.ops(dtype)
 
             def build(params, x, y):
-                symbols = {name: _symbol(value, self.linker, name) for name, value in params.items()}
-                x_symbol, y_symbol = _symbol(x, self.linker, "x"), _symbol(y, self.linker, "y")
-                loss = at.mean(model.loss(ops, model.forward(ops, symbols, x_symbol), y_symbol))
-                grads = aesara.grad(loss, list(symbols.values()), disconnected_inputs="ignore")
-                return (symbols, x_symbol, y_symbol), [loss, *grads]
+                symbols = optree.tree_map(lambda value: _symbol(value, self.linker), (params, x, y))
+                p, x, y = symbols
+                loss = at.mean(model.loss(ops, model.forward(ops, p, x), y))
+                grads = aesara.grad(loss, list(p.values()), disconnected_inputs="ignore")
+                return symbols, (loss, dict(zip(p, grads)))
 
             compiled = _BySignature(build, dtype, self.linker)
-
-            def loss_and_gradients(params, x, y, device):
-                loss, *grads = compiled(params, x, y, device=self._jax_device(device))
-                return loss, dict(zip(params, grads))
-
-            self._compiled[key] = loss_and_gradients
+            self._compiled[key] = lambda params, x, y, device: compiled(params, x, y, device=self._jax_device(device))
         return self._compiled[key]
 
     def compile_update(self, optimizer, dtype):
@@ -193,33 +193,13 @@ class Backend(interface.Backend):
         if key not in self._compiled:
             ops = self.ops(dtype)
 
-            def build(params, grads, state, step):
-                p = {name: _symbol(value, self.linker, name) for name, value in params.items()}
-                g = {name: _symbol(grads[name], self.linker, f"grad_{name}") for name in params}
-                s = {slot: {name: _symbol(state[slot][name], self.linker, f"{slot}_{name}") for name in params}
-                     for slot in state}
-                t = _symbol(step, self.linker, "step")
-                outputs = []
-                new_state = {slot: [] for slot in state}
-                for name in params:
-                    new_param, updated = optimizer.apply(ops, p[name], g[name], {k: s[k][name] for k in s}, t)
-                    outputs.append(new_param)
-                    for slot in state:
-                        new_state[slot].append(updated[slot])
-                return (p, g, s, t), outputs + [v for slot in state for v in new_state[slot]]
+            def build(*args):
+                symbols = optree.tree_map(lambda value: _symbol(value, self.linker), args)
+                return symbols, optimizer.apply_all(ops, *symbols)
 
             compiled = _BySignature(build, dtype, self.linker)
-
-            def update(params, grads, state, step, device):
-                outputs = compiled(params, grads, state, step, device=self._jax_device(device))
-                names = list(params)
-                new_params = dict(zip(names, outputs[: len(names)]))
-                rest = outputs[len(names):]
-                new_state = {slot: dict(zip(names, rest[i * len(names): (i + 1) * len(names)]))
-                             for i, slot in enumerate(state)}
-                return new_params, new_state
-
-            self._compiled[key] = update
+            self._compiled[key] = lambda params, grads, state, step, device: compiled(
+                params, grads, state, step, device=self._jax_device(device))
         return self._compiled[key]
 
     def _new_variable(self, value, device, name):

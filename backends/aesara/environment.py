@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import re
 import sys
+
+from toolkit.devices import apply_logical_devices
 
 _COUNT_FLAG = "--xla_force_host_platform_device_count"
 
@@ -84,21 +87,14 @@ def _fix_jax_specify_shape() -> None:
         return specify_shape
 
 
+@functools.cache
 def import_framework():
     """Import Aesara and JAX quietly, with the logical CPU devices asked for by ``toolkit.use_logical_devices``.
 
     Returns:
         ``(aesara, jax)``.
     """
-    from toolkit.devices import logical_device_count
-    from toolkit.errors import LogicalDevicesError
-
-    n = logical_device_count()
-    if n is not None:
-        problem = logical_devices_problem(n)
-        if problem:
-            raise LogicalDevicesError(f"cannot give JAX {n} logical CPU devices: {problem}")
-        configure_logical_devices(n)
+    apply_logical_devices(sys.modules[__name__], "JAX")
     set_quiet_defaults()
     import aesara
     import aesara.link.jax.dispatch  # noqa: F401  (sets jax_enable_x64 from floatX; undone below)

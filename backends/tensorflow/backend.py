@@ -109,13 +109,7 @@ class Backend(interface.Backend):
             ops = self.ops(dtype)
 
             def update(params, grads, state, step):
-                new_params, new_state = {}, {slot: {} for slot in state}
-                for name in params:
-                    slots = {slot: state[slot][name] for slot in state}
-                    new_params[name], updated = optimizer.apply(ops, params[name], grads[name], slots, step)
-                    for slot, value in updated.items():
-                        new_state[slot][name] = value
-                return new_params, new_state
+                return optimizer.apply_all(ops, params, grads, state, step)
 
             per_device = _PerDevice(self, update)
             self._compiled[key] = lambda params, grads, state, step, device: per_device(

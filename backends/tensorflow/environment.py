@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import sys
 import tempfile
+
+from toolkit.devices import apply_logical_devices
 
 # Lines the GPU build of TensorFlow writes to the C-level stderr at import and at runtime start on a machine without
 # an NVIDIA driver, which TF_CPP_MIN_LOG_LEVEL does not silence because absl is not initialised yet
@@ -47,6 +50,7 @@ def filtered_stderr():
             sys.stderr.flush()
 
 
+@functools.cache
 def import_framework():
     """Import TensorFlow quietly and give it the logical CPU devices asked for with ``toolkit.use_logical_devices``.
 
@@ -56,15 +60,7 @@ def import_framework():
     set_quiet_defaults()
     with filtered_stderr():
         import tensorflow as tf
-    from toolkit.devices import logical_device_count
-    from toolkit.errors import LogicalDevicesError
-
-    n = logical_device_count()
-    if n is not None:
-        problem = logical_devices_problem(n)
-        if problem:
-            raise LogicalDevicesError(f"cannot give TensorFlow {n} logical CPU devices: {problem}")
-        configure_logical_devices(n)
+    apply_logical_devices(sys.modules[__name__], "TensorFlow")
     return tf
 
 
