@@ -5,14 +5,18 @@ Importing ``toolkit`` imports no framework; :func:`get_backend` loads one when a
 
 from toolkit import optim
 from toolkit.backend import Backend
+from toolkit.checkpoint import Checkpoint, load_checkpoint
 from toolkit.devices import Device, parse_device, use_logical_devices
 from toolkit.errors import (
     BackendUnavailableError,
+    CheckpointError,
+    ComputeError,
     DeviceNotFoundError,
     DeviceParseError,
     DeviceSpecError,
     DTypeError,
     LogicalDevicesError,
+    NonFiniteError,
     ParamsError,
     ShapeError,
     ToolkitError,
@@ -29,6 +33,9 @@ __version__ = "0.1.0"
 __all__ = [
     "Backend",
     "BackendUnavailableError",
+    "Checkpoint",
+    "CheckpointError",
+    "ComputeError",
     "DTypeError",
     "DataParallel",
     "Device",
@@ -36,6 +43,7 @@ __all__ = [
     "DeviceParseError",
     "DeviceSpecError",
     "LogicalDevicesError",
+    "NonFiniteError",
     "MirroredVariable",
     "Model",
     "Ops",
@@ -45,6 +53,7 @@ __all__ = [
     "Variable",
     "available_backends",
     "get_backend",
+    "load_checkpoint",
     "optim",
     "parse_device",
     "split_sizes",

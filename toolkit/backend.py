@@ -34,8 +34,9 @@ class GradientFn(Protocol):
 class UpdateFn(Protocol):
     def __call__(self, params: Mapping[str, Native], grads: Mapping[str, Native],
                  state: Mapping[str, Mapping[str, Native]], step: Native,
-                 device: Device) -> tuple[dict[str, Native], dict[str, dict[str, Native]]]:
-        """New parameters and optimizer state (``state[slot][param]``), computed on ``device``, left there."""
+                 device: Device) -> tuple[dict[str, Native], dict[str, dict[str, Native]], Native]:
+        """:meth:`toolkit.optim.Optimizer.update` on ``device``: new parameters, new optimizer state
+        (``state[slot][param]``) and whether every gradient was finite, left on ``device``."""
 
 
 class Backend(ABC):
@@ -80,7 +81,7 @@ class Backend(ABC):
 
     @abstractmethod
     def compile_update(self, optimizer: Optimizer, dtype: str) -> UpdateFn:
-        """``optimizer.apply`` for a whole parameter dict, compiled once and run on the device of its inputs."""
+        """``optimizer.update`` for a whole parameter dict, compiled once and run on the device of its inputs."""
 
     @abstractmethod
     def _new_variable(self, value: np.ndarray, device: Device, name: str | None) -> Variable:

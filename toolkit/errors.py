@@ -42,3 +42,15 @@ class DTypeError(ToolkitError, TypeError):
 
 class ParamsError(ToolkitError, ValueError):
     """A parameter dict has missing or extra keys, or values of the wrong shape."""
+
+
+class NonFiniteError(ToolkitError, ValueError):
+    """NaN or Inf where finite numbers are required: in inputs, parameters, the loss or the gradients."""
+
+
+class ComputeError(ToolkitError, RuntimeError):
+    """The framework failed while running the model on a device; the trainer was left unchanged."""
+
+
+class CheckpointError(ToolkitError, ValueError):
+    """A checkpoint is missing, truncated, corrupted, or does not fit the trainer it is restored into."""

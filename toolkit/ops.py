@@ -98,3 +98,8 @@ class Ops(ABC):
     @abstractmethod
     def one_hot(self, indices: Tensor, depth: int) -> Tensor:
         """``indices`` (ints) as one-hot rows of length ``depth`` in ``self.dtype``; out-of-range rows are all 0."""
+
+    # --- checks ----------------------------------------------------------------------------------------------------
+    @abstractmethod
+    def all_finite(self, xs: Sequence[Tensor]) -> Tensor:
+        """A boolean scalar: no NaN or Inf in any of ``xs`` (used by the training step's NaN policy)."""

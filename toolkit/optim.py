@@ -51,6 +51,14 @@ class Optimizer(ABC):
         """Names of the state arrays this instance keeps (may depend on hyperparameters)."""
         return self.slots
 
+    def update(self, ops: Ops, params: dict[str, Tensor], grads: dict[str, Tensor],
+               state: dict[str, dict[str, Tensor]], step: Tensor) -> tuple[dict, dict, Tensor]:
+        """The compiled body of a training update: :meth:`apply_all`, plus a boolean scalar that is true when every
+        gradient is finite. Computing both in one call lets the trainer refuse a non-finite update without a second
+        pass over the gradients; the new values are only written if the trainer accepts them."""
+        new_params, new_state = self.apply_all(ops, params, grads, state, step)
+        return new_params, new_state, ops.all_finite(list(grads.values()))
+
     def apply_all(self, ops: Ops, params: dict[str, Tensor], grads: dict[str, Tensor],
                   state: dict[str, dict[str, Tensor]], step: Tensor) -> tuple[dict, dict]:
         """:meth:`apply` to every parameter: returns ``(new_params, new_state)``, with ``state[slot][name]``."""

@@ -195,7 +195,7 @@ class Backend(interface.Backend):
 
             def build(*args):
                 symbols = optree.tree_map(lambda value: _symbol(value, self.linker), args)
-                return symbols, optimizer.apply_all(ops, *symbols)
+                return symbols, optimizer.update(ops, *symbols)
 
             compiled = _BySignature(build, dtype, self.linker)
             self._compiled[key] = lambda params, grads, state, step, device: compiled(

@@ -3,6 +3,8 @@ compiles them with the JAX linker (for devices) or the C linker."""
 
 from __future__ import annotations
 
+import functools
+
 from backends.aesara.environment import import_framework
 from toolkit.ops import Ops
 
@@ -68,3 +70,8 @@ class AesaraOps(Ops):
     def one_hot(self, indices, depth):
         # A comparison with a constant arange, not indexing with arange(n): the JAX linker needs static arange bounds.
         return at.eq(at.shape_padright(indices), at.arange(depth)).astype(self.dtype)
+
+    def all_finite(self, xs):
+        # Aesara 2.9 has isnan and isinf but no isfinite.
+        finite = [at.all(at.invert(at.or_(at.isnan(x), at.isinf(x)))) for x in xs]
+        return functools.reduce(at.and_, finite)

@@ -109,7 +109,7 @@ class Backend(interface.Backend):
             ops = self.ops(dtype)
 
             def update(params, grads, state, step):
-                return optimizer.apply_all(ops, params, grads, state, step)
+                return optimizer.update(ops, params, grads, state, step)
 
             per_device = _PerDevice(self, update)
             self._compiled[key] = lambda params, grads, state, step, device: per_device(

@@ -62,3 +62,6 @@ class TensorFlowOps(Ops):
 
     def one_hot(self, indices, depth):
         return tf.one_hot(indices, depth, dtype=self.dtype)
+
+    def all_finite(self, xs):
+        return tf.reduce_all([tf.reduce_all(tf.math.is_finite(x)) for x in xs])

@@ -1,0 +1,320 @@
+"""Bad input, atomic steps, the NaN policy and checkpoints, on each backend."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import toolkit
+from tests.conftest import needs_all_backends
+from tests.helpers import FEATURES, SMALL_MLP, batch, max_abs_diff
+from toolkit import checkpoint as checkpoint_module
+from toolkit.tolerances import FLOAT64_ATOL
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def snapshot(trainer) -> dict:
+    """Everything a failed call must leave untouched."""
+    return {"params": trainer.params(), "replicas": trainer.replica_params(), "state": trainer.optimizer_state(),
+            "step": trainer.step_count, "skipped": trainer.skipped_steps, "rng": trainer.rng.bit_generator.state}
+
+
+def assert_unchanged(trainer, before: dict) -> None:
+    after = snapshot(trainer)
+    assert after["step"] == before["step"] and after["skipped"] == before["skipped"] and after["rng"] == before["rng"]
+    assert max_abs_diff(after["params"], before["params"]) == 0.0
+    for replica in after["replicas"]:
+        assert max_abs_diff(replica, before["params"]) == 0.0
+    for slot, values in before["state"].items():
+        assert max_abs_diff(after["state"][slot], values) == 0.0
+
+
+@pytest.fixture
+def trained(backend):
+    """A trainer on 2 devices after 2 good Adam steps, so it has input shapes and optimizer state to protect."""
+    trainer = toolkit.DataParallel(SMALL_MLP, backend, 2, toolkit.optim.Adam(0.05), dtype="float64")
+    x, y = batch(6)
+    trainer.step(x, y)
+    trainer.step(x, y)
+    return trainer
+
+
+X, Y = batch(6)
+BAD_BATCHES = {
+    "x rank": ((X[..., None], Y), toolkit.ShapeError, "keep the shapes of the first batch: x (5,), y ()"),
+    "x features": ((X[:, :4], Y), toolkit.ShapeError, "got x (4,), y ()"),
+    "y rank": ((X, Y[:, None]), toolkit.ShapeError, "got x (5,), y (1,)"),
+    "lengths": ((X, Y[:5]), toolkit.ShapeError, "same number of examples; got 6 and 5"),
+    "empty": ((X[:0], Y[:0]), toolkit.ShapeError, "batch is empty"),
+    "scalar": ((np.float64(1.0), Y), toolkit.ShapeError, "need a batch axis"),
+    "x strings": ((X.astype(str), Y), toolkit.DTypeError, "x must hold numbers, got dtype <U"),
+    "x complex": ((X.astype(complex), Y), toolkit.DTypeError, "x must hold numbers, got dtype complex128"),
+    "y floats": ((X, Y.astype(float)), toolkit.DTypeError, "y must stay integer labels"),
+    "x nan": ((np.where(np.arange(6)[:, None] == 3, np.nan, X), Y), toolkit.NonFiniteError,
+              "x has 5 NaN or Inf value(s), the first in example 3"),
+    "x inf": ((np.where(X == X.max(), -np.inf, X), Y), toolkit.NonFiniteError, "x has 1 NaN or Inf value(s)"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_BATCHES))
+def test_bad_batch_raises_typed_error_and_changes_nothing(trained, case):
+    args, error, words = BAD_BATCHES[case]
+    before = snapshot(trained)
+    for call in (trained.step, trained.gradients, trained.loss):
+        with pytest.raises(error) as info:
+            call(*args)
+        assert words in str(info.value)
+    assert_unchanged(trained, before)
+
+
+def test_wrong_shape_on_the_first_batch_is_a_compute_error(backend):
+    trainer = toolkit.DataParallel(SMALL_MLP, backend, 2, toolkit.optim.SGD(0.1), dtype="float64")
+    before = snapshot(trainer)
+    x, y = batch(6)
+    with pytest.raises(toolkit.ComputeError, match=r"failed on cpu:0 \(shard x \(3, 4\), y \(3,\)\)"):
+        trainer.step(x[:, :4], y)
+    assert_unchanged(trainer, before)
+    trainer.step(x, y)  # and it still trains
+    assert trainer.step_count == 1
+
+
+def test_failure_on_one_device_leaves_every_replica_unchanged(backend):
+    def forward(ops, params, x):  # works on a 3-row shard, fails on a 2-row one
+        return ops.reshape(ops.matmul(ops.reshape(x, (3, -1)), params["w"]), (-1, 3))
+
+    def init(rng):
+        return {"w": rng.normal(size=(FEATURES, 3))}
+
+    model = toolkit.Model(init, forward, lambda ops, out, y: ops.sum(ops.square(out), axis=1))
+    trainer = toolkit.DataParallel(model, backend, 2, toolkit.optim.Adam(0.1), dtype="float64")
+    x, y = batch(6)
+    trainer.step(x, y)  # 3 + 3 rows: fine
+    before = snapshot(trainer)
+    with pytest.raises(toolkit.ComputeError, match=r"failed on cpu:1 \(shard x \(2, 5\)"):
+        trainer.step(*batch(5))  # 3 + 2 rows: device 1 fails after device 0 succeeded
+    assert_unchanged(trainer, before)
+
+
+@pytest.mark.parametrize("case", ["missing", "extra", "shape", "nan", "strings"])
+def test_bad_params_raise_and_change_nothing(trained, case):
+    good = {k: np.zeros(v.shape) for k, v in trained.params().items()}
+    params, error = {
+        "missing": ({k: v for k, v in good.items() if k != "b0"}, toolkit.ParamsError),
+        "extra": ({**good, "w9": np.zeros(2)}, toolkit.ParamsError),
+        "shape": ({**good, "w0": np.zeros((5, 9))}, toolkit.ParamsError),
+        "nan": ({**good, "b1": np.full(3, np.nan)}, toolkit.NonFiniteError),
+        "strings": ({**good, "b1": np.array(["a", "b", "c"])}, toolkit.DTypeError),
+    }[case]
+    before = snapshot(trained)
+    with pytest.raises(error):
+        trained.set_params(params)
+    assert_unchanged(trained, before)
+
+
+def test_bad_constructor_arguments(backend):
+    for devices, error in (("cpu:0,/cpu:0", toolkit.DeviceSpecError), ("gpu:5", toolkit.DeviceNotFoundError),
+                           ("cpu:x", toolkit.DeviceParseError)):
+        with pytest.raises(error):
+            toolkit.DataParallel(SMALL_MLP, backend, devices, toolkit.optim.SGD(0.1))
+    with pytest.raises(ValueError, match="nan_policy must be one of"):
+        toolkit.DataParallel(SMALL_MLP, backend, 1, toolkit.optim.SGD(0.1), nan_policy="ignore")
+    for weights in ([1, 0], [1, -2]):
+        with pytest.raises(ValueError, match="finite numbers > 0"):
+            toolkit.DataParallel(SMALL_MLP, backend, 2, toolkit.optim.SGD(0.1), weights=weights)
+    with pytest.raises(ValueError, match="SGD lr"):
+        toolkit.optim.SGD(-1.0)
+
+
+def _log_model():
+    """Loss log(x) @ w: NaN for a negative input, although the input itself is finite."""
+    return toolkit.Model(lambda rng: {"w": rng.normal(size=(FEATURES, 1))},
+                         lambda ops, p, x: ops.matmul(ops.log(x), p["w"]),
+                         lambda ops, out, y: ops.sum(ops.square(out), axis=1))
+
+
+def _norm_model():
+    """Loss |x @ w|: finite (0) at w = 0, where its gradient is 0/0 = NaN."""
+    return toolkit.Model(lambda rng: {"w": np.zeros((FEATURES, 2))},
+                         lambda ops, p, x: ops.matmul(x, p["w"]),
+                         lambda ops, out, y: ops.sqrt(ops.sum(ops.square(out), axis=1)))
+
+
+@pytest.mark.parametrize("make_model, what", [(_log_model, "loss"), (_norm_model, "gradient")])
+def test_non_finite_step_raises_by_default_and_changes_nothing(backend, n_devices, make_model, what):
+    good_x = np.abs(batch(8)[0]) + 0.5
+    trainer = toolkit.DataParallel(make_model(), backend, n_devices, toolkit.optim.Adam(0.1), dtype="float64")
+    if what == "loss":
+        trainer.step(good_x, np.zeros(8))
+    before = snapshot(trainer)
+    bad_x = good_x.copy()
+    bad_x[-1, 0] = -1.0
+    with pytest.raises(toolkit.NonFiniteError, match=r"the loss \(.*\) or a gradient is NaN or Inf; nothing was"):
+        trainer.step(bad_x if what == "loss" else good_x, np.zeros(8))
+    assert_unchanged(trainer, before)
+
+
+def test_skip_policy_skips_and_counts(backend):
+    good_x = np.abs(batch(8)[0]) + 0.5
+    bad_x = good_x.copy()
+    bad_x[0, 0] = -1.0
+    trainer = toolkit.DataParallel(_log_model(), backend, 2, toolkit.optim.Adam(0.1), dtype="float64",
+                                   nan_policy="skip")
+    trainer.step(good_x, np.zeros(8))
+    before = snapshot(trainer)
+    assert np.isnan(trainer.step(bad_x, np.zeros(8)))
+    assert trainer.skipped_steps == 1
+    before["skipped"] = 1
+    assert_unchanged(trainer, before)
+    trainer.step(good_x, np.zeros(8))
+    assert trainer.step_count == 2
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Checkpoints
+
+
+def test_checkpoint_round_trip(trained, tmp_path):
+    path = tmp_path / "run" / "model.ckpt"
+    trained.rng.random(3)  # the RNG has moved on since init
+    trained.save(path)
+    checkpoint = toolkit.load_checkpoint(path)
+    assert checkpoint.step == 2 and checkpoint.metadata["dtype"] == "float64"
+    assert checkpoint.metadata["backend"] == trained.backend.name
+    assert checkpoint.metadata["optimizer"] == "Adam" and checkpoint.metadata["model"] == SMALL_MLP.name
+    assert checkpoint.metadata["toolkit_version"] == toolkit.__version__
+    assert max_abs_diff(checkpoint.params, trained.params()) == 0.0
+    assert set(checkpoint.state) == {"m", "v"}
+    with np.load(path, allow_pickle=False) as archive:  # a plain archive: no pickled objects anywhere
+        assert all(archive[key].dtype != object for key in archive.files)
+
+    other = toolkit.DataParallel(SMALL_MLP, trained.backend, 1, toolkit.optim.Adam(0.05), dtype="float64", seed=9)
+    other.restore(path)
+    assert other.step_count == 2
+    assert other.rng.bit_generator.state == trained.rng.bit_generator.state
+    assert max_abs_diff(other.params(), trained.params()) == 0.0
+    for slot, values in trained.optimizer_state().items():
+        assert max_abs_diff(other.optimizer_state()[slot], values) == 0.0
+    x, y = batch(10, seed=3)
+    assert other.step(x, y) == trained.step(x, y)
+    assert max_abs_diff(other.params(), trained.params()) <= FLOAT64_ATOL
+
+
+def test_crash_during_save_keeps_the_previous_checkpoint(trained, tmp_path, monkeypatch):
+    path = tmp_path / "model.ckpt"
+    trained.save(path)
+    trained.step(*batch(6))
+
+    def crash(*args, **kwargs):
+        raise OSError("disk full (simulated)")
+
+    monkeypatch.setattr(checkpoint_module.os, "replace", crash)
+    with pytest.raises(OSError, match="simulated"):
+        trained.save(path)
+    assert toolkit.load_checkpoint(path).step == 2
+    assert [p.name for p in tmp_path.iterdir()] == ["model.ckpt"]  # no temporary file left behind
+
+
+def test_truncated_corrupted_and_foreign_files_are_refused(trained, tmp_path):
+    path = tmp_path / "model.ckpt"
+    trained.save(path)
+    data = path.read_bytes()
+    cases = {
+        "truncated": data[: len(data) // 2],
+        "flipped": data[:200] + bytes([data[200] ^ 0xFF]) + data[201:],
+        "empty": b"",
+    }
+    for name, content in cases.items():
+        broken = tmp_path / f"{name}.ckpt"
+        broken.write_bytes(content)
+        with pytest.raises(toolkit.CheckpointError, match="truncated or corrupted|is corrupted"):
+            toolkit.load_checkpoint(broken)
+
+    # A valid archive whose contents were changed without updating the checksum.
+    with np.load(path) as archive:
+        arrays = {key: archive[key] for key in archive.files}
+    arrays["params/w0"] = arrays["params/w0"] + 1.0
+    tampered = tmp_path / "tampered.ckpt"
+    with open(tampered, "wb") as file:
+        np.savez(file, **arrays)
+    with pytest.raises(toolkit.CheckpointError, match="checksum does not match"):
+        toolkit.load_checkpoint(tampered)
+
+    pickled = tmp_path / "pickled.ckpt"
+    with open(pickled, "wb") as file:
+        np.savez(file, **{**arrays, "params/w0": np.array([{"a": 1}], dtype=object)})
+    with pytest.raises(toolkit.CheckpointError):
+        toolkit.load_checkpoint(pickled)
+    with pytest.raises(toolkit.CheckpointError, match="no checkpoint at"):
+        toolkit.load_checkpoint(tmp_path / "missing.ckpt")
+    with zipfile.ZipFile(tmp_path / "foreign.ckpt", "w") as archive:
+        archive.writestr("x.npy", b"not numpy")
+    with pytest.raises(toolkit.CheckpointError):
+        toolkit.load_checkpoint(tmp_path / "foreign.ckpt")
+
+
+def test_restore_refuses_a_checkpoint_that_does_not_fit(trained, tmp_path, backend):
+    path = tmp_path / "model.ckpt"
+    trained.save(path)
+    cases = [
+        (toolkit.DataParallel(SMALL_MLP, backend, 1, toolkit.optim.Adam(0.05), dtype="float32"), "dtype float64"),
+        (toolkit.DataParallel(SMALL_MLP, backend, 1, toolkit.optim.SGD(0.1), dtype="float64"), "written with Adam"),
+        (toolkit.DataParallel(toolkit.models.mlp([FEATURES, 4, 3]), backend, 1, toolkit.optim.Adam(0.05),
+                              dtype="float64"), "expected shape"),
+    ]
+    for trainer, words in cases:
+        before = snapshot(trainer)
+        with pytest.raises(toolkit.CheckpointError, match=words):
+            trainer.restore(path)
+        assert_unchanged(trainer, before)
+
+
+def _worker(backend, checkpoint, out, *extra):
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    return subprocess.run([sys.executable, "-m", "tests.resume_worker", backend, str(checkpoint), str(out), *extra],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_resume_after_sigkill_reproduces_the_uninterrupted_run(backend_name, tmp_path):
+    full = _worker(backend_name, tmp_path / "full.ckpt", tmp_path / "full.npz", "--steps", "12")
+    assert full.returncode == 0, full.stderr
+    killed = _worker(backend_name, tmp_path / "run.ckpt", tmp_path / "never.npz", "--steps", "12",
+                     "--kill-after", "8")
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert not (tmp_path / "never.npz").exists()
+    assert toolkit.load_checkpoint(tmp_path / "run.ckpt").step == 6  # the last checkpoint before the kill
+    resumed = _worker(backend_name, tmp_path / "run.ckpt", tmp_path / "resumed.npz", "--steps", "12", "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    with np.load(tmp_path / "full.npz") as a, np.load(tmp_path / "resumed.npz") as b:
+        for key in a.files:
+            np.testing.assert_array_equal(a[key], b[key])
+
+
+@pytest.mark.parity
+@needs_all_backends
+@pytest.mark.parametrize("source, target", [("tensorflow", "aesara"), ("aesara", "tensorflow")])
+def test_checkpoint_moves_between_backends_with_parity(source, target, tmp_path):
+    x, y = batch(64, seed=12)
+
+    def run(trainer, steps):
+        for _ in range(steps):
+            index = trainer.rng.choice(len(x), size=7, replace=False)
+            trainer.step(x[index], y[index])
+
+    uninterrupted = toolkit.DataParallel(SMALL_MLP, source, 2, toolkit.optim.Adam(0.02), dtype="float64")
+    run(uninterrupted, 15)
+    first = toolkit.DataParallel(SMALL_MLP, source, 2, toolkit.optim.Adam(0.02), dtype="float64")
+    run(first, 5)
+    first.save(tmp_path / "model.ckpt")
+    moved = toolkit.DataParallel(SMALL_MLP, target, 4, toolkit.optim.Adam(0.02), dtype="float64", seed=99)
+    moved.restore(tmp_path / "model.ckpt")
+    run(moved, 10)
+    assert moved.step_count == 15
+    assert max_abs_diff(moved.params(), uninterrupted.params()) <= FLOAT64_ATOL
