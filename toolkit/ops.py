@@ -4,7 +4,8 @@ A model's ``forward(ops, params, x)`` and ``loss(ops, outputs, y)`` call only th
 (``+ - * / ** @``, unary minus, comparisons are not part of the contract). Each backend implements the class with its
 framework's native ops, so one Python function builds a TensorFlow computation or an Aesara graph.
 
-Shapes follow NumPy: axis numbers may be negative, ``keepdims`` keeps reduced axes with size 1.
+Shapes follow NumPy: axis numbers may be negative, ``keepdims`` keeps reduced axes with size 1. Basic indexing
+with ints and slices (``x[:, t]``, ``z[:, :units]``) is part of the contract too.
 """
 
 from __future__ import annotations
@@ -14,6 +15,26 @@ from collections.abc import Sequence
 from typing import Any
 
 Tensor = Any  # a backend's native array: tf.Tensor, or an Aesara symbolic variable
+
+
+PADDINGS = ("valid", "same")
+
+
+def same_padding(kernel: int) -> tuple[int, int]:
+    """Zeros before and after an axis for "same" padding at stride 1, as TensorFlow places them."""
+    return (kernel - 1) // 2, kernel - 1 - (kernel - 1) // 2
+
+
+def check_padding(padding: str) -> str:
+    if padding not in PADDINGS:
+        raise ValueError(f"padding must be one of {PADDINGS}, got {padding!r}")
+    return padding
+
+
+def check_pool_size(size: int) -> int:
+    if not isinstance(size, int) or isinstance(size, bool) or size < 1:
+        raise ValueError(f"pool size must be an int >= 1, got {size!r}")
+    return size
 
 
 class Ops(ABC):
@@ -73,6 +94,29 @@ class Ops(ABC):
     def mean(self, x: Tensor, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
         """Mean over ``axis`` (all axes when None)."""
 
+    @abstractmethod
+    def max(self, x: Tensor, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
+        """Maximum over ``axis`` (all axes when None). Where several entries tie for the maximum, frameworks split
+        the gradient differently (TensorFlow shares it, Aesara gives each the whole); ties at a ReLU's zero, the
+        common case, get no gradient on either."""
+
+    # --- convolution and pooling (NHWC) ----------------------------------------------------------------------------
+    @abstractmethod
+    def conv2d(self, x: Tensor, kernel: Tensor, padding: str = "valid") -> Tensor:
+        """2-D cross-correlation, stride 1, as ``tf.nn.conv2d``.
+
+        Args:
+            x: ``[batch, height, width, in_channels]``.
+            kernel: ``[kernel_height, kernel_width, in_channels, out_channels]``.
+            padding: ``"valid"`` (no padding: the output shrinks by ``kernel - 1``) or ``"same"`` (zero padding so
+                the output keeps the input's size; an even kernel pads one more row/column at the bottom/right).
+        """
+
+    @abstractmethod
+    def max_pool2d(self, x: Tensor, size: int) -> Tensor:
+        """Max pooling over ``size x size`` windows with stride ``size`` ("valid": rows/columns that do not fill a
+        window are dropped), NHWC."""
+
     # --- shapes ----------------------------------------------------------------------------------------------------
     @abstractmethod
     def reshape(self, x: Tensor, shape: Sequence[int]) -> Tensor:
@@ -94,6 +138,10 @@ class Ops(ABC):
     @abstractmethod
     def ones_like(self, x: Tensor) -> Tensor:
         """Ones with the shape and dtype of ``x``."""
+
+    @abstractmethod
+    def zeros_like(self, x: Tensor) -> Tensor:
+        """Zeros with the shape and dtype of ``x``."""
 
     @abstractmethod
     def one_hot(self, indices: Tensor, depth: int) -> Tensor:

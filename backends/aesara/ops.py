@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 
 from backends.aesara.environment import import_framework
-from toolkit.ops import Ops
+from toolkit.ops import Ops, check_padding, check_pool_size, same_padding
 
 import_framework()
 
@@ -52,6 +52,36 @@ class AesaraOps(Ops):
     def mean(self, x, axis=None, keepdims=False):
         return at.mean(x, axis=axis, keepdims=keepdims)
 
+    def max(self, x, axis=None, keepdims=False):
+        return at.max(x, axis=axis, keepdims=keepdims)
+
+    def conv2d(self, x, kernel, padding="valid"):
+        # Aesara's own conv ops have no JAX conversion, so the convolution is written as a sum over kernel offsets
+        # of shifted slices times kernel rows: plain slicing and matmul, which every linker runs and differentiates.
+        # The kernel's spatial size must be static (parameters always are, see backend._symbol).
+        kh, kw = kernel.type.shape[:2]
+        if kh is None or kw is None:
+            raise ValueError("conv2d needs a kernel of static shape")
+        if check_padding(padding) == "same":
+            (top, bottom), (left, right) = same_padding(kh), same_padding(kw)
+            n, h, w, c = x.shape
+            padded = at.zeros((n, h + top + bottom, w + left + right, c), dtype=x.dtype)
+            x = at.set_subtensor(padded[:, top:top + h, left:left + w, :], x)
+        out_h, out_w = x.shape[1] - kh + 1, x.shape[2] - kw + 1
+        total = None
+        for i in range(kh):
+            for j in range(kw):
+                term = at.tensordot(x[:, i:i + out_h, j:j + out_w, :], kernel[i, j], axes=[[3], [0]])
+                total = term if total is None else total + term
+        return total
+
+    def max_pool2d(self, x, size):
+        size = check_pool_size(size)
+        n, h, w, c = x.shape
+        rows, cols = h // size, w // size
+        windows = at.reshape(x[:, :rows * size, :cols * size, :], (n, rows, size, cols, size, c))
+        return at.max(windows, axis=(2, 4))
+
     def reshape(self, x, shape):
         return at.reshape(x, tuple(shape))
 
@@ -66,6 +96,9 @@ class AesaraOps(Ops):
 
     def ones_like(self, x):
         return at.ones_like(x)
+
+    def zeros_like(self, x):
+        return at.zeros_like(x)
 
     def one_hot(self, indices, depth):
         # A comparison with a constant arange, not indexing with arange(n): the JAX linker needs static arange bounds.

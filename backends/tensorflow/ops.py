@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from backends.tensorflow.environment import import_framework
-from toolkit.ops import Ops
+from toolkit.ops import Ops, check_padding, check_pool_size
 
 tf = import_framework()
 
@@ -45,6 +45,16 @@ class TensorFlowOps(Ops):
     def mean(self, x, axis=None, keepdims=False):
         return tf.math.reduce_mean(x, axis=axis, keepdims=keepdims)
 
+    def max(self, x, axis=None, keepdims=False):
+        return tf.math.reduce_max(x, axis=axis, keepdims=keepdims)
+
+    def conv2d(self, x, kernel, padding="valid"):
+        return tf.nn.conv2d(x, kernel, strides=1, padding=check_padding(padding).upper())
+
+    def max_pool2d(self, x, size):
+        size = check_pool_size(size)
+        return tf.nn.max_pool2d(x, ksize=size, strides=size, padding="VALID")
+
     def reshape(self, x, shape):
         return tf.reshape(x, shape)
 
@@ -59,6 +69,9 @@ class TensorFlowOps(Ops):
 
     def ones_like(self, x):
         return tf.ones_like(x)
+
+    def zeros_like(self, x):
+        return tf.zeros_like(x)
 
     def one_hot(self, indices, depth):
         return tf.one_hot(indices, depth, dtype=self.dtype)
