@@ -14,6 +14,12 @@ import aesara.tensor as at  # noqa: E402
 from aesara.tensor.special import log_softmax, softmax  # noqa: E402
 
 
+def _shape(x) -> list:
+    """Each axis as a Python int where the type knows it (always, as the backend compiles), else symbolic. Ints keep
+    shape arithmetic out of the graph: Aesara re-runs its shape rewrites for every symbolic shape it allocates."""
+    return [size if size is not None else x.shape[axis] for axis, size in enumerate(x.type.shape)]
+
+
 class AesaraOps(Ops):
     def matmul(self, a, b):
         return at.dot(a, b)
@@ -56,28 +62,26 @@ class AesaraOps(Ops):
         return at.max(x, axis=axis, keepdims=keepdims)
 
     def conv2d(self, x, kernel, padding="valid"):
-        # Aesara's own conv ops have no JAX conversion, so the convolution is written as a sum over kernel offsets
-        # of shifted slices times kernel rows: plain slicing and matmul, which every linker runs and differentiates.
-        # The kernel's spatial size must be static (parameters always are, see backend._symbol).
-        kh, kw = kernel.type.shape[:2]
-        if kh is None or kw is None:
+        # Aesara's own conv ops have no JAX conversion, so the convolution is an im2col: the kernel-offset slices of
+        # the input side by side, times the flattened kernel. Plain slicing, concatenation and one matmul, which
+        # every linker runs and differentiates. The kernel's shape must be static (parameters always are).
+        kh, kw, cin, cout = kernel.type.shape
+        if None in (kh, kw, cin, cout):
             raise ValueError("conv2d needs a kernel of static shape")
         if check_padding(padding) == "same":
             (top, bottom), (left, right) = same_padding(kh), same_padding(kw)
-            n, h, w, c = x.shape
+            n, h, w, c = _shape(x)
             padded = at.zeros((n, h + top + bottom, w + left + right, c), dtype=x.dtype)
             x = at.set_subtensor(padded[:, top:top + h, left:left + w, :], x)
-        out_h, out_w = x.shape[1] - kh + 1, x.shape[2] - kw + 1
-        total = None
-        for i in range(kh):
-            for j in range(kw):
-                term = at.tensordot(x[:, i:i + out_h, j:j + out_w, :], kernel[i, j], axes=[[3], [0]])
-                total = term if total is None else total + term
-        return total
+        n, h, w, _ = _shape(x)
+        out_h, out_w = h - kh + 1, w - kw + 1
+        patches = at.concatenate([x[:, i:i + out_h, j:j + out_w, :] for i in range(kh) for j in range(kw)], axis=3)
+        out = at.dot(at.reshape(patches, (n * out_h * out_w, kh * kw * cin)), at.reshape(kernel, (kh * kw * cin, cout)))
+        return at.reshape(out, (n, out_h, out_w, cout))
 
     def max_pool2d(self, x, size):
         size = check_pool_size(size)
-        n, h, w, c = x.shape
+        n, h, w, c = _shape(x)
         rows, cols = h // size, w // size
         windows = at.reshape(x[:, :rows * size, :cols * size, :], (n, rows, size, cols, size, c))
         return at.max(windows, axis=(2, 4))
@@ -95,10 +99,10 @@ class AesaraOps(Ops):
         return at.squeeze(x, axis=axis)
 
     def ones_like(self, x):
-        return at.ones_like(x)
+        return at.ones(_shape(x), dtype=x.dtype)
 
     def zeros_like(self, x):
-        return at.zeros_like(x)
+        return at.zeros(_shape(x), dtype=x.dtype)
 
     def one_hot(self, indices, depth):
         # A comparison with a constant arange, not indexing with arange(n): the JAX linker needs static arange bounds.
