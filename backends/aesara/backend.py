@@ -64,6 +64,7 @@ class _Function:
             # Calling the Aesara function object copies every input to the host, so all outputs would land on JAX
             # device 0. Its jitted function, called directly with device-placed arrays, runs where they are.
             self._run = function.vm.jit_fn
+            self._dtypes = [np.dtype(o.dtype) for o in outputs]
         else:
             self._run = aesara.function(inputs, outputs, mode="FAST_RUN", on_unused_input="ignore")
 
@@ -73,7 +74,10 @@ class _Function:
         if device is None:
             return list(self._run(*args))
         with jax.default_device(device):
-            return list(self._run(*args))
+            outputs = list(self._run(*args))
+        # An output that Aesara folded to a constant comes back as a float64 host array whatever the graph declares;
+        # give it the declared dtype and put it on the device.
+        return [o if o.dtype == d else jax.device_put(np.asarray(o, d), device) for o, d in zip(outputs, self._dtypes)]
 
 
 class _BySignature:
