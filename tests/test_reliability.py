@@ -49,9 +49,10 @@ def trained(backend):
 
 X, Y = batch(6)
 BAD_BATCHES = {
-    "x rank": ((X[..., None], Y), toolkit.ShapeError, "keep the shapes of the first batch: x (5,), y ()"),
-    "x features": ((X[:, :4], Y), toolkit.ShapeError, "got x (4,), y ()"),
-    "y rank": ((X, Y[:, None]), toolkit.ShapeError, "got x (5,), y (1,)"),
+    "x rank": ((X[..., None], Y), toolkit.ShapeError,
+               "keep the shapes of the first batch: {'x': (5,), 'y': ()}; got x (5, 1)"),
+    "x features": ((X[:, :4], Y), toolkit.ShapeError, "got x (4,)"),
+    "y rank": ((X, Y[:, None]), toolkit.ShapeError, "got y (1,)"),
     "lengths": ((X, Y[:5]), toolkit.ShapeError, "same number of examples; got 6 and 5"),
     "empty": ((X[:0], Y[:0]), toolkit.ShapeError, "batch is empty"),
     "scalar": ((np.float64(1.0), Y), toolkit.ShapeError, "need a batch axis"),

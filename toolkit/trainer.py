@@ -1,0 +1,322 @@
+"""What every trainer shares: parameters on their home devices, the optimizer state next to them, checked inputs,
+the NaN policy, an update that writes all or nothing, and checkpoints.
+
+A subclass decides where parameters live and how the loss and gradients of a batch are computed
+(:meth:`Trainer._loss_and_gradients`); this class does the rest. One step, top to bottom (:meth:`Trainer.step`):
+
+1. check the batch (shapes, dtypes, finiteness) before anything runs;
+2. the subclass computes the mean loss and each parameter's gradient, left on the parameter's home device;
+3. for each home device, the optimizer update of the parameters living there, with a finiteness check;
+4. only if the loss and every gradient are finite: write the new parameters to every replica, keep the new state.
+
+Nothing is written before step 4, so an error anywhere (bad input, a failure on one device, a non-finite gradient)
+leaves parameters, optimizer state, step count and RNG state as they were.
+"""
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from toolkit.backend import Backend
+from toolkit.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
+from toolkit.errors import (
+    CheckpointError,
+    ComputeError,
+    DTypeError,
+    NonFiniteError,
+    ParamsError,
+    ShapeError,
+    ToolkitError,
+)
+from toolkit.model import Model
+from toolkit.optim import Optimizer
+from toolkit.registry import get_backend
+
+#: Floating dtypes a trainer computes in.
+DTYPES = ("float32", "float64")
+#: Integer inputs (class labels) are passed to the model as this dtype on every backend.
+LABEL_DTYPE = "int32"
+#: What a step does with a non-finite loss or gradient: raise NonFiniteError, or skip the update and count it.
+NAN_POLICIES = ("raise", "skip")
+
+
+def _as_dtype(dtype: Any) -> str:
+    try:
+        name = np.dtype(dtype).name
+    except TypeError:
+        name = None
+    if name not in DTYPES:
+        raise DTypeError(f"dtype must be one of {DTYPES}, got {dtype!r}")
+    return name
+
+
+def _count_non_finite(array: np.ndarray) -> int:
+    return int(array.size - np.count_nonzero(np.isfinite(array))) if array.dtype.kind == "f" else 0
+
+
+
+class Trainer:
+    """The common part of :class:`~toolkit.DataParallel` and :class:`~toolkit.ModelParallel` (not used directly).
+
+    Attributes:
+        step_count: the number of updates applied.
+        skipped_steps: the number of updates skipped for non-finite values (``nan_policy="skip"``).
+        rng: the ``numpy.random.Generator`` seeded with ``seed``: it draws the initial parameters; use it for
+            shuffling too, and a restored checkpoint replays the same order.
+    """
+
+    def __init__(self, model: Model, backend: Backend | str, optimizer: Optimizer, dtype: str, seed: int,
+                 nan_policy: str) -> None:
+        if not isinstance(model, Model):
+            raise TypeError(f"model must be a toolkit.Model, got {type(model).__name__}")
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(f"optimizer must be a toolkit.optim optimizer, got {type(optimizer).__name__}")
+        if nan_policy not in NAN_POLICIES:
+            raise ValueError(f"nan_policy must be one of {NAN_POLICIES}, got {nan_policy!r}")
+        self.backend = get_backend(backend) if isinstance(backend, str) else backend
+        self.model, self.optimizer, self.dtype, self.nan_policy = model, optimizer, _as_dtype(dtype), nan_policy
+        self.step_count = self.skipped_steps = 0
+        self.rng = np.random.default_rng(seed)
+        self._input_spec: tuple | None = None  # shapes and kinds of the first good batch
+
+    def _init_params(self, replicas: Mapping[str, Sequence[Any]] | Sequence[Any]) -> None:
+        """Draw the initial parameters and place them: ``replicas`` maps each parameter name to its devices (the
+        first is its home, where its optimizer state lives and its update runs), or is one device list for all."""
+        initial = self.model.init(self.rng)
+        if not isinstance(initial, Mapping) or not initial:
+            raise ParamsError(f"model.init must return a non-empty dict of arrays, got {type(initial).__name__}")
+        initial = {name: np.asarray(value, dtype=self.dtype) for name, value in initial.items()}
+        self._check_finite_params(initial, "model.init")
+        if not isinstance(replicas, Mapping):
+            replicas = {name: replicas for name in initial}
+        self._params = {name: self.backend.mirrored_variable(value, replicas[name], name=name)
+                        for name, value in initial.items()}
+        self._state = self._place_state({slot: {name: np.zeros_like(value) for name, value in initial.items()}
+                                         for slot in self.optimizer.state_slots()})
+        self._update_fn = self.backend.compile_update(self.optimizer, self.dtype)
+
+    def _loss_and_gradients(self, x: Any, y: Any) -> tuple[Any, dict[str, Any]]:
+        """The mean loss over the checked batch and each parameter's gradient, on the parameter's home device."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------------------------------------------------------
+    def step(self, x: Any, y: Any) -> float:
+        """One optimizer update on the global batch ``(x, y)``; returns its mean loss (before the update).
+
+        ``x`` is an array, or a dict of arrays for a model with several named inputs; ``y`` holds the targets
+        (integer labels or floats). All share axis 0.
+
+        Raises:
+            ShapeError, DTypeError, NonFiniteError: bad input (nothing is computed).
+            ComputeError: the framework failed on a device.
+            NonFiniteError: with ``nan_policy="raise"``, a NaN or Inf loss or gradient.
+            In every case the trainer is left exactly as it was.
+        """
+        loss, grads = self._loss_and_gradients(*self._check_batch(x, y))
+        new_params, new_state, finite = {}, {slot: {} for slot in self._state}, True
+        for home, names in self._by_home().items():
+            step = self.backend.place(np.asarray(self.step_count + 1, dtype=self.dtype), home)
+            params, state = self._at_home(names)
+            group_params, group_state, group_finite = self._update_fn(
+                params, {name: grads[name] for name in names}, state, step, home)
+            new_params.update(group_params)
+            for slot, values in group_state.items():
+                new_state[slot].update(values)
+            finite = finite and bool(self.backend.to_numpy(group_finite))
+        loss = float(self.backend.to_numpy(loss))
+        if not (math.isfinite(loss) and finite):
+            if self.nan_policy == "raise":
+                raise NonFiniteError(
+                    f"step {self.step_count + 1}: the loss ({loss}) or a gradient is NaN or Inf; nothing was updated. "
+                    "Lower the learning rate, check the data, or pass nan_policy='skip' to skip such steps")
+            self.skipped_steps += 1
+            return loss
+        for name, var in self._params.items():
+            var.assign(new_params[name])
+        self._state = new_state
+        self.step_count += 1
+        return loss
+
+    def gradients(self, x: Any, y: Any) -> dict[str, np.ndarray]:
+        """The gradient of the mean loss over the global batch; nothing is updated."""
+        _, grads = self._loss_and_gradients(*self._check_batch(x, y))
+        return {name: self.backend.to_numpy(g) for name, g in grads.items()}
+
+    def loss(self, x: Any, y: Any) -> float:
+        """The mean loss over the global batch with the current parameters."""
+        loss, _ = self._loss_and_gradients(*self._check_batch(x, y))
+        return float(self.backend.to_numpy(loss))
+
+    def params(self) -> dict[str, np.ndarray]:
+        """The parameters, as NumPy arrays."""
+        return {name: var.numpy() for name, var in self._params.items()}
+
+    def param_devices(self) -> dict[str, Any]:
+        """Where each parameter lives: its home device (replicas, if any, follow it)."""
+        return {name: var.devices[0] for name, var in self._params.items()}
+
+    def optimizer_state(self) -> dict[str, dict[str, np.ndarray]]:
+        """The optimizer state, ``{slot: {param: array}}``, as NumPy arrays."""
+        return {slot: {name: self.backend.to_numpy(v) for name, v in values.items()}
+                for slot, values in self._state.items()}
+
+    def set_params(self, params: Mapping[str, Any]) -> None:
+        """Replace every parameter (on every replica). Keys and shapes must match; values are cast to the dtype.
+
+        Raises:
+            ParamsError: missing or extra keys, or a wrong shape; NonFiniteError: NaN or Inf. Nothing is changed.
+        """
+        arrays = self._check_params(params, "set_params")
+        for name, array in arrays.items():
+            self._params[name].assign(array)
+
+    # ------------------------------------------------------------------------------------------------------------------
+    def save(self, path: str | os.PathLike) -> None:
+        """Write a checkpoint: parameters, optimizer state, step counts, RNG state, dtype, model, optimizer, toolkit
+        version. Atomic: a crash during ``save`` leaves an earlier checkpoint at ``path`` intact."""
+        from toolkit import __version__
+
+        metadata = {
+            "step": self.step_count, "skipped_steps": self.skipped_steps, "rng_state": self.rng.bit_generator.state,
+            "dtype": self.dtype, "model": self.model.name, "optimizer": type(self.optimizer).__name__,
+            "optimizer_config": vars(self.optimizer), "backend": self.backend.name, "trainer": type(self).__name__,
+            "devices": {name: str(d) for name, d in self.param_devices().items()}, "toolkit_version": __version__,
+        }
+        save_checkpoint(path, Checkpoint(self.params(), self.optimizer_state(), metadata))
+
+    def restore(self, path: str | os.PathLike | Checkpoint) -> None:
+        """Load a checkpoint (from any backend, trainer kind and device count) into this trainer.
+
+        Raises:
+            CheckpointError: unreadable or corrupted file, or one that does not fit this trainer (parameter names or
+                shapes, dtype, optimizer kind). Nothing is changed.
+        """
+        checkpoint = path if isinstance(path, Checkpoint) else load_checkpoint(path)
+        meta = checkpoint.metadata
+        if meta.get("dtype") != self.dtype:
+            raise CheckpointError(f"checkpoint dtype {meta.get('dtype')} differs from this trainer's {self.dtype}")
+        if meta.get("optimizer") != type(self.optimizer).__name__:
+            raise CheckpointError(f"checkpoint was written with {meta.get('optimizer')}, this trainer uses "
+                                  f"{type(self.optimizer).__name__}")
+        try:
+            params = self._check_params(checkpoint.params, "checkpoint")
+        except ToolkitError as error:
+            raise CheckpointError(str(error)) from error
+        expected = {slot: {name: p.shape for name, p in params.items()} for slot in self.optimizer.state_slots()}
+        found = {slot: {name: v.shape for name, v in values.items()} for slot, values in checkpoint.state.items()}
+        if found != expected:
+            raise CheckpointError(f"checkpoint optimizer state {found} does not fit this trainer's {expected}")
+        rng = np.random.default_rng()
+        try:
+            rng.bit_generator.state = meta["rng_state"]
+        except (KeyError, TypeError, ValueError) as error:
+            raise CheckpointError(f"checkpoint RNG state is unusable: {error}") from error
+        state = self._place_state({slot: {name: np.asarray(v, self.dtype) for name, v in values.items()}
+                                   for slot, values in checkpoint.state.items()})
+        for name, array in params.items():
+            self._params[name].assign(array)
+        self._state, self.rng = state, rng
+        self.step_count, self.skipped_steps = int(meta["step"]), int(meta.get("skipped_steps", 0))
+
+    # ------------------------------------------------------------------------------------------------------------------
+    def _by_home(self) -> dict[Any, list[str]]:
+        groups: dict[Any, list[str]] = {}
+        for name, device in self.param_devices().items():
+            groups.setdefault(device, []).append(name)
+        return groups
+
+    def _at_home(self, names: Sequence[str]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+        params = {name: self._params[name].replicas[0].value for name in names}
+        return params, {slot: {name: values[name] for name in names} for slot, values in self._state.items()}
+
+    def _place_state(self, state: dict[str, dict[str, np.ndarray]]) -> dict[str, dict[str, Any]]:
+        homes = self.param_devices()
+        return {slot: {name: self.backend.place(v, homes[name]) for name, v in values.items()}
+                for slot, values in state.items()}
+
+    def _check_params(self, params: Mapping[str, Any], what: str) -> dict[str, np.ndarray]:
+        if not isinstance(params, Mapping):
+            raise ParamsError(f"{what} needs a dict of arrays, got {type(params).__name__}")
+        missing, extra = set(self._params) - set(params), set(params) - set(self._params)
+        if missing or extra:
+            raise ParamsError(f"{what} keys differ from the model's: missing {sorted(missing)}, extra {sorted(extra)}")
+        arrays = {}
+        for name, var in self._params.items():
+            array = np.asarray(params[name])
+            if array.shape != var.shape:
+                raise ParamsError(f"{what}[{name!r}]: expected shape {var.shape}, got {array.shape}")
+            if array.dtype.kind not in "biuf":
+                raise DTypeError(f"{what}[{name!r}]: expected numbers, got dtype {array.dtype}")
+            arrays[name] = array.astype(self.dtype)
+        self._check_finite_params(arrays, what)
+        return arrays
+
+    @staticmethod
+    def _check_finite_params(params: Mapping[str, np.ndarray], what: str) -> None:
+        bad = {name: n for name, value in params.items() if (n := _count_non_finite(value))}
+        if bad:
+            raise NonFiniteError(f"{what}: NaN or Inf in parameters {bad} (name: count)")
+
+    def _compute(self, device: Any, shapes: str, run, *args):
+        """``run(*args)``, one device's share; a framework error becomes a ComputeError naming the device."""
+        try:
+            return run(*args)
+        except ToolkitError:
+            raise
+        except Exception as error:  # the framework's own error, whatever its type: report it as ours
+            message = str(error).strip().splitlines()[0][:500] if str(error).strip() else ""
+            raise ComputeError(f"{self.model.name} failed on {device} ({shapes}): {type(error).__name__}: "
+                               f"{message}; the trainer is unchanged") from error
+
+    def _check_batch(self, x: Any, y: Any) -> tuple[Any, np.ndarray]:
+        """Check and cast a batch: ``x`` an array or a dict of arrays, ``y`` an array, all of one length."""
+        named = isinstance(x, Mapping)
+        xs = {k: np.asarray(v) for k, v in x.items()} if named else {"x": np.asarray(x)}
+        y = np.asarray(y)
+        if not xs:
+            raise ShapeError("x is an empty dict; expected at least one input array")
+        arrays = {**({f"x[{k!r}]": v for k, v in xs.items()} if named else xs), "y": y}
+        for what, array in arrays.items():
+            if array.ndim == 0:
+                raise ShapeError(f"x and y need a batch axis; got {what} of shape {array.shape}")
+        lengths = {what: len(a) for what, a in arrays.items()}
+        if len(set(lengths.values())) != 1:
+            listed = " and ".join(str(n) for n in lengths.values())
+            raise ShapeError(f"x and y must have the same number of examples; got {listed}")
+        if lengths["y"] == 0:
+            raise ShapeError("the batch is empty (0 examples)")
+        arrays = {what: self._cast_input(a, what) for what, a in arrays.items()}
+        spec = {what: (a.shape[1:], a.dtype.kind) for what, a in arrays.items()}
+        if self._input_spec is not None and spec != self._input_spec:
+            for what, (shape, kind) in spec.items():
+                expected = self._input_spec.get(what)
+                if expected is None or expected[0] != shape:
+                    wanted = {w: s for w, (s, _) in self._input_spec.items()}
+                    raise ShapeError(f"examples must keep the shapes of the first batch: {wanted}; got {what} {shape}")
+                if expected[1] != kind:
+                    raise DTypeError(f"{what} must stay {'integer labels' if expected[1] == 'i' else 'floating'} as in "
+                                     f"the first batch; got dtype {arrays[what].dtype}")
+        for what, array in arrays.items():
+            if bad := _count_non_finite(array):
+                first = int(np.argwhere(~np.isfinite(array))[0][0])
+                raise NonFiniteError(f"{what} has {bad} NaN or Inf value(s), the first in example {first}")
+        self._pending_spec = spec
+        y = arrays.pop("y")
+        x = {k: arrays[f"x[{k!r}]"] for k in xs} if named else arrays["x"]
+        return x, y
+
+    def _accept_input_spec(self) -> None:
+        """Remember the first batch's shapes once it has run."""
+        if self._input_spec is None:
+            self._input_spec = self._pending_spec
+
+    def _cast_input(self, array: np.ndarray, what: str) -> np.ndarray:
+        if array.dtype.kind == "f":
+            return array.astype(self.dtype, copy=False)
+        if array.dtype.kind in "iub":
+            return array.astype(LABEL_DTYPE, copy=False)
+        raise DTypeError(f"{what} must hold numbers, got dtype {array.dtype}")
