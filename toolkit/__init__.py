@@ -22,6 +22,7 @@ from toolkit.errors import (
     ToolkitError,
 )
 from toolkit.model import Model
+from toolkit.model_parallel import ModelParallel, Part, PartedModel
 from toolkit.ops import Ops
 from toolkit.parallel import DataParallel
 from toolkit.registry import available_backends, get_backend
@@ -46,8 +47,11 @@ __all__ = [
     "NonFiniteError",
     "MirroredVariable",
     "Model",
+    "ModelParallel",
     "Ops",
     "ParamsError",
+    "Part",
+    "PartedModel",
     "ShapeError",
     "ToolkitError",
     "Variable",

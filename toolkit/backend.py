@@ -39,6 +39,18 @@ class UpdateFn(Protocol):
         (``state[slot][param]``) and whether every gradient was finite, left on ``device``."""
 
 
+class PartFn(Protocol):
+    """A part of a model compiled for one backend (see :meth:`Backend.compile_part`)."""
+
+    def forward(self, params: Mapping[str, Native], inputs: Sequence[Native], device: Device) -> Native:
+        """``fn(ops, params, *inputs)`` on ``device``."""
+
+    def vjp(self, params: Mapping[str, Native], inputs: Sequence[Native], cotangent: Native,
+            device: Device) -> tuple[Native, dict[str, Native], list[Native | None]]:
+        """The output, and the gradients of ``sum(output * cotangent)`` for each parameter and for each floating
+        input (None for integer inputs), all on ``device``."""
+
+
 class Backend(ABC):
     """A framework's implementation of the multi-device interface.
 
@@ -82,6 +94,10 @@ class Backend(ABC):
     @abstractmethod
     def compile_update(self, optimizer: Optimizer, dtype: str) -> UpdateFn:
         """``optimizer.update`` for a whole parameter dict, compiled once and run on the device of its inputs."""
+
+    @abstractmethod
+    def compile_part(self, fn: Callable[..., Any], dtype: str) -> PartFn:
+        """A model part ``fn(ops, params, *inputs)``, compiled for forward and backward runs on any device."""
 
     @abstractmethod
     def _new_variable(self, value: np.ndarray, device: Device, name: str | None) -> Variable:
@@ -248,5 +264,65 @@ class Backend(ABC):
         ]
         return optree.tree_map(lambda *parts: self._concat(parts, devices[0]), *outputs)
 
+    # ----------------------------------------------------------------------------------------------------------------
+    # Model parallelism.
+
+    def compile_parted_gradient(self, model: Any, placement: Mapping[str, Device], dtype: str) -> Callable:
+        """The loss and gradients of a :class:`~toolkit.PartedModel` with each part on ``placement[part]``.
+
+        Returns ``fn(params, inputs, y) -> (mean loss, {param: gradient})``: ``params`` native arrays on their home
+        devices (the device of the first part reading each), ``inputs`` the data inputs by name, and each gradient
+        left on its parameter's home.
+
+        Written once from :meth:`compile_part`: the forward pass runs part by part, moving each output to the
+        devices of the parts that read it; the backward pass runs the parts in reverse on their own devices, moving
+        each input's gradient back to the part that produced it (summed where several parts read it); parameter
+        gradients are summed on the parameter's home. A backend with a tape that spans devices may override it.
+        """
+        parts, last = model.parts, model.parts[-1]
+
+        def with_loss(ops, params, *inputs):
+            return ops.mean(model.loss(ops, last.fn(ops, params, *inputs[:-1]), inputs[-1]))
+
+        compiled = {part.name: self.compile_part(part.fn, dtype) for part in parts[:-1]}
+        compiled[last.name] = self.compile_part(with_loss, dtype)
+        homes = {name: placement[users[0]] for name, users in model.param_users().items()}
+
+        def loss_and_gradients(params, inputs, y):
+            values, placed = dict(inputs), {}
+            for part in parts:
+                device = placement[part.name]
+                ins = [self.place(values[i], device) for i in part.inputs] + ([self.place(y, device)]
+                                                                               if part is last else [])
+                placed[part.name] = ({k: self.place(params[k], device) for k in part.params}, ins)
+                if part is not last:
+                    values[part.name] = compiled[part.name].forward(*placed[part.name], device)
+            cotangents: dict[str, list] = {last.name: [self.place(np.asarray(1.0, dtype), placement[last.name])]}
+            param_grads: dict[str, list] = {name: [] for name in params}
+            loss = None
+            for part in reversed(parts):
+                if part.name not in cotangents:
+                    continue  # its output reaches the loss through no path: no gradient flows into it
+                device = placement[part.name]
+                cotangent = _sum(self, cotangents.pop(part.name), device)
+                output, grads, input_grads = compiled[part.name].vjp(*placed[part.name], cotangent, device)
+                loss = output if part is last else loss
+                for name, grad in grads.items():
+                    param_grads[name].append(grad)
+                for source, grad in zip(part.inputs, input_grads):
+                    if grad is not None and source in compiled:
+                        cotangents.setdefault(source, []).append(grad)
+            grads = {name: _sum(self, found, homes[name]) if found else
+                     self.place(np.zeros(np.shape(self.to_numpy(params[name])), dtype), homes[name])
+                     for name, found in param_grads.items()}
+            return loss, grads
+
+        return loss_and_gradients
+
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name}: {self._listing()}>"
+
+
+def _sum(backend: Backend, values: Sequence[Native], device: Device) -> Native:
+    """The plain sum of native arrays, computed on ``device``."""
+    return backend._weighted_sum(list(values), [1.0] * len(values), device)

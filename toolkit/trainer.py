@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -83,17 +83,16 @@ class Trainer:
         self.rng = np.random.default_rng(seed)
         self._input_spec: tuple | None = None  # shapes and kinds of the first good batch
 
-    def _init_params(self, replicas: Mapping[str, Sequence[Any]] | Sequence[Any]) -> None:
-        """Draw the initial parameters and place them: ``replicas`` maps each parameter name to its devices (the
-        first is its home, where its optimizer state lives and its update runs), or is one device list for all."""
+    def _init_params(self, replicas: Callable[[str], Sequence[Any]] | Sequence[Any]) -> None:
+        """Draw the initial parameters and place them: ``replicas(name)`` gives a parameter's devices (the first is
+        its home, where its optimizer state lives and its update runs), or ``replicas`` is one device list for all."""
         initial = self.model.init(self.rng)
         if not isinstance(initial, Mapping) or not initial:
             raise ParamsError(f"model.init must return a non-empty dict of arrays, got {type(initial).__name__}")
         initial = {name: np.asarray(value, dtype=self.dtype) for name, value in initial.items()}
         self._check_finite_params(initial, "model.init")
-        if not isinstance(replicas, Mapping):
-            replicas = {name: replicas for name in initial}
-        self._params = {name: self.backend.mirrored_variable(value, replicas[name], name=name)
+        devices = {name: replicas(name) if callable(replicas) else replicas for name in initial}
+        self._params = {name: self.backend.mirrored_variable(value, devices[name], name=name)
                         for name, value in initial.items()}
         self._state = self._place_state({slot: {name: np.zeros_like(value) for name, value in initial.items()}
                                          for slot in self.optimizer.state_slots()})

@@ -102,6 +102,21 @@ class _BySignature:
         return optree.tree_unflatten(spec, function(*leaves, device=device))
 
 
+class _Part:
+    """A model part compiled twice: its forward, and its vector-Jacobian product with Aesara's ``known_grads``."""
+
+    def __init__(self, backend: Backend, forward: _BySignature, vjp: _BySignature) -> None:
+        self._backend, self._forward, self._vjp = backend, forward, vjp
+
+    def forward(self, params, inputs, device):
+        return self._forward(params, list(inputs), device=self._backend._jax_device(device))
+
+    def vjp(self, params, inputs, cotangent, device):
+        output, grads, input_grads = self._vjp(params, list(inputs), cotangent,
+                                               device=self._backend._jax_device(device))
+        return output, grads, [input_grads.get(str(i)) for i in range(len(inputs))]
+
+
 class Backend(interface.Backend):
     name = "aesara"
 
@@ -201,6 +216,28 @@ class Backend(interface.Backend):
             compiled = _BySignature(build, dtype, self.linker)
             self._compiled[key] = lambda params, grads, state, step, device: compiled(
                 params, grads, state, step, device=self._jax_device(device))
+        return self._compiled[key]
+
+    def compile_part(self, fn, dtype):
+        key = ("part", fn, dtype)
+        if key not in self._compiled:
+            ops = self.ops(dtype)
+
+            def build_forward(params, inputs):
+                symbols = optree.tree_map(_symbol, (params, inputs))
+                return symbols, fn(ops, symbols[0], *symbols[1])
+
+            def build_vjp(params, inputs, cotangent):
+                symbols = optree.tree_map(_symbol, (params, inputs, cotangent))
+                p, ins, c = symbols
+                output = fn(ops, p, *ins)
+                floats = [i for i, x in enumerate(ins) if x.dtype.startswith("float")]
+                grads = aesara.grad(None, [*p.values(), *(ins[i] for i in floats)], known_grads={output: c},
+                                    disconnected_inputs="ignore")
+                return symbols, (output, dict(zip(p, grads[:len(p)])), dict(zip(map(str, floats), grads[len(p):])))
+
+            self._compiled[key] = _Part(self, _BySignature(build_forward, dtype, self.linker),
+                                        _BySignature(build_vjp, dtype, self.linker))
         return self._compiled[key]
 
     def _new_variable(self, value, device, name):

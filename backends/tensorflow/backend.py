@@ -39,6 +39,17 @@ class _PerDevice:
         return function(*args)
 
 
+class _Part:
+    def __init__(self, forward: _PerDevice, vjp: _PerDevice) -> None:
+        self._forward, self._vjp = forward, vjp
+
+    def forward(self, params, inputs, device):
+        return self._forward(params, list(inputs), device=device)
+
+    def vjp(self, params, inputs, cotangent, device):
+        return self._vjp(params, list(inputs), cotangent, device=device)
+
+
 class Backend(interface.Backend):
     name = "tensorflow"
 
@@ -114,6 +125,56 @@ class Backend(interface.Backend):
             per_device = _PerDevice(self, update)
             self._compiled[key] = lambda params, grads, state, step, device: per_device(
                 params, grads, state, step, device=device)
+        return self._compiled[key]
+
+    def compile_part(self, fn, dtype):
+        key = ("part", fn, dtype)
+        if key not in self._compiled:
+            ops = self.ops(dtype)
+
+            def vjp(params, inputs, cotangent):
+                floats = [x for x in inputs if x.dtype.is_floating]
+                with tf.GradientTape() as tape:
+                    tape.watch([params, floats])
+                    output = fn(ops, params, *inputs)
+                grads, float_grads = tape.gradient(output, (params, floats), output_gradients=cotangent)
+                grads = {k: tf.zeros_like(params[k]) if g is None else g for k, g in grads.items()}
+                float_grads = iter(tf.zeros_like(x) if g is None else g for x, g in zip(floats, float_grads))
+                return output, grads, [next(float_grads) if x.dtype.is_floating else None for x in inputs]
+
+            forward = _PerDevice(self, lambda params, inputs: fn(ops, params, *inputs))
+            backward = _PerDevice(self, vjp)
+            self._compiled[key] = _Part(forward, backward)
+        return self._compiled[key]
+
+    def compile_parted_gradient(self, model, placement, dtype):
+        # One tape across the devices, each part under its tf.device scope, in one tf.function: TensorFlow places
+        # each gradient op with its forward op, so the backward pass runs on the devices that own each part.
+        key = ("parted", model, tuple(placement.items()), dtype)
+        if key not in self._compiled:
+            ops, parts, last = self.ops(dtype), model.parts, model.parts[-1]
+            names = {part: self.native_name(device) for part, device in placement.items()}
+            homes = {name: names[users[0]] for name, users in model.param_users().items()}
+
+            def loss_and_gradients(params, inputs, y):
+                with tf.GradientTape() as tape:
+                    values = dict(inputs)
+                    for part in parts:
+                        with tf.device(names[part.name]):
+                            values[part.name] = part.fn(ops, {k: params[k] for k in part.params},
+                                                        *(values[i] for i in part.inputs))
+                    with tf.device(names[last.name]):
+                        loss = tf.reduce_mean(model.loss(ops, values[last.name], y))
+                grads = tape.gradient(loss, params)
+                placed = {}
+                for name, grad in grads.items():
+                    with tf.device(homes[name]):
+                        placed[name] = tf.zeros_like(params[name]) if grad is None else tf.identity(grad)
+                return loss, placed
+
+            function = tf.function(loss_and_gradients, reduce_retracing=True)
+            function._omit_frequent_tracing_warning = True  # see _PerDevice
+            self._compiled[key] = function
         return self._compiled[key]
 
     def _new_variable(self, value, device, name):

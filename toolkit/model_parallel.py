@@ -1,0 +1,170 @@
+"""Model parallelism: parts of one model on different devices, trained end to end.
+
+A :class:`PartedModel` is a :class:`~toolkit.Model` written as named parts, each a function of some parameters and
+of the outputs of earlier parts (or of the data inputs). On one device it runs like any model (``DataParallel`` can
+train it); :class:`ModelParallel` runs each part on its own device: forward through the parts, values moved between
+devices where one part feeds another, the loss on the last part's device, backward on the devices that own each part,
+and every parameter updated on its home device (that of the first part using it). A parameter used by parts on
+several devices (a shared encoder) is copied to them in the forward pass and its gradients summed at home.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from toolkit.backend import Backend
+from toolkit.devices import Device
+from toolkit.errors import DeviceSpecError, ParamsError, ShapeError
+from toolkit.model import InitFn, LossFn, Model
+from toolkit.ops import Ops, Tensor
+from toolkit.optim import Optimizer
+from toolkit.trainer import Trainer
+
+
+@dataclass(frozen=True)
+class Part:
+    """One piece of a :class:`PartedModel`.
+
+    Args:
+        name: unique within the model; later parts refer to this part's output by it.
+        fn: ``fn(ops, params, *inputs) -> array``, written with :class:`toolkit.ops.Ops`; ``params`` holds only the
+            parameters named in ``params``.
+        inputs: names of data inputs or of earlier parts, passed to ``fn`` in this order.
+        params: names of the parameters ``fn`` reads.
+        device: where :class:`ModelParallel` runs it unless told otherwise (any device spelling).
+    """
+
+    name: str
+    fn: Callable[..., Tensor]
+    inputs: tuple[str, ...]
+    params: tuple[str, ...] = ()
+    device: str | Device | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError(f"a Part needs a non-empty name, got {self.name!r}")
+        if not callable(self.fn):
+            raise TypeError(f"Part {self.name!r}: fn must be callable, got {self.fn!r}")
+        object.__setattr__(self, "inputs", tuple(self.inputs))
+        object.__setattr__(self, "params", tuple(self.params))
+        if not self.inputs:
+            raise ValueError(f"Part {self.name!r} needs at least one input")
+
+
+@dataclass(frozen=True, eq=False)
+class PartedModel(Model):
+    """A :class:`~toolkit.Model` made of :class:`Part` s; build it with :meth:`build`."""
+
+    parts: tuple[Part, ...] = ()
+    inputs: tuple[str, ...] = ("x",)
+
+    @classmethod
+    def build(cls, init: InitFn, parts: Sequence[Part], loss: LossFn, inputs: Sequence[str] = ("x",),
+              name: str = "") -> PartedModel:
+        """Check the parts and make the model.
+
+        Args:
+            init: ``init(rng) -> {name: array}`` for every parameter the parts use.
+            parts: in an order where each part's inputs come before it; the last part's output is the model's.
+            loss: ``loss(ops, outputs, y) -> per-example losses``, run on the last part's device.
+            inputs: names of the data inputs. With one input, ``x`` is an array; with several, a dict by name.
+
+        Raises:
+            ValueError: duplicate names, or an input that names neither a data input nor an earlier part.
+        """
+        parts, inputs = tuple(parts), tuple(inputs)
+        if not parts or not all(isinstance(p, Part) for p in parts):
+            raise ValueError(f"a PartedModel needs a non-empty list of Part, got {parts!r}")
+        known = list(inputs)
+        for part in parts:
+            if part.name in known:
+                raise ValueError(f"part name {part.name!r} is used twice (data inputs: {list(inputs)})")
+            unknown = [i for i in part.inputs if i not in known]
+            if unknown:
+                raise ValueError(f"part {part.name!r} reads {unknown}, which are neither data inputs nor earlier "
+                                 f"parts; known so far: {known}")
+            known.append(part.name)
+
+        def forward(ops: Ops, params: Mapping[str, Tensor], x: Any) -> Tensor:
+            values = _named_inputs(inputs, x)
+            for part in parts:
+                values[part.name] = part.fn(ops, {k: params[k] for k in part.params}, *(values[i] for i in part.inputs))
+            return values[parts[-1].name]
+
+        return cls(init, forward, loss, name or "parted-model", parts, inputs)
+
+    def param_users(self) -> dict[str, list[str]]:
+        """For each parameter name, the parts that read it, in order."""
+        users: dict[str, list[str]] = {}
+        for part in self.parts:
+            for name in part.params:
+                users.setdefault(name, []).append(part.name)
+        return users
+
+
+def _named_inputs(names: tuple[str, ...], x: Any) -> dict[str, Any]:
+    if isinstance(x, Mapping):
+        if set(x) != set(names):
+            raise ShapeError(f"x must have exactly the inputs {list(names)}, got {sorted(x)}")
+        return dict(x)
+    if len(names) != 1:
+        raise ShapeError(f"this model takes the named inputs {list(names)}: pass x as a dict")
+    return {names[0]: x}
+
+
+class ModelParallel(Trainer):
+    """Train a :class:`PartedModel` with each part on its own device.
+
+    Args:
+        model: the :class:`PartedModel`.
+        backend: a backend object or name.
+        optimizer: a :mod:`toolkit.optim` optimizer.
+        devices: ``{part name: device}`` for parts to place elsewhere than their ``Part.device``.
+        dtype, seed, nan_policy: as for :class:`~toolkit.DataParallel`.
+
+    Attributes:
+        devices: ``{part name: Device}``, where each part runs.
+
+    :meth:`param_devices` says where each parameter lives. ``step``, ``gradients``, ``params``, ``set_params``,
+    ``save`` and ``restore`` behave as for ``DataParallel``; the result equals the same model trained on one device.
+    """
+
+    def __init__(self, model: PartedModel, backend: Backend | str, optimizer: Optimizer,
+                 devices: Mapping[str, Any] | None = None, dtype: str = "float32", seed: int = 0,
+                 nan_policy: str = "raise") -> None:
+        if not isinstance(model, PartedModel):
+            raise TypeError(f"ModelParallel needs a toolkit.PartedModel, got {type(model).__name__}")
+        super().__init__(model, backend, optimizer, dtype, seed, nan_policy)
+        devices = dict(devices or {})
+        names = [part.name for part in model.parts]
+        if unknown := sorted(set(devices) - set(names)):
+            raise DeviceSpecError(f"devices names unknown parts {unknown}; the parts are {names}")
+        specs = {part.name: devices.get(part.name, part.device) for part in model.parts}
+        if missing := [name for name, spec in specs.items() if spec is None]:
+            raise DeviceSpecError(f"parts {missing} have no device: give Part(device=...) or devices={{name: ...}}")
+        self.devices = {name: self.backend.select_devices([spec])[0] for name, spec in specs.items()}
+        homes = {name: self.devices[parts[0]] for name, parts in model.param_users().items()}
+
+        def home_of(name: str) -> list[Device]:
+            if name not in homes:
+                raise ParamsError(f"parameter {name!r} made by model.init is read by no part")
+            return [homes[name]]
+
+        self._init_params(home_of)
+        if missing := sorted(set(homes) - set(self._params)):
+            raise ParamsError(f"parts read parameters {missing} that model.init does not make")
+        self._gradient_fn = self.backend.compile_parted_gradient(model, self.devices, self.dtype)
+
+    def _loss_and_gradients(self, x, y):
+        inputs = _named_inputs(self.model.inputs, x)
+        params = {name: var.replicas[0].value for name, var in self._params.items()}
+        shapes = f"x {({k: tuple(v.shape) for k, v in inputs.items()})}, y {tuple(y.shape)}"
+        result = self._compute("its devices", shapes, self._gradient_fn, params, inputs, y)
+        self._accept_input_spec()
+        return result
+
+    def __repr__(self) -> str:
+        placed = ", ".join(f"{name}@{device}" for name, device in self.devices.items())
+        return f"ModelParallel({self.model.name}, {self.backend.name}, [{placed}], {self.optimizer!r}, {self.dtype})"
