@@ -65,6 +65,7 @@ class AesaraOps(Ops):
         # Aesara's own conv ops have no JAX conversion, so the convolution is an im2col: the kernel-offset slices of
         # the input side by side, times the flattened kernel. Plain slicing, concatenation and one matmul, which
         # every linker runs and differentiates. The kernel's shape must be static (parameters always are).
+        x, kernel = at.as_tensor_variable(x), at.as_tensor_variable(kernel)
         kh, kw, cin, cout = kernel.type.shape
         if None in (kh, kw, cin, cout):
             raise ValueError("conv2d needs a kernel of static shape")
@@ -81,6 +82,7 @@ class AesaraOps(Ops):
 
     def max_pool2d(self, x, size):
         size = check_pool_size(size)
+        x = at.as_tensor_variable(x)
         n, h, w, c = _shape(x)
         rows, cols = h // size, w // size
         windows = at.reshape(x[:, :rows * size, :cols * size, :], (n, rows, size, cols, size, c))
@@ -99,9 +101,11 @@ class AesaraOps(Ops):
         return at.squeeze(x, axis=axis)
 
     def ones_like(self, x):
+        x = at.as_tensor_variable(x)
         return at.ones(_shape(x), dtype=x.dtype)
 
     def zeros_like(self, x):
+        x = at.as_tensor_variable(x)
         return at.zeros(_shape(x), dtype=x.dtype)
 
     def one_hot(self, indices, depth):
