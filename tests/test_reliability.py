@@ -241,7 +241,7 @@ def test_truncated_corrupted_and_foreign_files_are_refused(trained, tmp_path):
     # A valid archive whose contents were changed without updating the checksum.
     with np.load(path) as archive:
         arrays = {key: archive[key] for key in archive.files}
-    arrays["params/w0"] = arrays["params/w0"] + 1.0
+    arrays["params/0"] = arrays["params/0"] + 1.0
     tampered = tmp_path / "tampered.ckpt"
     with open(tampered, "wb") as file:
         np.savez(file, **arrays)
@@ -250,7 +250,7 @@ def test_truncated_corrupted_and_foreign_files_are_refused(trained, tmp_path):
 
     pickled = tmp_path / "pickled.ckpt"
     with open(pickled, "wb") as file:
-        np.savez(file, **{**arrays, "params/w0": np.array([{"a": 1}], dtype=object)})
+        np.savez(file, **{**arrays, "params/0": np.array([{"a": 1}], dtype=object)})
     with pytest.raises(toolkit.CheckpointError):
         toolkit.load_checkpoint(pickled)
     with pytest.raises(toolkit.CheckpointError, match="no checkpoint at"):

@@ -2,10 +2,10 @@
 
 Layout of the file (a NumPy ``.npz`` archive, read with ``allow_pickle=False``):
 
-- ``params/<name>``: the parameters;
-- ``state/<slot>/<name>``: the optimizer state;
-- ``__metadata__``: UTF-8 JSON as a ``uint8`` array (format version, step, RNG state, dtype, model, optimizer,
-  backend, toolkit version);
+- ``params/<i>``: the parameters, numbered; their names (any string) are in the metadata's ``params`` list;
+- ``state/<slot>/<i>``: the optimizer state, numbered like the parameters;
+- ``__metadata__``: UTF-8 JSON as a ``uint8`` array (format version, parameter names, step, RNG state, dtype, model,
+  optimizer, backend, toolkit version);
 - ``__checksum__``: the SHA-256, as hex in a ``uint8`` array, of every other entry (name, dtype, shape, bytes).
 
 Writing goes to a temporary file in the same folder, is flushed and fsynced, then renamed over the target, so a
@@ -73,17 +73,19 @@ def save_checkpoint(path: str | os.PathLike, checkpoint: Checkpoint) -> Path:
         CheckpointError: a name that cannot be stored (containing ``/``), or a non-numeric array.
     """
     path = Path(path)
+    names = list(checkpoint.params)
     arrays: dict[str, np.ndarray] = {}
-    for name, value in checkpoint.params.items():
-        arrays[f"params/{name}"] = np.asarray(value)
+    for i, name in enumerate(names):
+        arrays[f"params/{i}"] = np.asarray(checkpoint.params[name])
     for slot, values in checkpoint.state.items():
-        for name, value in values.items():
-            arrays[f"state/{slot}/{name}"] = np.asarray(value)
+        if set(values) != set(names) or "/" in slot:
+            raise CheckpointError(f"optimizer state slot {slot!r} must name a value for each parameter, and no '/'")
+        for i, name in enumerate(names):
+            arrays[f"state/{slot}/{i}"] = np.asarray(values[name])
     for key, array in arrays.items():
-        if key.count("/") != (1 if key.startswith("params/") else 2) or array.dtype.kind not in "biuf":
-            raise CheckpointError(f"cannot store {key!r} ({array.dtype}): names may not contain '/', values must "
-                                  "be numeric arrays")
-    metadata = {**checkpoint.metadata, "format_version": FORMAT_VERSION}
+        if array.dtype.kind not in "biuf":
+            raise CheckpointError(f"cannot store {key!r} of dtype {array.dtype}: values must be numeric arrays")
+    metadata = {**checkpoint.metadata, "format_version": FORMAT_VERSION, "params": names}
     arrays[_METADATA] = _text_array(json.dumps(metadata, sort_keys=True))
     arrays[_CHECKSUM] = _text_array(_checksum(arrays))
 
@@ -132,11 +134,13 @@ def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
     if metadata.get("format_version", 0) > FORMAT_VERSION:
         raise CheckpointError(f"checkpoint {str(path)!r} has format {metadata['format_version']}; this toolkit "
                               f"reads up to {FORMAT_VERSION}: upgrade multigpu-toolkit")
-    params, state = {}, {}
-    for key, array in arrays.items():
-        kind, *rest = key.split("/")
-        if kind == "params":
-            params[rest[0]] = array
-        else:
-            state.setdefault(rest[0], {})[rest[1]] = array
+    names = metadata.get("params")
+    try:
+        params = {name: arrays.pop(f"params/{i}") for i, name in enumerate(names)}
+        state: dict[str, dict[str, np.ndarray]] = {}
+        for key in sorted(arrays):
+            _, slot, index = key.split("/")
+            state.setdefault(slot, {})[names[int(index)]] = arrays[key]
+    except (TypeError, KeyError, ValueError, IndexError) as error:
+        raise CheckpointError(f"checkpoint {str(path)!r} has an unexpected layout: {error}") from error
     return Checkpoint(params, state, metadata)

@@ -91,8 +91,8 @@ class _BySignature:
         self._build, self._dtype, self._linker, self._compiled = build, dtype, linker, {}
 
     def __call__(self, *args, device=None):
-        leaves = optree.tree_leaves(args)
-        key = tuple(_signature(leaf) for leaf in leaves)
+        leaves, structure = optree.tree_flatten(args)
+        key = (structure, tuple(_signature(leaf) for leaf in leaves))  # names matter too, not only shapes
         if key not in self._compiled:
             with _building(self._dtype):
                 symbols, outputs = self._build(*args)

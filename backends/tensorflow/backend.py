@@ -17,7 +17,8 @@ tf = environment.import_framework()
 
 class _PerDevice:
     """One ``tf.function`` per device, made on first use. The ``tf.device`` scope sits inside the traced body, so
-    every op of the function is pinned to its device whatever the caller's scope."""
+    every op of the function is pinned to its device whatever the caller's scope; the call is made under the same
+    scope because TensorFlow returns a function's outputs on the device it was called from."""
 
     def __init__(self, backend: Backend, body) -> None:
         self._backend, self._body, self._functions = backend, body, {}
@@ -36,7 +37,8 @@ class _PerDevice:
             # shares `placed`'s code, so each new device or model looked like a retrace. Each function traces once
             # per input signature, and reduce_retracing bounds that; Keras silences its own functions the same way.
             function._omit_frequent_tracing_warning = True
-        return function(*args)
+        with tf.device(self._backend.native_name(device)):
+            return function(*args)
 
 
 class _Part:
@@ -166,15 +168,23 @@ class Backend(interface.Backend):
                     with tf.device(names[last.name]):
                         loss = tf.reduce_mean(model.loss(ops, values[last.name], y))
                 grads = tape.gradient(loss, params)
-                placed = {}
-                for name, grad in grads.items():
-                    with tf.device(homes[name]):
-                        placed[name] = tf.zeros_like(params[name]) if grad is None else tf.identity(grad)
-                return loss, placed
+                return loss, {k: tf.zeros_like(params[k]) if g is None else g for k, g in grads.items()}
 
             function = tf.function(loss_and_gradients, reduce_retracing=True)
             function._omit_frequent_tracing_warning = True  # see _PerDevice
-            self._compiled[key] = function
+
+            def run(params, inputs, y):
+                # A function's outputs come back on the calling device (here the loss's); each gradient then makes
+                # one copy to its parameter's home, where the update runs.
+                with tf.device(names[last.name]):
+                    loss, grads = function(params, inputs, y)
+                placed = {}
+                for name, grad in grads.items():
+                    with tf.device(homes[name]):
+                        placed[name] = tf.identity(grad)
+                return loss, placed
+
+            self._compiled[key] = run
         return self._compiled[key]
 
     def _new_variable(self, value, device, name):
