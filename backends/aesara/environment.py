@@ -97,7 +97,7 @@ def import_framework():
     apply_logical_devices(sys.modules[__name__], "JAX")
     set_quiet_defaults()
     import aesara
-    import aesara.link.jax.dispatch  # noqa: F401  (sets jax_enable_x64 from floatX; undone below)
+    import aesara.link.jax.dispatch  # noqa: F401  (sets jax_enable_x64 from floatX; turned on below)
     import jax
 
     # Aesara sets x64 from floatX; float64 graphs need it on, and float32 graphs stay float32 with it on because
