@@ -33,3 +33,17 @@ def adaptive_float32_atol(lr: float, eps: float, steps: int, grad_scale: float, 
     uses ``eps = 1e-3`` (float64 is tested with the default eps).
     """
     return FLOAT32_RTOL * param_scale + steps * lr * 2.0 * FLOAT32_GRAD_RTOL * grad_scale / eps
+
+
+def parity_bound(dtype: str, optimizer, steps: int, grad_scale: float, param_scale: float) -> float:
+    """The largest parameter difference between backends that parity allows after ``steps`` updates.
+
+    float64: :data:`FLOAT64_ATOL`. float32: :data:`FLOAT32_RTOL` of the parameter scale for SGD and momentum, and
+    :func:`adaptive_float32_atol` for optimizers that divide by ``sqrt(v) + eps`` (Adam, RMSprop).
+    """
+    if dtype == "float64":
+        return FLOAT64_ATOL
+    eps = getattr(optimizer, "eps", None)
+    if eps is None:
+        return FLOAT32_RTOL * param_scale
+    return adaptive_float32_atol(optimizer.lr, eps, steps, grad_scale, param_scale)

@@ -1,0 +1,120 @@
+"""The multigpu command: devices, compare (table, results.json, plots), parity (exit 1 on disagreement), errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import INSTALLED, needs_all_backends
+from toolkit import registry
+from toolkit.cli import main
+from toolkit.compare import SCHEMA, SCHEMA_VERSION
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def test_devices_lists_what_each_backend_sees(capsys):
+    assert main(["devices", "--json"]) == 0
+    table = json.loads(capsys.readouterr().out)
+    assert set(table) == INSTALLED
+    for rows in table.values():
+        assert [row["device"] for row in rows if row["kind"] == "cpu"] == ["cpu:0", "cpu:1", "cpu:2", "cpu:3"]
+        assert all(row["native"] for row in rows)
+
+
+def test_python_dash_m_toolkit_runs_the_command():
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    done = subprocess.run([sys.executable, "-m", "toolkit", "devices", "--logical", "2"], capture_output=True,
+                          text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "cpu:1" in done.stdout and done.stderr == ""
+
+
+@needs_all_backends
+def test_compare_writes_table_json_and_plots(tmp_path, capsys):
+    out = tmp_path / "results"
+    assert main(["compare", "--devices", "1,2", "--steps", "3", "--batch", "32", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "median step" in printed and "results.json" in printed
+    results = json.loads((out / "results.json").read_text())
+    assert results["schema"] == SCHEMA and results["version"] == SCHEMA_VERSION
+    assert results["config"]["backends"] == ["tensorflow", "aesara"] and results["config"]["devices"] == [1, 2]
+    runs = {(r["backend"], r["devices"]): r for r in results["runs"]}
+    assert set(runs) == {(b, n) for b in ("tensorflow", "aesara") for n in (1, 2)}
+    for run in runs.values():
+        assert len(run["losses"]) == len(run["step_times_ms"]) == 3
+        assert run["first_step_ms"] == run["step_times_ms"][0] and run["p10_ms"] <= run["median_ms"] <= run["p90_ms"]
+        assert run["peak_rss_mb"] > 0 and 0.0 <= run["accuracy"] <= 1.0
+        assert "params" not in run
+    for entry in results["divergence"]:
+        assert len(entry["max_abs_param_diff"]) == 3 and max(entry["max_abs_param_diff"]) < 1e-5
+    for name in ("loss.png", "divergence.png", "step_time.png"):
+        assert (out / name).read_bytes()[:8] == PNG_MAGIC
+
+
+def test_compare_json_and_quiet_on_one_backend(tmp_path, capsys, backend_name):
+    assert main(["compare", "--backends", backend_name, "--model", "polynomial", "--devices", "2", "--steps", "2",
+                 "--json", "--out", str(tmp_path)]) == 0
+    results = json.loads(capsys.readouterr().out)
+    assert results["divergence"] == [] and results["runs"][0]["accuracy"] is None
+    assert (tmp_path / "step_time.png").exists() and not (tmp_path / "divergence.png").exists()
+
+
+@needs_all_backends
+def test_parity_passes_when_backends_agree(capsys):
+    assert main(["parity", "--steps", "3", "--batch", "32"]) == 0
+    assert "tolerance 1e-10: ok" in capsys.readouterr().out
+
+
+@needs_all_backends
+def test_parity_fails_with_a_diff_on_a_perturbed_backend(monkeypatch, capsys):
+    from backends.aesara.backend import Backend as AesaraBackend
+
+    class Perturbed(AesaraBackend):
+        """Aesara with every gradient scaled by 1.0001: a deliberate, small disagreement."""
+
+        name = "perturbed"
+
+        def compile_gradient(self, model, dtype):
+            inner = super().compile_gradient(model, dtype)
+
+            def perturbed(params, x, y, device):
+                loss, grads = inner(params, x, y, device)
+                return loss, {k: g * 1.0001 for k, g in grads.items()}
+
+            return perturbed
+
+    spec = registry.BackendSpec("perturbed", "backends.aesara", ("aesara", "jax"), ("aesara", "jax"), "aesara")
+    monkeypatch.setitem(registry.REGISTRY, "perturbed", spec)
+    monkeypatch.setitem(registry._loaded, ("perturbed", ()), Perturbed())
+    assert main(["parity", "--backends", "tensorflow,perturbed", "--steps", "3", "--batch", "32"]) == 1
+    printed = capsys.readouterr().out
+    assert "FAILED" in printed and "first step beyond tolerance: 1" in printed
+    assert "w0: max |difference|" in printed and "tensorflow" in printed
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["compare", "--model", "resnet"], "unknown model 'resnet'"),
+    (["compare", "--model", "no_such_module:make"], "cannot load model 'no_such_module:make'"),
+    (["compare", "--model", "json:dumps"], "cannot load model"),
+    (["compare", "--backends", "torch"], "unknown backend(s) ['torch']"),
+    (["compare", "--devices", "5"], "use_logical_devices(5) came too late"),  # this process already has 4
+    (["compare", "--steps", "0"], "--steps and --batch must be >= 1"),
+    (["compare", "--batch", "100000", "--steps", "1", "--devices", "1"], "larger than the 1438 training examples"),
+    (["parity", "--backends", "tensorflow"], "parity compares two backends"),
+])
+def test_bad_requests_are_one_line_and_exit_2(argv, words, capsys, tmp_path):
+    assert main([*argv, "--out", str(tmp_path)] if argv[0] == "compare" else argv) == 2
+    err = capsys.readouterr().err
+    assert words in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_bad_arguments_exit_2(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["compare", "--devices", "1,x"])
+    assert info.value.code == 2
+    assert "expected distinct device counts" in capsys.readouterr().err

@@ -1,0 +1,225 @@
+"""The ``multigpu`` command (also ``python -m toolkit``): devices, compare, parity.
+
+Errors in what the user typed (an unknown model, a bad device list, too few devices) are one line on stderr and
+exit status 2; a parity failure is exit status 1 with a readable diff.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from toolkit.errors import ToolkitError
+
+EXIT_OK, EXIT_PARITY_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def _device_counts(text: str) -> list[int]:
+    try:
+        counts = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        counts = []
+    if not counts or min(counts) < 1 or len(set(counts)) != len(counts):
+        raise argparse.ArgumentTypeError(f"expected distinct device counts >= 1 like 1,2,4; got {text!r}")
+    return counts
+
+
+def _backends(text: str) -> list[str]:
+    names = [part.strip() for part in text.split(",") if part.strip()]
+    if not names or len(set(names)) != len(names):
+        raise argparse.ArgumentTypeError(f"expected distinct backend names like tensorflow,aesara; got {text!r}")
+    return names
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from toolkit.compare import OPTIMIZERS
+    from toolkit.registry import available_backends
+    from toolkit.workloads import WORKLOADS
+
+    parser = argparse.ArgumentParser(prog="multigpu", description="Compare TensorFlow and Aesara on several devices.")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    devices = commands.add_parser("devices", help="the devices each installed backend sees")
+    devices.add_argument("--logical", type=int, default=None, help="make this many logical CPU devices first")
+    devices.add_argument("--json", action="store_true")
+
+    def run_options(sub, devices_default: str, steps_default: int) -> None:
+        sub.add_argument("--model", default="digits-mlp", help=f"{', '.join(WORKLOADS)} or module:function")
+        sub.add_argument("--backends", type=_backends, default=available_backends(),
+                         help="comma-separated (default: every installed backend)")
+        sub.add_argument("--devices", type=_device_counts, default=_device_counts(devices_default),
+                         help=f"device counts, comma-separated (default {devices_default})")
+        sub.add_argument("--dtype", choices=["float32", "float64"], default="float32")
+        sub.add_argument("--optimizer", choices=list(OPTIMIZERS), default="adam")
+        sub.add_argument("--lr", type=float, default=0.01)
+        sub.add_argument("--steps", type=int, default=steps_default)
+        sub.add_argument("--batch", type=int, default=128, help="global batch size")
+        sub.add_argument("--seed", type=int, default=0)
+        sub.add_argument("--quiet", action="store_true", help="no progress bar, no table")
+        sub.add_argument("--json", action="store_true", help="print the results as JSON on stdout")
+
+    compare = commands.add_parser("compare", help="train one model on every backend and device count, report")
+    run_options(compare, "1,2,4", 30)
+    compare.add_argument("--out", type=Path, default=Path("results"), help="folder for results.json and the plots")
+
+    parity = commands.add_parser("parity", help="exit 1 with a diff when the backends disagree beyond tolerance")
+    run_options(parity, "2", 10)
+    parity.set_defaults(dtype="float64")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return {"devices": _devices, "compare": _compare, "parity": _parity}[args.command](args)
+    except (ToolkitError, ValueError) as error:
+        print(f"multigpu {args.command}: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+
+def _devices(args) -> int:
+    import toolkit
+
+    if args.logical is not None:
+        toolkit.use_logical_devices(args.logical)
+    table = {name: [{"device": str(d), "kind": d.kind, "index": d.index, "native": native}
+                    for d, native in toolkit.get_backend(name).device_table()]
+             for name in toolkit.available_backends()}
+    if args.json:
+        print(json.dumps(table, indent=2))
+        return EXIT_OK
+    if not table:
+        print('no backend installed: pip install "multigpu-toolkit[all]"')
+    for name, rows in table.items():
+        print(f"{name}:")
+        for row in rows:
+            print(f"  {row['device']:<8} {row['kind']:<4} index {row['index']:<3} {row['native']}")
+    return EXIT_OK
+
+
+def _prepare(args) -> Any:
+    """Check the request before any framework starts; returns the workload."""
+    import toolkit
+    from toolkit.devices import logical_device_count
+    from toolkit.workloads import load_workload
+
+    if args.steps < 1 or args.batch < 1:
+        raise ValueError(f"--steps and --batch must be >= 1, got {args.steps} and {args.batch}")
+    unknown = [name for name in args.backends if name not in toolkit.registry.REGISTRY]
+    if unknown:
+        raise ValueError(f"unknown backend(s) {unknown}; known: {', '.join(toolkit.registry.REGISTRY)}")
+    workload = load_workload(args.model)
+    if (logical_device_count() or 0) < max(args.devices):  # a process that already has enough keeps them
+        toolkit.use_logical_devices(max(args.devices))
+    for name in args.backends:
+        toolkit.get_backend(name).select_devices(max(args.devices))  # too few devices: one clear error, now
+    return workload
+
+
+def _run(args, workload) -> dict[str, Any]:
+    from toolkit import __version__
+    from toolkit.compare import run_comparison
+
+    config = {"model": args.model, "backends": args.backends, "devices": args.devices, "dtype": args.dtype,
+              "optimizer": args.optimizer, "lr": args.lr, "steps": args.steps, "batch": args.batch, "seed": args.seed}
+    total = len(args.devices) * args.steps
+    if args.quiet or args.json or not sys.stderr.isatty():
+        results = run_comparison(workload, args.backends, args.devices, args.dtype, args.optimizer, args.lr,
+                                 args.steps, args.batch, args.seed)
+    else:
+        from rich.progress import Progress
+
+        with Progress(transient=True) as bar:
+            task = bar.add_task("training", total=total)
+            results = run_comparison(workload, args.backends, args.devices, args.dtype, args.optimizer, args.lr,
+                                     args.steps, args.batch, args.seed,
+                                     progress=lambda text: bar.update(task, advance=1, description=text))
+    return {**results, "toolkit_version": __version__, "config": config}
+
+
+def _compare(args) -> int:
+    from toolkit.plots import write_plots
+
+    results = _run(args, _prepare(args))
+    args.out.mkdir(parents=True, exist_ok=True)
+    public = {**results, "runs": [{k: v for k, v in run.items() if k != "params"} for run in results["runs"]]}
+    (args.out / "results.json").write_text(json.dumps(public, indent=2))
+    plots = write_plots(results, args.out)
+    if args.json:
+        print(json.dumps(public))
+    elif not args.quiet:
+        _print_table(results)
+        print(f"wrote {args.out / 'results.json'} and {', '.join(str(p) for p in plots)}")
+    return EXIT_OK
+
+
+def _print_table(results: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    config = results["config"]
+    table = Table(title=f"{config['model']}: {config['optimizer']}({config['lr']}), {config['dtype']}, "
+                        f"batch {config['batch']}, {config['steps']} steps")
+    for column in ("backend", "devices", "final loss", "first step", "median step", "p10-p90", "peak RSS",
+                   "accuracy", "max divergence"):
+        table.add_column(column, justify="right")
+    divergence = {d["devices"]: max(d["max_abs_param_diff"]) for d in results["divergence"]}
+    for run in results["runs"]:
+        table.add_row(run["backend"], str(run["devices"]), f"{run['losses'][-1]:.6f}", f"{run['first_step_ms']:.0f} ms",
+                      f"{run['median_ms']:.2f} ms", f"{run['p10_ms']:.2f}-{run['p90_ms']:.2f}",
+                      f"{run['peak_rss_mb']:.0f} MB", "-" if run["accuracy"] is None else f"{run['accuracy']:.3f}",
+                      f"{divergence[run['devices']]:.2g}" if run["devices"] in divergence else "-")
+    Console(width=None if sys.stdout.isatty() else 150).print(table)
+    print("first step: includes tracing (TensorFlow) or compilation (Aesara); peak RSS: the process's, so far")
+
+
+def _parity(args) -> int:
+    import numpy as np
+
+    from toolkit.compare import OPTIMIZERS
+    from toolkit.parallel import DataParallel
+    from toolkit.tolerances import parity_bound
+
+    if len(args.backends) != 2:
+        raise ValueError(f"parity compares two backends, got {args.backends}")
+    workload = _prepare(args)
+    results = _run(args, workload)
+    x_train, y_train, _, _ = workload.data(args.seed)
+    failed = False
+    for entry in results["divergence"]:
+        n = entry["devices"]
+        first, second = ({r["backend"]: r for r in results["runs"] if r["devices"] == n}[b] for b in args.backends)
+        optimizer = OPTIMIZERS[args.optimizer](args.lr)
+        grads = DataParallel(workload.model, args.backends[0], n, optimizer, dtype=args.dtype,
+                             seed=args.seed).gradients(x_train[: args.batch], y_train[: args.batch])
+        grad_scale = max(float(np.max(np.abs(g))) for g in grads.values())
+        bound = parity_bound(args.dtype, optimizer, args.steps, grad_scale, entry["param_scale"])
+        worst = entry["max_abs_param_diff"][-1]
+        status = "ok" if worst <= bound else "FAILED"
+        failed = failed or worst > bound
+        if not args.quiet:
+            print(f"{' vs '.join(args.backends)} on {n} device(s), {args.dtype}, {args.steps} {args.optimizer} steps: "
+                  f"max |param difference| {worst:.3g}, tolerance {bound:.3g}: {status}")
+        if worst > bound:
+            for name in first["params"]:
+                a, b = first["params"][name].astype(np.float64), second["params"][name].astype(np.float64)
+                index = np.unravel_index(int(np.argmax(np.abs(a - b))), a.shape) if a.ndim else ()
+                where = tuple(int(i) for i in index)
+                print(f"  {name}: max |difference| {float(np.max(np.abs(a - b))):.3g} at {where}: "
+                      f"{args.backends[0]} {float(a[index]):.10g} vs {args.backends[1]} {float(b[index]):.10g}")
+            step = next(i for i, gap in enumerate(entry["max_abs_param_diff"]) if gap > bound)
+            print(f"  first step beyond tolerance: {step + 1}; losses {first['losses'][step]:.10g} vs "
+                  f"{second['losses'][step]:.10g}")
+    if args.json:
+        print(json.dumps({"ok": not failed, "divergence": results["divergence"]}))
+    return EXIT_PARITY_FAILED if failed else EXIT_OK
+
+
+def _entry() -> None:
+    """The console script: exit with :func:`main`'s status."""
+    sys.exit(main())

@@ -1,0 +1,91 @@
+"""Run the same workload on several backends and device counts in lockstep, and record what differs: losses,
+parameter divergence between backends, step times, memory, accuracy. Used by ``multigpu compare`` and ``parity``.
+
+The results are a plain dict (``results.json``), schema ``multigpu-toolkit/compare`` version :data:`SCHEMA_VERSION`:
+
+- ``schema``, ``version``, ``toolkit_version``, ``config``: the command's settings;
+- ``runs``: one per (backend, device count): ``backend``, ``devices`` (count), ``device_names``, ``losses`` (per
+  step), ``step_times_ms`` (per step; the first includes tracing/compilation), ``first_step_ms``, ``median_ms``,
+  ``p10_ms``, ``p90_ms`` (over steps 2..n), ``peak_rss_mb`` (the process's peak resident memory after the run),
+  ``accuracy`` (test accuracy, classifiers only, else null), ``params`` (not written to JSON);
+- ``divergence``: one per device count: ``devices``, ``backends`` (the pair compared), ``max_abs_param_diff`` (per
+  step), ``param_scale`` (max |param| of the first backend at the end).
+"""
+
+from __future__ import annotations
+
+import resource
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from toolkit.models import accuracy
+from toolkit.optim import SGD, Adam, Optimizer, RMSprop
+from toolkit.parallel import DataParallel
+from toolkit.workloads import Workload
+
+SCHEMA = "multigpu-toolkit/compare"
+SCHEMA_VERSION = 1
+
+OPTIMIZERS: dict[str, Callable[[float], Optimizer]] = {
+    "sgd": lambda lr: SGD(lr),
+    "momentum": lambda lr: SGD(lr, momentum=0.9),
+    "adam": lambda lr: Adam(lr),
+    "rmsprop": lambda lr: RMSprop(lr),
+}
+
+
+def _max_abs_diff(a: dict, b: dict) -> float:
+    return max(float(np.max(np.abs(a[k].astype(np.float64) - b[k].astype(np.float64)))) for k in a)
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux reports KiB
+
+
+def run_comparison(workload: Workload, backends: Sequence[str], device_counts: Sequence[int], dtype: str,
+                   optimizer: str, lr: float, steps: int, batch: int, seed: int,
+                   progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Train ``workload`` for ``steps`` steps on every backend and device count, on the same batches."""
+    x_train, y_train, x_test, y_test = workload.data(seed)
+    if batch > len(x_train):
+        raise ValueError(f"--batch {batch} is larger than the {len(x_train)} training examples")
+    order = np.random.default_rng(seed)
+    batches = [order.choice(len(x_train), size=batch, replace=False) for _ in range(steps)]
+    runs, divergence = [], []
+    for n in device_counts:
+        trainers = {name: DataParallel(workload.model, name, n, OPTIMIZERS[optimizer](lr), dtype=dtype, seed=seed)
+                    for name in backends}
+        records = {name: {"losses": [], "times": []} for name in backends}
+        gaps = []
+        for step, index in enumerate(batches):
+            for name, trainer in trainers.items():
+                began = time.perf_counter()
+                records[name]["losses"].append(trainer.step(x_train[index], y_train[index]))
+                records[name]["times"].append((time.perf_counter() - began) * 1e3)
+            if len(backends) >= 2:
+                gaps.append(_max_abs_diff(trainers[backends[0]].params(), trainers[backends[1]].params()))
+            if progress:
+                progress(f"{n} device(s): step {step + 1}/{steps}")
+        for name, trainer in trainers.items():
+            times = records[name]["times"]
+            steady = times[1:] or times
+            deciles = statistics.quantiles(steady, n=10) if len(steady) > 1 else [steady[0]] * 9
+            score = None
+            if workload.classifier:
+                params = trainer.params()
+                logits = trainer.backend.make_parallel(lambda ops, x, p=params: workload.model.forward(ops, p, x),
+                                                       trainer.devices, x=x_test)
+                score = accuracy(trainer.backend.to_numpy(logits), y_test)
+            runs.append({"backend": name, "devices": n, "device_names": [str(d) for d in trainer.devices],
+                         "losses": records[name]["losses"], "step_times_ms": times, "first_step_ms": times[0],
+                         "median_ms": statistics.median(steady), "p10_ms": deciles[0], "p90_ms": deciles[-1],
+                         "peak_rss_mb": _peak_rss_mb(), "accuracy": score, "params": trainer.params()})
+        if len(backends) >= 2:
+            scale = max(float(np.max(np.abs(v))) for v in trainers[backends[0]].params().values())
+            divergence.append({"devices": n, "backends": list(backends[:2]), "max_abs_param_diff": gaps,
+                               "param_scale": scale})
+    return {"schema": SCHEMA, "version": SCHEMA_VERSION, "runs": runs, "divergence": divergence}

@@ -1,0 +1,86 @@
+"""Built-in workloads for the ``multigpu`` command: a model, its data, and whether accuracy applies.
+
+``--model`` takes one of :data:`WORKLOADS`' names or ``module:function``, a function returning a
+:class:`toolkit.Model` (trained then on the digits, as a classifier of 64 inputs and 10 classes) or a
+:class:`Workload`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from toolkit import layers
+from toolkit.datasets import digits
+from toolkit.model import Model
+from toolkit.models import mlp, sparse_softmax_cross_entropy
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A model and its data: ``data(seed) -> (x_train, y_train, x_test, y_test)``."""
+
+    name: str
+    model: Model
+    data: Callable[[int], tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]
+    classifier: bool = True
+
+
+def _conv_net() -> Model:
+    def init(rng):
+        return {**layers.conv2d_init(rng, 1, 16, 3), **layers.dense_init(rng, 16, 10)}
+
+    def forward(ops, params, x):
+        features = layers.conv2d(ops, params, ops.reshape(x, (-1, 8, 8, 1)), activation="relu")
+        return layers.dense(ops, params, layers.global_max_pool2d(ops, features))
+
+    return Model(init, forward, sparse_softmax_cross_entropy(10), name="conv16-gmp-dense10")
+
+
+def _polynomial() -> Model:
+    def forward(ops, params, x):
+        a, b, c = params["coefficients"][0], params["coefficients"][1], params["coefficients"][2]
+        return a * ops.square(x) + b * x + c
+
+    return Model(lambda rng: {"coefficients": rng.normal(size=3)}, forward,
+                 lambda ops, prediction, y: ops.square(prediction - y), name="polynomial")
+
+
+def _polynomial_data(seed: int):
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(-2, 2, size=1200)
+    y = 5 * x**2 + 3 + rng.normal(scale=0.1, size=x.shape)
+    return x[:1000], y[:1000], x[1000:], y[1000:]
+
+
+WORKLOADS: dict[str, Callable[[], Workload]] = {
+    "digits-mlp": lambda: Workload("digits-mlp", mlp([64, 128, 10], name="digits-mlp-64-128-10"), digits),
+    "digits-conv": lambda: Workload("digits-conv", _conv_net(), digits),
+    "polynomial": lambda: Workload("polynomial", _polynomial(), _polynomial_data, classifier=False),
+}
+
+
+def load_workload(spec: str) -> Workload:
+    """A built-in workload by name, or ``module:function``.
+
+    Raises:
+        ValueError: an unknown name, a module or function that cannot be found, or one that returns neither a
+            Model nor a Workload.
+    """
+    if spec in WORKLOADS:
+        return WORKLOADS[spec]()
+    if ":" not in spec:
+        raise ValueError(f"unknown model {spec!r}; expected one of {', '.join(WORKLOADS)} or module:function")
+    module_name, _, function_name = spec.partition(":")
+    try:
+        made = getattr(importlib.import_module(module_name), function_name)()
+    except Exception as error:  # whatever the user's module or function raises, reported as one line
+        raise ValueError(f"cannot load model {spec!r}: {type(error).__name__}: {error}") from error
+    if isinstance(made, Workload):
+        return made
+    if isinstance(made, Model):
+        return Workload(made.name, made, digits)
+    raise ValueError(f"{spec} returned {type(made).__name__}; expected a toolkit.Model or toolkit.workloads.Workload")
