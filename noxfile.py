@@ -40,6 +40,8 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def demo(session: nox.Session) -> None:
-    """Data-parallel digits MLP on 2 logical devices on both backends: losses, step times, parity."""
+    """Data-parallel digits MLP on 2 logical devices on both backends: losses, step times, parity; then the same
+    comparison with ``multigpu compare``, which leaves its table, results.json and plots in results/."""
     session.install("-e", ".[all]")
     session.run("python", "examples/digits_data_parallel.py", "--devices", "2", *session.posargs)
+    session.run("multigpu", "compare", "--model", "digits-mlp", "--devices", "2", "--steps", "60", "--out", "results")
