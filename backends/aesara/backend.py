@@ -141,6 +141,7 @@ class Backend(interface.Backend):
             if wanted is not None and cpus != wanted:
                 raise LogicalDevicesError(f"asked for {wanted} logical CPU devices, JAX has {cpus}")
         self._devices_by_native = {native: device for device, native in self._jax_devices.items()}
+        self._known = {device for device, _ in self._table}
         self._ops: dict[str, AesaraOps] = {}
         self._compiled: dict[tuple, object] = {}
 
@@ -152,7 +153,7 @@ class Backend(interface.Backend):
 
     def place(self, value, device):
         device = parse_device(device)
-        if device not in dict(self._table):
+        if device not in self._known:
             raise self._not_found(device)
         if self.linker == "c":
             return np.asarray(value)
