@@ -26,12 +26,20 @@ def _skip_unless_installed(name: str):
 
 BACKEND_PARAMS = [pytest.param(name, marks=_skip_unless_installed(name), id=name) for name in REGISTRY]
 
-#: Marks a test that compares backends: it needs every backend installed.
-needs_all_backends = pytest.mark.skipif(
-    INSTALLED != set(REGISTRY),
-    reason=f"compares backends; missing: {', '.join(sorted(set(REGISTRY) - INSTALLED)) or 'none'} "
-           f'(pip install "multigpu-toolkit[all]")',
-)
+#: Marks a test that needs every backend installed. It also gets the ``parity`` marker, so the nox session that
+#: installs both backends (``-m parity``) runs it and the single-backend sessions (``-m "not parity"``) leave it out.
+needs_all_backends = pytest.mark.both_backends
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest's own -m selection reads the markers
+def pytest_collection_modifyitems(config, items):
+    missing = sorted(set(REGISTRY) - INSTALLED)
+    for item in items:
+        if item.get_closest_marker("both_backends"):
+            item.add_marker(pytest.mark.parity)
+            if missing:
+                item.add_marker(pytest.mark.skip(
+                    reason=f'needs every backend; missing: {", ".join(missing)} (pip install "multigpu-toolkit[all]")'))
 
 
 @pytest.fixture(params=BACKEND_PARAMS)

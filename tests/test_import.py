@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from tests.conftest import INSTALLED
+from tests.conftest import INSTALLED, needs_all_backends
 
 FRAMEWORKS = ("tensorflow", "aesara", "jax", "jaxlib")
 
@@ -71,7 +71,7 @@ def test_logical_devices_after_jax_started_is_refused():
     assert "JAX has already started with 1 CPU device(s)" in result.stdout
 
 
-@pytest.mark.skipif(INSTALLED != {"tensorflow", "aesara"}, reason="needs both backends")
+@needs_all_backends
 def test_logical_devices_reach_both_frameworks_and_stay_quiet():
     result = run_python("""
         import toolkit
