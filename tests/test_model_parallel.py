@@ -82,7 +82,7 @@ def test_parameters_live_where_their_first_part_runs(backend):
     for name, var in trainer._params.items():  # one copy of each parameter, on its home
         assert [backend.device_of(r.value) for r in var.replicas] == [homes[name]]
     for values in trainer._state.values():
-        assert all(backend.device_of(v) == homes[name] for name, v in values.items())
+        assert all(backend.device_of(v.value) == homes[name] == v.device for name, v in values.items())
     moved = toolkit.ModelParallel(model, backend, toolkit.optim.Adam(0.05), devices={"enc_a": "/cpu:3"})
     assert moved.devices["enc_a"] == Device("cpu", 3) and moved.param_devices()["lstm/bias"] == Device("cpu", 3)
 

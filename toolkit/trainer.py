@@ -94,8 +94,10 @@ class Trainer:
         devices = {name: replicas(name) if callable(replicas) else replicas for name in initial}
         self._params = {name: self.backend.mirrored_variable(value, devices[name], name=name)
                         for name, value in initial.items()}
-        self._state = self._place_state({slot: {name: np.zeros_like(value) for name, value in initial.items()}
-                                         for slot in self.optimizer.state_slots()})
+        homes = self.param_devices()
+        self._state = {slot: {name: self.backend.variable(np.zeros_like(value), homes[name], name=f"{slot}/{name}")
+                              for name, value in initial.items()}
+                       for slot in self.optimizer.state_slots()}
         self._update_fn = self.backend.compile_update(self.optimizer, self.dtype)
 
     def _loss_and_gradients(self, x: Any, y: Any) -> tuple[Any, dict[str, Any]]:
@@ -136,7 +138,9 @@ class Trainer:
             return loss
         for name, var in self._params.items():
             var.assign(new_params[name])
-        self._state = new_state
+        for slot, values in new_state.items():
+            for name, value in values.items():
+                self._state[slot][name].assign(value)
         self.step_count += 1
         return loss
 
@@ -160,8 +164,7 @@ class Trainer:
 
     def optimizer_state(self) -> dict[str, dict[str, np.ndarray]]:
         """The optimizer state, ``{slot: {param: array}}``, as NumPy arrays."""
-        return {slot: {name: self.backend.to_numpy(v) for name, v in values.items()}
-                for slot, values in self._state.items()}
+        return {slot: {name: var.numpy() for name, var in values.items()} for slot, values in self._state.items()}
 
     def set_params(self, params: Mapping[str, Any]) -> None:
         """Replace every parameter (on every replica). Keys and shapes must match; values are cast to the dtype.
@@ -214,11 +217,12 @@ class Trainer:
             rng.bit_generator.state = meta["rng_state"]
         except (KeyError, TypeError, ValueError) as error:
             raise CheckpointError(f"checkpoint RNG state is unusable: {error}") from error
-        state = self._place_state({slot: {name: np.asarray(v, self.dtype) for name, v in values.items()}
-                                   for slot, values in checkpoint.state.items()})
         for name, array in params.items():
             self._params[name].assign(array)
-        self._state, self.rng = state, rng
+        for slot, values in checkpoint.state.items():
+            for name, value in values.items():
+                self._state[slot][name].assign(np.asarray(value, self.dtype))
+        self.rng = rng
         self.step_count, self.skipped_steps = int(meta["step"]), int(meta.get("skipped_steps", 0))
 
     # ------------------------------------------------------------------------------------------------------------------
@@ -230,12 +234,7 @@ class Trainer:
 
     def _at_home(self, names: Sequence[str]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
         params = {name: self._params[name].replicas[0].value for name in names}
-        return params, {slot: {name: values[name] for name in names} for slot, values in self._state.items()}
-
-    def _place_state(self, state: dict[str, dict[str, np.ndarray]]) -> dict[str, dict[str, Any]]:
-        homes = self.param_devices()
-        return {slot: {name: self.backend.place(v, homes[name]) for name, v in values.items()}
-                for slot, values in state.items()}
+        return params, {slot: {name: values[name].value for name in names} for slot, values in self._state.items()}
 
     def _check_params(self, params: Mapping[str, Any], what: str) -> dict[str, np.ndarray]:
         if not isinstance(params, Mapping):
