@@ -72,12 +72,15 @@ def test_logical_devices_after_jax_started_is_refused():
 
 
 @needs_all_backends
-def test_logical_devices_reach_both_frameworks_and_stay_quiet():
-    result = run_python("""
+@pytest.mark.parametrize("first", ["tensorflow", "aesara"])
+def test_logical_devices_reach_both_frameworks_and_stay_quiet(first):
+    # Either import order: JAX, imported first, would lower TensorFlow's C++ log level for the whole process.
+    result = run_python(f"""
         import toolkit
         toolkit.use_logical_devices(3)
         import numpy as np
         from toolkit.models import mlp
+        toolkit.get_backend("{first}")
         tf_backend, aesara_backend = toolkit.get_backend("tensorflow"), toolkit.get_backend("aesara")
         print([str(d) for d in tf_backend.list_devices()], [str(d) for d in aesara_backend.list_devices()])
         model, rng = mlp([4, 8, 3]), np.random.default_rng(0)

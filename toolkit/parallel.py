@@ -14,9 +14,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import optree
 
 from toolkit.backend import Backend
+from toolkit.errors import ToolkitError
 from toolkit.model import Model
 from toolkit.optim import Optimizer
 from toolkit.splitting import shard_bounds, split_sizes
@@ -54,6 +56,29 @@ class DataParallel(Trainer):
         self.weights = None if weights is None else list(weights)
         self._init_params(self.devices)
         self._gradient_fn = self.backend.compile_gradient(model, self.dtype)
+        self._fused_step = self.backend.compile_fused_step(model, optimizer, self.dtype, self._params, self._state)
+
+    def step(self, x, y) -> float:
+        if self._fused_step is None:
+            return super().step(x, y)
+        x, y = self._check_batch(x, y)
+        sizes = split_sizes(len(y), len(self.devices), self.weights)
+        shards = [(index, lo, hi) for index, (lo, hi) in enumerate(shard_bounds(sizes)) if hi > lo]
+        if [index for index, _, _ in shards] != list(range(len(shards))):
+            return super().step(x, y)  # an empty shard before a full one: the composed step handles any pattern
+        xs = [optree.tree_map(lambda a, lo=lo, hi=hi: a[lo:hi], x) for _, lo, hi in shards]
+        ys = [y[lo:hi] for _, lo, hi in shards]
+        weights = [(hi - lo) / len(y) for _, lo, hi in shards]
+        step = self.backend.place(np.asarray(self.step_count + 1, dtype=self.dtype), self.devices[0])
+        try:
+            loss, written = self._fused_step(xs, ys, weights, step)
+        except ToolkitError:
+            raise
+        except Exception as error:
+            self._loss_and_gradients(x, y)  # the composed computation names the failing device (ComputeError)
+            self._compute(", ".join(map(str, self.devices)), f"x {_shapes(x)}, y {tuple(y.shape)}", _raise, error)
+        self._accept_input_spec()
+        return self._finish_step(float(self.backend.to_numpy(loss)), bool(self.backend.to_numpy(written)))
 
     def replica_params(self) -> list[dict]:
         """The parameters as held by each device's replica, in device order (all equal after every step)."""
@@ -82,6 +107,10 @@ class DataParallel(Trainer):
     def __repr__(self) -> str:
         return (f"DataParallel({self.model.name}, {self.backend.name}, devices=[{', '.join(map(str, self.devices))}], "
                 f"{self.optimizer!r}, dtype={self.dtype})")
+
+
+def _raise(error: Exception):
+    raise error
 
 
 def _shapes(x) -> Any:

@@ -129,18 +129,24 @@ class Trainer:
                 new_state[slot].update(values)
             finite = finite and bool(self.backend.to_numpy(group_finite))
         loss = float(self.backend.to_numpy(loss))
-        if not (math.isfinite(loss) and finite):
+        finite = finite and math.isfinite(loss)
+        if finite:
+            for name, var in self._params.items():
+                var.assign(new_params[name])
+            for slot, values in new_state.items():
+                for name, value in values.items():
+                    self._state[slot][name].assign(value)
+        return self._finish_step(loss, finite)
+
+    def _finish_step(self, loss: float, written: bool) -> float:
+        """Apply the NaN policy to a step whose new values were written only if everything was finite."""
+        if not written:
             if self.nan_policy == "raise":
                 raise NonFiniteError(
                     f"step {self.step_count + 1}: the loss ({loss}) or a gradient is NaN or Inf; nothing was updated. "
                     "Lower the learning rate, check the data, or pass nan_policy='skip' to skip such steps")
             self.skipped_steps += 1
             return loss
-        for name, var in self._params.items():
-            var.assign(new_params[name])
-        for slot, values in new_state.items():
-            for name, value in values.items():
-                self._state[slot][name].assign(value)
         self.step_count += 1
         return loss
 

@@ -14,9 +14,13 @@ _COUNT_FLAG = "--xla_force_host_platform_device_count"
 
 
 def set_quiet_defaults() -> None:
-    """Without a BLAS named in ``AESARA_FLAGS``, Aesara probes for one at import and logs long warnings when it
+    """XLA's C++ logging to errors only (a value the user set is kept). Without a BLAS named in ``AESARA_FLAGS``,
+    Aesara probes for one at import and logs long warnings when it
     falls back to NumPy's dot. An explicit empty ``blas__ldflags`` skips the probe and the fallback (correct, only
     slower) is used without a warning. A user's own ``blas__ldflags`` (e.g. ``-lopenblas``) is kept and used."""
+    # JAX sets TF_CPP_MIN_LOG_LEVEL=1 on import if unset, which TensorFlow then inherits in this process and in
+    # every child process: XLA's and TensorFlow's C++ logging read the same variable, so errors-only is set first.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     flags = os.environ.get("AESARA_FLAGS", "")
     match = re.search(r"(?:^|,)\s*blas__ldflags\s*=([^,]*)", flags)
     if match is None:

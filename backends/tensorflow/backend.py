@@ -149,6 +149,54 @@ class Backend(interface.Backend):
             self._compiled[key] = _Part(forward, backward)
         return self._compiled[key]
 
+    def compile_fused_step(self, model, optimizer, dtype, params, state):
+        # One tf.function for the whole step, with the variables captured rather than passed: TensorFlow's per-call
+        # cost (argument canonicalisation, one dispatch per eager op) was most of a small model's step time.
+        ops, names = self.ops(dtype), list(params)
+        replica_devices = [self.native_name(r.device) for r in next(iter(params.values())).replicas]
+        home = replica_devices[0]
+
+        def step_fn(xs, ys, weights, step):
+            losses, grads = [], []
+            for index, (x, y) in enumerate(zip(xs, ys)):
+                with tf.device(replica_devices[index]):
+                    replica = {name: params[name].replicas[index].value for name in names}
+                    with tf.GradientTape() as tape:
+                        loss = tf.reduce_mean(model.loss(ops, model.forward(ops, replica, x), y))
+                    found = tape.gradient(loss, replica)
+                    losses.append(loss)
+                    grads.append({k: tf.zeros_like(replica[k]) if g is None else g for k, g in found.items()})
+            with tf.device(home):
+                loss = tf.add_n([weights[i] * losses[i] for i in range(len(losses))])
+                mean = {k: tf.add_n([weights[i] * g[k] for i, g in enumerate(grads)]) for k in names}
+                current = {name: params[name].replicas[0].value for name in names}
+                slots = {slot: {name: var.value for name, var in values.items()} for slot, values in state.items()}
+                new_params, new_state, finite = optimizer.update(ops, current, mean, slots, step)
+                finite = tf.logical_and(finite, tf.math.is_finite(loss))
+
+            def write():
+                for name in names:
+                    for replica in params[name].replicas:
+                        with tf.device(self.native_name(replica.device)):
+                            replica.value.assign(new_params[name])
+                for slot, values in new_state.items():
+                    for name, value in values.items():
+                        state[slot][name].value.assign(value)
+                return tf.constant(True)
+
+            with tf.device(home):
+                written = tf.cond(finite, write, lambda: tf.constant(False))
+            return loss, written
+
+        function = tf.function(step_fn, reduce_retracing=True)
+        function._omit_frequent_tracing_warning = True  # see _PerDevice
+
+        def run(xs, ys, weights, step):
+            with tf.device(home):
+                return function(list(xs), list(ys), tf.constant(weights, dtype=dtype), step)
+
+        return run
+
     def compile_parted_gradient(self, model, placement, dtype):
         # One tape across the devices, each part under its tf.device scope, in one tf.function: TensorFlow places
         # each gradient op with its forward op, so the backward pass runs on the devices that own each part.
