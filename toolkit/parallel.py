@@ -59,6 +59,8 @@ class DataParallel(Trainer):
         self._fused_step = self.backend.compile_fused_step(model, optimizer, self.dtype, self._params, self._state)
 
     def step(self, x, y) -> float:
+        """One update on the global batch (see :meth:`Trainer.step`). Where the backend compiles the whole step into
+        one call (:meth:`~toolkit.backend.Backend.compile_fused_step`), that call is used; the result is the same."""
         if self._fused_step is None:
             return super().step(x, y)
         x, y = self._check_batch(x, y)
