@@ -10,7 +10,8 @@ from tests.helpers import LINEAR, SMALL_MLP, batch, linear_gradient_numpy, max_a
 from toolkit.tolerances import FLOAT64_ATOL
 
 # (batch size, devices, weights): even, uneven, smaller than the device count, weighted.
-SPLITS = [(8, 2, None), (7, 3, None), (2, 4, None), (1, 4, None), (9, 4, [3, 1, 1, 1]), (10, 2, [1, 4])]
+SPLITS = [(8, 2, None), (7, 3, None), (2, 4, None), (1, 4, None), (9, 4, [3, 1, 1, 1]), (10, 2, [1, 4]),
+          (1, 2, [1, 3])]  # the last leaves the first device empty
 
 
 @pytest.mark.parametrize("size, n, weights", SPLITS)
@@ -23,6 +24,7 @@ def test_gradients_of_any_split_equal_the_full_batch_gradient(backend, size, n, 
 
 @pytest.mark.parametrize("size, n, weights", SPLITS)
 def test_training_on_n_devices_matches_one_device(backend, size, n, weights):
+    """Also covers TensorFlow's fused step against the composed one (1 device vs n, empty shards included)."""
     x, y = batch(size, seed=1)
     optimizer = toolkit.optim.Adam(0.05)
     many = toolkit.DataParallel(SMALL_MLP, backend, n, optimizer, dtype="float64", weights=weights)
