@@ -24,7 +24,6 @@ def test_gradients_of_any_split_equal_the_full_batch_gradient(backend, size, n, 
 
 @pytest.mark.parametrize("size, n, weights", SPLITS)
 def test_training_on_n_devices_matches_one_device(backend, size, n, weights):
-    """Also covers TensorFlow's fused step against the composed one (1 device vs n, empty shards included)."""
     x, y = batch(size, seed=1)
     optimizer = toolkit.optim.Adam(0.05)
     many = toolkit.DataParallel(SMALL_MLP, backend, n, optimizer, dtype="float64", weights=weights)
@@ -122,3 +121,20 @@ def test_constructor_errors(backend):
 def test_optimizer_hyperparameters_are_checked(make, words):
     with pytest.raises(ValueError, match=words):
         make()
+
+
+@pytest.mark.parametrize("size, n, weights", SPLITS)
+def test_a_fused_step_equals_the_composed_step(backend, size, n, weights):
+    optimizer = toolkit.optim.Adam(0.05)
+    fused = toolkit.DataParallel(SMALL_MLP, backend, n, optimizer, dtype="float64", weights=weights)
+    if fused._fused_step is None:
+        pytest.skip(f"{backend.name} composes its step from primitives (no fused step)")
+    composed = toolkit.DataParallel(SMALL_MLP, backend, n, optimizer, dtype="float64", weights=weights)
+    composed._fused_step = None
+    x, y = batch(size, seed=6)
+    for _ in range(5):
+        assert abs(fused.step(x, y) - composed.step(x, y)) <= FLOAT64_ATOL
+    assert max_abs_diff(fused.params(), composed.params()) <= FLOAT64_ATOL
+    assert max_abs_diff(fused.optimizer_state()["m"], composed.optimizer_state()["m"]) <= FLOAT64_ATOL
+    for replica in fused.replica_params():
+        assert max_abs_diff(replica, fused.params()) == 0.0
