@@ -268,12 +268,13 @@ class Backend(ABC):
                            state: Mapping[str, Mapping[str, Variable]]) -> Callable | None:
         """Optional: a whole data-parallel step as one compiled call, for backends where per-call overhead dominates.
 
-        Returns ``fn(xs, ys, weights, step) -> (mean loss, finite)`` or None (the default: the trainer composes the
-        step from the primitives above). ``params`` maps names to :class:`MirroredVariable` (first replica: home),
-        ``state[slot][name]`` are the optimizer's variables at home; ``xs``/``ys`` are the non-empty shards in device
-        order with their ``weights`` (shard size / batch). It must do exactly what the composed step does: per-device
-        gradients, the weighted average on the home device, ``optimizer.update``, and, only if the loss and every
-        gradient are finite, write the new values to every replica and the state; ``finite`` says which happened.
+        Returns ``fn(indices, xs, ys, weights, step) -> (mean loss, finite)`` or None (the default: the trainer
+        composes the step from the primitives above). ``params`` maps names to :class:`MirroredVariable` (first
+        replica: home), ``state[slot][name]`` are the optimizer's variables at home; ``xs``/``ys`` are the non-empty
+        shards, ``indices`` the replica each runs on, ``weights`` their share of the batch (shard size / batch).
+        It must do exactly what the composed step does: per-device gradients, the weighted average on the home
+        device, ``optimizer.update``, and, only if the loss and every gradient are finite, write the new values to
+        every replica and the state; ``finite`` says which happened.
         """
         return None
 

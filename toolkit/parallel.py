@@ -64,21 +64,16 @@ class DataParallel(Trainer):
         if self._fused_step is None:
             return super().step(x, y)
         x, y = self._check_batch(x, y)
-        sizes = split_sizes(len(y), len(self.devices), self.weights)
-        shards = [(index, lo, hi) for index, (lo, hi) in enumerate(shard_bounds(sizes)) if hi > lo]
-        if [index for index, _, _ in shards] != list(range(len(shards))):
-            return super().step(x, y)  # an empty shard before a full one: the composed step handles any pattern
-        xs = [optree.tree_map(lambda a, lo=lo, hi=hi: a[lo:hi], x) for _, lo, hi in shards]
-        ys = [y[lo:hi] for _, lo, hi in shards]
-        weights = [(hi - lo) / len(y) for _, lo, hi in shards]
+        indices, _, xs, ys = zip(*self._shards(x, y))
         step = self.backend.place(np.asarray(self.step_count + 1, dtype=self.dtype), self.devices[0])
         try:
-            loss, written = self._fused_step(xs, ys, weights, step)
+            loss, written = self._fused_step(indices, xs, ys, [len(shard) / len(y) for shard in ys], step)
         except ToolkitError:
             raise
         except Exception as error:
             self._loss_and_gradients(x, y)  # the composed computation names the failing device (ComputeError)
-            self._compute(", ".join(map(str, self.devices)), f"x {_shapes(x)}, y {tuple(y.shape)}", _raise, error)
+            raise self._compute_error(", ".join(map(str, self.devices)), f"x {_shapes(x)}, y {tuple(y.shape)}",
+                                      error) from error
         self._accept_input_spec()
         return self._finish_step(float(self.backend.to_numpy(loss)), bool(self.backend.to_numpy(written)))
 
@@ -87,18 +82,20 @@ class DataParallel(Trainer):
         return [{name: var.replicas[i].numpy() for name, var in self._params.items()}
                 for i in range(len(self.devices))]
 
-    def _loss_and_gradients(self, x, y):
+    def _shards(self, x, y) -> list[tuple[int, Any, Any, Any]]:
+        """``(replica index, device, x shard, y shard)`` for each non-empty shard of the batch, in device order. An
+        empty shard contributes nothing (and its mean would be NaN)."""
         sizes = split_sizes(len(y), len(self.devices), self.weights)
-        results, kept = [], []
-        for index, (device, (lo, hi)) in enumerate(zip(self.devices, shard_bounds(sizes))):
-            if hi == lo:
-                continue  # an empty shard contributes nothing (and its mean would be NaN)
+        return [(index, device, optree.tree_map(lambda a, lo=lo, hi=hi: a[lo:hi], x), y[lo:hi])
+                for index, (device, (lo, hi)) in enumerate(zip(self.devices, shard_bounds(sizes))) if hi > lo]
+
+    def _loss_and_gradients(self, x, y):
+        results, shards = [], self._shards(x, y)
+        for index, device, shard_x, shard_y in shards:
             replica = {name: var.replicas[index].value for name, var in self._params.items()}
-            shard_x = optree.tree_map(lambda a, lo=lo, hi=hi: a[lo:hi], x)
-            shapes = f"shard x {_shapes(shard_x)}, y {tuple(y[lo:hi].shape)}"
-            results.append(self._compute(device, shapes, self._shard_gradient, replica, shard_x, y[lo:hi], device))
-            kept.append(hi - lo)
-        result = self.backend.average(results, weights=kept, device=self.devices[0])
+            shapes = f"shard x {_shapes(shard_x)}, y {tuple(shard_y.shape)}"
+            results.append(self._compute(device, shapes, self._shard_gradient, replica, shard_x, shard_y, device))
+        result = self.backend.average(results, weights=[len(s[3]) for s in shards], device=self.devices[0])
         self._accept_input_spec()
         return result
 
@@ -109,10 +106,6 @@ class DataParallel(Trainer):
     def __repr__(self) -> str:
         return (f"DataParallel({self.model.name}, {self.backend.name}, devices=[{', '.join(map(str, self.devices))}], "
                 f"{self.optimizer!r}, dtype={self.dtype})")
-
-
-def _raise(error: Exception):
-    raise error
 
 
 def _shapes(x) -> Any:

@@ -272,9 +272,12 @@ class Trainer:
         except ToolkitError:
             raise
         except Exception as error:  # the framework's own error, whatever its type: report it as ours
-            message = str(error).strip().splitlines()[0][:500] if str(error).strip() else ""
-            raise ComputeError(f"{self.model.name} failed on {device} ({shapes}): {type(error).__name__}: "
-                               f"{message}; the trainer is unchanged") from error
+            raise self._compute_error(device, shapes, error) from error
+
+    def _compute_error(self, where: Any, shapes: str, error: Exception) -> ComputeError:
+        message = str(error).strip().splitlines()[0][:500] if str(error).strip() else ""
+        return ComputeError(f"{self.model.name} failed on {where} ({shapes}): {type(error).__name__}: {message}; "
+                            "the trainer is unchanged")
 
     def _check_batch(self, x: Any, y: Any) -> tuple[Any, np.ndarray]:
         """Check and cast a batch: ``x`` an array or a dict of arrays, ``y`` an array, all of one length."""

@@ -156,9 +156,9 @@ class Backend(interface.Backend):
         replica_devices = [self.native_name(r.device) for r in next(iter(params.values())).replicas]
         home = replica_devices[0]
 
-        def step_fn(xs, ys, weights, step):
+        def step_fn(indices, xs, ys, weights, step):
             losses, grads = [], []
-            for index, (x, y) in enumerate(zip(xs, ys)):
+            for index, x, y in zip(indices, xs, ys):
                 with tf.device(replica_devices[index]):
                     replica = {name: params[name].replicas[index].value for name in names}
                     with tf.GradientTape() as tape:
@@ -191,9 +191,9 @@ class Backend(interface.Backend):
         function = tf.function(step_fn, reduce_retracing=True)
         function._omit_frequent_tracing_warning = True  # see _PerDevice
 
-        def run(xs, ys, weights, step):
-            with tf.device(home):
-                return function(list(xs), list(ys), tf.constant(weights, dtype=dtype), step)
+        def run(indices, xs, ys, weights, step):
+            with tf.device(home):  # indices are Python ints: one trace per pattern of non-empty shards
+                return function(tuple(indices), list(xs), list(ys), tf.constant(weights, dtype=dtype), step)
 
         return run
 
