@@ -1,5 +1,6 @@
 """Sessions: one test run per backend (each installs only its own framework), a parity run with both, lint, and the
-demo. ``nox`` runs the four test and lint sessions; ``nox -s demo`` runs the demo."""
+demo and the benchmark. ``nox`` runs the four test and lint sessions; ``nox -s demo`` runs the demo, ``nox -s bench``
+the benchmark against native code."""
 
 from __future__ import annotations
 
@@ -45,3 +46,12 @@ def demo(session: nox.Session) -> None:
     session.install("-e", ".[all]")
     session.run("python", "examples/digits_data_parallel.py", "--devices", "2", *session.posargs)
     session.run("multigpu", "compare", "--model", "digits-mlp", "--devices", "2", "--steps", "60", "--out", "results")
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """``multigpu bench``: the toolkit against native TensorFlow (MirroredStrategy custom loop, Keras fit) and plain
+    Aesara functions on 1, 2 and 4 logical devices; prints the ratios and writes results/bench.json. Arguments after
+    ``--`` go to the command (``nox -s bench -- --batch 1024``)."""
+    session.install("-e", ".[all]")
+    session.run("multigpu", "bench", "--out", "results", *session.posargs, env=QUIET)

@@ -271,10 +271,13 @@ class Backend(ABC):
         Returns ``fn(indices, xs, ys, weights, step) -> (mean loss, finite)`` or None (the default: the trainer
         composes the step from the primitives above). ``params`` maps names to :class:`MirroredVariable` (first
         replica: home), ``state[slot][name]`` are the optimizer's variables at home; ``xs``/``ys`` are the non-empty
-        shards, ``indices`` the replica each runs on, ``weights`` their share of the batch (shard size / batch).
+        shards as NumPy arrays, ``indices`` the replica each runs on, ``weights`` their share of the batch (shard
+        size / batch), ``step`` the update's number as a NumPy scalar of the dtype.
         It must do exactly what the composed step does: per-device gradients, the weighted average on the home
         device, ``optimizer.update``, and, only if the loss and every gradient are finite, write the new values to
-        every replica and the state; ``finite`` says which happened.
+        every replica and the state; ``finite`` says which happened. ``fn`` may instead return None, changing
+        nothing, for a split it does not take (the Aesara backend takes only equal shards): the trainer then composes
+        that step.
         """
         return None
 

@@ -1,4 +1,4 @@
-"""The ``multigpu`` command (also ``python -m toolkit``): devices, compare, parity.
+"""The ``multigpu`` command (also ``python -m toolkit``): devices, compare, parity, bench.
 
 Errors in what the user typed (an unknown model, a bad device list, too few devices) are one line on stderr and
 exit status 2; a parity failure is exit status 1 with a readable diff.
@@ -68,13 +68,30 @@ def build_parser() -> argparse.ArgumentParser:
     parity = commands.add_parser("parity", help="exit 1 with a diff when the backends disagree beyond tolerance")
     run_options(parity, "2", 10)
     parity.set_defaults(dtype="float64")
+
+    bench = commands.add_parser("bench", help="step time of the toolkit against native TensorFlow and Aesara code")
+    bench.add_argument("--model", default="digits-mlp", help=f"{', '.join(WORKLOADS)} or module:function")
+    bench.add_argument("--backends", type=_backends, default=available_backends(),
+                       help="comma-separated (default: every installed backend)")
+    bench.add_argument("--devices", type=_device_counts, default=_device_counts("1,2,4"),
+                       help="device counts, comma-separated (default 1,2,4); each is measured in its own process")
+    bench.add_argument("--dtype", choices=["float32", "float64"], default="float32")
+    bench.add_argument("--lr", type=float, default=0.05, help="SGD learning rate")
+    bench.add_argument("--batch", type=int, default=256, help="global batch size")
+    bench.add_argument("--steps", type=int, default=32, help="steps per round, on as many distinct batches")
+    bench.add_argument("--rounds", type=int, default=7, help="rounds; a step time is the median over them")
+    bench.add_argument("--seed", type=int, default=0)
+    bench.add_argument("--timeout", type=float, default=900.0, help="seconds allowed per device count")
+    bench.add_argument("--out", type=Path, default=Path("results"), help="folder for bench.json")
+    bench.add_argument("--quiet", action="store_true", help="no progress bar, no tables")
+    bench.add_argument("--json", action="store_true", help="print the results as JSON on stdout")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return {"devices": _devices, "compare": _compare, "parity": _parity}[args.command](args)
+        return {"devices": _devices, "compare": _compare, "parity": _parity, "bench": _bench}[args.command](args)
     except (ToolkitError, ValueError) as error:
         print(f"multigpu {args.command}: error: {error}", file=sys.stderr)
         return EXIT_USAGE
@@ -218,6 +235,81 @@ def _parity(args) -> int:
     if args.json:
         print(json.dumps({"ok": not failed, "divergence": results["divergence"]}))
     return EXIT_PARITY_FAILED if failed else EXIT_OK
+
+
+def _bench(args) -> int:
+    from toolkit.bench import run_bench
+    from toolkit.errors import BackendUnavailableError
+    from toolkit.registry import REGISTRY
+    from toolkit.workloads import load_workload
+
+    for name, value in (("--steps", args.steps), ("--rounds", args.rounds), ("--batch", args.batch)):
+        if value < 1:
+            raise ValueError(f"{name} must be >= 1, got {value}")
+    if not args.timeout > 0:
+        raise ValueError(f"--timeout must be > 0 seconds, got {args.timeout}")
+    for name in args.backends:
+        if name not in REGISTRY:
+            raise ValueError(f"unknown backend {name!r}; known: {', '.join(REGISTRY)}")
+        if not REGISTRY[name].installed():
+            raise BackendUnavailableError(f"{name} is not installed: {REGISTRY[name].install_command()}")
+    workload = load_workload(args.model)
+    examples = len(workload.data(args.seed)[1])
+    if args.batch > examples:
+        raise ValueError(f"--batch {args.batch} is larger than the {examples} training examples of {args.model}")
+    config = {"model": args.model, "backends": args.backends, "devices": args.devices, "dtype": args.dtype,
+              "lr": args.lr, "batch": args.batch, "steps": args.steps, "rounds": args.rounds, "seed": args.seed}
+    if args.quiet or args.json or not sys.stderr.isatty():
+        results = run_bench(config, args.timeout)
+    else:
+        from rich.progress import Progress
+
+        with Progress(transient=True) as bar:
+            task = bar.add_task("measuring", total=len(args.devices))
+            results = run_bench(config, args.timeout,
+                                progress=lambda text: bar.update(task, description=f"measuring {text}"))
+            bar.update(task, completed=len(args.devices))
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "bench.json").write_text(json.dumps(results, indent=2))
+    if args.json:
+        print(json.dumps(results))
+    elif not args.quiet:
+        _print_bench(results)
+        print(f"wrote {args.out / 'bench.json'}")
+    return EXIT_OK
+
+
+def _print_bench(results: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from toolkit.bench import LABELS
+
+    config, machine = results["config"], results["machine"]
+    console = Console(width=None if sys.stdout.isatty() else 150)
+    runs = Table(title=f"{config['model']}, SGD, {config['dtype']}, batch {config['batch']}: step time, median of "
+                       f"{config['rounds']} rounds of {config['steps']} steps")
+    for column in ("devices", "backend", "code", "median", "min-max", "warm-up", "params vs toolkit"):
+        runs.add_column(column, justify="left" if column == "code" else "right")
+    for run in results["runs"]:
+        runs.add_row(str(run["devices"]), run["backend"], run["label"], f"{run['median_ms']:.3f} ms",
+                     f"{run['min_ms']:.2f}-{run['max_ms']:.2f}", f"{run['warmup_s']:.2f} s",
+                     "-" if run["param_diff"] is None else f"{run['param_diff']:.1e}")
+    console.print(runs)
+    ratios = Table(title="ratios (lower is faster; < 1: the toolkit is faster)")
+    for column in ("backend", "toolkit", "over", "ratio", "target", ""):
+        ratios.add_column(column, justify="right" if column in ("ratio", "target") else "left")
+    for r in results["ratios"]:
+        over = (f"{LABELS.get(r['baseline'], r['baseline'])}, {r['baseline_devices']} dev"
+                if r["baseline"] != r["candidate"] else f"itself on {r['baseline_devices']} device")
+        ratios.add_row(r["backend"], f"{LABELS.get(r['candidate'], r['candidate'])}, {r['devices']} dev", over,
+                       f"{r['ratio']:.2f}", "-" if r["target"] is None else f"<= {r['target']}",
+                       "" if r["met"] is None else ("met" if r["met"] else "NOT MET"))
+    console.print(ratios)
+    print(f"machine: {machine['cpu']}, {machine['cores']} cores, {machine['platform']}, "
+          + ", ".join(f"{k} {v}" for k, v in machine["versions"].items()))
+    print("params vs toolkit: max |difference| / max |parameter| after the same steps (a check that the codes "
+          "compared do the same training)")
 
 
 def _entry() -> None:

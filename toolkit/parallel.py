@@ -65,15 +65,18 @@ class DataParallel(Trainer):
             return super().step(x, y)
         x, y = self._check_batch(x, y)
         indices, _, xs, ys = zip(*self._shards(x, y))
-        step = self.backend.place(np.asarray(self.step_count + 1, dtype=self.dtype), self.devices[0])
+        step = np.asarray(self.step_count + 1, dtype=self.dtype)
         try:
-            loss, written = self._fused_step(indices, xs, ys, [len(shard) / len(y) for shard in ys], step)
+            result = self._fused_step(indices, xs, ys, [len(shard) / len(y) for shard in ys], step)
         except ToolkitError:
             raise
         except Exception as error:
             self._loss_and_gradients(x, y)  # the composed computation names the failing device (ComputeError)
             raise self._compute_error(", ".join(map(str, self.devices)), f"x {_shapes(x)}, y {tuple(y.shape)}",
                                       error) from error
+        if result is None:  # a split this backend's fused step does not take
+            return super().step(x, y)
+        loss, written = result
         self._accept_input_spec()
         return self._finish_step(float(self.backend.to_numpy(loss)), bool(self.backend.to_numpy(written)))
 

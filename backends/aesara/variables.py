@@ -18,16 +18,26 @@ class AesaraVariable(Variable):
         super().__init__(device, value.shape, value.dtype.name, name)
         self._place = place
         self._value = place(value)
+        self._pending = None  # a function making the value, where it is not made yet (see _defer)
+        self.version = 0  # counts writes from outside the backend's fused step
 
     @property
     def value(self):
+        if self._pending is not None:
+            self._value, self._pending = self._pending(), None
         return self._value
 
+    def _defer(self, make) -> None:
+        """Hold the value as ``make()``, called on the first read: the fused step keeps replicas stacked across
+        devices and makes the per-device arrays only when someone reads them."""
+        self._pending = make
+
     def numpy(self) -> np.ndarray:
-        return np.array(self._value)
+        return np.array(self.value)
 
     def _describe(self, value):
         return describe(value)
 
     def _write(self, value) -> None:
-        self._value = self._place(value)
+        self._value, self._pending = self._place(value), None
+        self.version += 1

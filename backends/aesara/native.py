@@ -1,0 +1,60 @@
+"""Native Aesara training for ``multigpu bench``: a plain ``aesara.function`` training step with ``updates``, as
+Theano users wrote it, on one device, with the JAX linker (``function-jax``) and the C linker (``function-c``).
+Aesara has no multi-device training of its own to compare with (see :mod:`toolkit.bench`).
+
+The model's math is the toolkit model's, written with :class:`~backends.aesara.ops.AesaraOps`, whose methods build
+the same Aesara graph a user would; parameters are ``aesara.shared`` variables updated in place by the function.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from backends.aesara.environment import import_framework
+from backends.aesara.ops import AesaraOps
+from toolkit.bench import Batches
+
+aesara, _ = import_framework()
+
+import aesara.tensor as at  # noqa: E402
+
+#: The toolkit's candidates: name -> options for get_backend (the C linker has one device: bench runs it at n = 1).
+TOOLKIT_OPTIONS = {"toolkit": {}, "toolkit-c": {"linker": "c"}}
+#: Aesara's names for the modes of each linker.
+MODES = {"jax": "JAX", "c": "FAST_RUN"}
+
+
+class FunctionWithUpdates:
+    """``f = aesara.function([x, y], loss, updates=[(p, p - lr * grad)])``, called once per batch."""
+
+    def __init__(self, model, params, batches: Batches, linker: str, dtype: str, lr: float) -> None:
+        ops = AesaraOps(dtype)
+        with aesara.config.change_flags(floatX=dtype):  # what a float32 user sets; keeps constants in dtype
+            self._shared = {name: aesara.shared(np.asarray(value, dtype), name=name) for name, value in params.items()}
+            x = at.tensor(dtype, shape=(None,) * batches.x.ndim, name="x")
+            y = at.tensor(batches.y.dtype.name, shape=(None,) * batches.y.ndim, name="y")
+            loss = at.mean(model.loss(ops, model.forward(ops, self._shared, x), y))
+            grads = aesara.grad(loss, list(self._shared.values()))
+            step = np.asarray(lr, dtype)
+            updates = [(p, p - step * g) for p, g in zip(self._shared.values(), grads)]
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message="Skipping `CheckAndRaise` Op", category=UserWarning)
+                self._function = aesara.function([x, y], loss, updates=updates, mode=MODES[linker])
+        self._batches, self._next = batches, 0
+
+    def run(self, steps: int) -> float:
+        for _ in range(steps):
+            x, y = self._batches[self._next]
+            self._next = (self._next + 1) % len(self._batches)
+            loss = float(self._function(x, y))
+        return loss
+
+    def params(self) -> dict[str, np.ndarray]:
+        return {name: np.asarray(var.get_value()) for name, var in self._shared.items()}
+
+
+def runners(model, params, batches: Batches, devices, backend, dtype: str, lr: float) -> dict:
+    """The native runners: one device whatever ``devices`` is (plain Aesara has no multi-device training)."""
+    return {f"function-{linker}": FunctionWithUpdates(model, params, batches, linker, dtype, lr) for linker in MODES}

@@ -1,0 +1,118 @@
+"""Native TensorFlow training for ``multigpu bench``: what a user writes without this toolkit, on the same model,
+parameters, batches and devices (see :mod:`toolkit.bench`).
+
+- ``mirrored-ctl``: the custom training loop of TensorFlow's distributed-training guide: ``MirroredStrategy`` over
+  the devices, a distributed ``tf.data`` dataset, ``strategy.run`` of a GradientTape step in a ``tf.function``,
+  ``tf.nn.compute_average_loss`` and a Keras optimizer's ``apply_gradients`` (which all-reduces the gradients).
+- ``keras-fit``: a ``keras.Model`` holding the same weights, ``compile`` with its defaults and ``fit`` under the same
+  strategy.
+
+The model's math is the toolkit model's, written with :class:`~backends.tensorflow.ops.TensorFlowOps`, whose methods
+are single TensorFlow calls; the loop, the distribution, the gradients and the update are TensorFlow's and Keras'.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from backends.tensorflow import environment
+from backends.tensorflow.ops import TensorFlowOps
+from toolkit.bench import Batches
+
+tf = environment.import_framework()
+
+import keras  # noqa: E402  (after TensorFlow is configured)
+
+#: The toolkit's candidates: name -> options for get_backend.
+TOOLKIT_OPTIONS = {"toolkit": {}}
+
+
+def _dataset(batches: Batches):
+    """The batches, in order, repeated: ``batch(len)`` of their concatenation gives them back exactly."""
+    return tf.data.Dataset.from_tensor_slices((batches.x, batches.y)).batch(batches.size).repeat()
+
+
+def _strategy(native_names: list[str]):
+    return tf.distribute.MirroredStrategy(native_names)
+
+
+class MirroredCustomLoop:
+    """``MirroredStrategy`` custom training loop with SGD."""
+
+    def __init__(self, model, params, batches: Batches, native_names, dtype, lr) -> None:
+        ops, global_batch = TensorFlowOps(dtype), batches.size
+        self.strategy = strategy = _strategy(native_names)
+        with strategy.scope():
+            self._vars = {name: tf.Variable(np.asarray(value, dtype), name=name) for name, value in params.items()}
+            self._optimizer = keras.optimizers.SGD(learning_rate=lr)
+            self._optimizer.build(list(self._vars.values()))
+        self._iterator = iter(strategy.experimental_distribute_dataset(_dataset(batches)))
+        variables = list(self._vars.values())
+
+        def replica_step(batch):
+            x, y = batch
+            with tf.GradientTape() as tape:
+                per_example = model.loss(ops, model.forward(ops, self._vars, x), y)
+                loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
+            self._optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
+            return loss
+
+        @tf.function
+        def train_step(batch):
+            return strategy.reduce("SUM", strategy.run(replica_step, args=(batch,)), axis=None)
+
+        self._train_step = train_step
+
+    def run(self, steps: int) -> float:
+        for _ in range(steps):
+            loss = float(self._train_step(next(self._iterator)))  # the loss, like the toolkit's step returns
+        return loss
+
+    def params(self) -> dict[str, np.ndarray]:
+        return {name: var.numpy() for name, var in self._vars.items()}
+
+
+class ToolkitModel(keras.Model):
+    """A Keras model whose weights are the toolkit model's parameters and whose call is its forward."""
+
+    def __init__(self, model, params, ops, dtype) -> None:
+        super().__init__(dtype=dtype, name="toolkit_model")
+        self._model, self._ops, self._names = model, ops, list(params)
+        self._weights = [self.add_weight(shape=np.shape(v), initializer="zeros", dtype=dtype, name=k)
+                         for k, v in params.items()]
+        for weight, value in zip(self._weights, params.values()):
+            weight.assign(np.asarray(value, dtype))
+
+    def call(self, x):
+        return self._model.forward(self._ops, {k: w.value for k, w in zip(self._names, self._weights)}, x)
+
+
+class KerasFit:
+    """``model.fit`` under ``MirroredStrategy`` with SGD; ``compile`` keeps its defaults (``jit_compile="auto"``)."""
+
+    def __init__(self, model, params, batches: Batches, native_names, dtype, lr) -> None:
+        ops = TensorFlowOps(dtype)
+        integer_labels = batches.y.dtype.kind in "iu"
+
+        def loss(y_true, y_pred):  # Keras hands the labels over as floats
+            return model.loss(ops, y_pred, tf.cast(y_true, "int32") if integer_labels else y_true)
+
+        with _strategy(native_names).scope():
+            self._model = ToolkitModel(model, params, ops, dtype)
+            self._model.compile(optimizer=keras.optimizers.SGD(learning_rate=lr), loss=loss)
+        self._dataset, self._names = _dataset(batches), list(params)
+
+    def run(self, steps: int) -> float:
+        # Each fit() starts the dataset again; the bench runs whole cycles of batches, so the order is the same.
+        history = self._model.fit(self._dataset, epochs=1, steps_per_epoch=steps, shuffle=False, verbose=0)
+        return float(history.history["loss"][-1])
+
+    def params(self) -> dict[str, np.ndarray]:
+        return {name: np.asarray(w.numpy()) for name, w in zip(self._names, self._model._weights)}
+
+
+def runners(model, params, batches: Batches, devices, backend, dtype: str, lr: float) -> dict:
+    """The native runners for ``devices`` (the toolkit devices the toolkit's run uses)."""
+    names = [backend.native_name(d) for d in devices]
+    return {"mirrored-ctl": MirroredCustomLoop(model, params, batches, names, dtype, lr),
+            "keras-fit": KerasFit(model, params, batches, names, dtype, lr)}

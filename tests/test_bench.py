@@ -1,0 +1,94 @@
+"""multigpu bench: the natives train exactly like the toolkit, every candidate and ratio is reported, bad requests
+are one line. Timings are printed by the command, never asserted (the machines are shared and noisy)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from tests.conftest import INSTALLED
+from toolkit.bench import SCALING_BOUND, SCHEMA, SCHEMA_VERSION, make_batches, ratios
+from toolkit.cli import main
+from toolkit.tolerances import FLOAT64_ATOL
+
+#: The candidates each backend's bench runs at one device and at more.
+CANDIDATES = {
+    "tensorflow": ({"toolkit", "mirrored-ctl", "keras-fit"}, {"toolkit", "mirrored-ctl", "keras-fit"}),
+    "aesara": ({"toolkit", "toolkit-c", "function-jax", "function-c"}, {"toolkit", "function-jax", "function-c"}),
+}
+
+
+def _run(name, ms, devices, candidate):
+    return {"backend": name, "candidate": candidate, "devices": devices, "median_ms": ms}
+
+
+def test_ratios_attach_the_targets_where_they_apply():
+    runs = [_run("tensorflow", 2.0, 1, "toolkit"), _run("tensorflow", 2.0, 1, "mirrored-ctl"),
+            _run("tensorflow", 3.0, 4, "toolkit"), _run("tensorflow", 2.5, 4, "mirrored-ctl"),
+            _run("aesara", 1.0, 1, "toolkit"), _run("aesara", 0.9, 1, "function-jax"),
+            _run("aesara", 1.2, 4, "toolkit"), _run("aesara", 1.0, 4, "function-jax")]
+    found = {(r["backend"], r["candidate"], r["baseline"], r["devices"]): r for r in ratios(runs)}
+    assert found[("tensorflow", "toolkit", "mirrored-ctl", 1)]["ratio"] == 1.0
+    assert found[("tensorflow", "toolkit", "mirrored-ctl", 4)]["met"] is False  # 3.0 / 2.5 > 1.05
+    assert found[("aesara", "toolkit", "function-jax", 1)]["met"] is False  # 1.0 / 0.9
+    assert found[("aesara", "toolkit", "function-jax", 4)]["target"] is None  # one-device baseline only
+    scaling = found[("aesara", "toolkit", "toolkit", 4)]
+    assert scaling["ratio"] == pytest.approx(1.2) and scaling["target"] == SCALING_BOUND and scaling["met"] is True
+    assert found[("tensorflow", "toolkit", "toolkit", 4)]["met"] is False  # 3.0 / 2.0 > 1.3
+    assert ("tensorflow", "mirrored-ctl", "mirrored-ctl", 4) in found and \
+        found[("tensorflow", "mirrored-ctl", "mirrored-ctl", 4)]["target"] is None  # context, not a target
+
+
+def test_batches_cycle_in_order_with_label_and_float_dtypes():
+    x, y = np.arange(40.0).reshape(20, 2), np.arange(20) % 3
+    batches = make_batches(x, y, 4, 3, seed=0, dtype="float32")
+    assert len(batches) == 3 and batches.x.dtype == np.float32 and batches.y.dtype == np.int32
+    for i in range(3):
+        bx, by = batches[i]
+        assert bx.shape == (4, 2) and len(set(bx[:, 0])) == 4  # without replacement within a batch
+        np.testing.assert_array_equal(by, (bx[:, 0] // 2).astype(int) % 3)  # rows stay paired
+    with pytest.raises(ValueError, match="larger than the 20 training examples"):
+        make_batches(x, y, 21, 1, seed=0, dtype="float32")
+
+
+def test_bench_measures_every_candidate_and_the_natives_train_alike(backend_name, tmp_path, capsys):
+    argv = ["bench", "--backends", backend_name, "--devices", "1,2", "--dtype", "float64", "--steps", "2",
+            "--rounds", "1", "--batch", "16", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    results = json.loads((tmp_path / "bench.json").read_text())
+    assert (results["schema"], results["version"]) == (SCHEMA, SCHEMA_VERSION)
+    assert results["machine"]["cores"] >= 1 and backend_name in results["machine"]["versions"]
+    one, more = CANDIDATES[backend_name]
+    assert {r["candidate"] for r in results["runs"] if r["devices"] == 1} == one
+    assert {r["candidate"] for r in results["runs"] if r["devices"] == 2} == more
+    for run in results["runs"]:
+        assert run["median_ms"] > 0 and run["min_ms"] <= run["median_ms"] <= run["max_ms"]
+        if run["candidate"] != "toolkit":  # same start, same batches, same SGD steps: the same parameters
+            assert run["param_diff"] <= FLOAT64_ATOL, run
+    kinds = {(r["candidate"], r["baseline"], r["devices"]) for r in results["ratios"]}
+    assert ("toolkit", "toolkit", 2) in kinds  # scaling
+    assert any(r["target"] is not None for r in results["ratios"])
+    printed = capsys.readouterr().out
+    assert "ratios" in printed and "machine:" in printed and "wrote" in printed
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["bench", "--steps", "0"], "--steps must be >= 1"),
+    (["bench", "--batch", "100000"], "larger than the 1438 training examples"),
+    (["bench", "--backends", "torch"], "unknown backend 'torch'"),
+    (["bench", "--model", "resnet"], "unknown model 'resnet'"),
+    (["bench", "--timeout", "0"], "--timeout must be > 0"),
+])
+def test_bad_bench_requests_are_one_line_and_exit_2(argv, words, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert words in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.skipif(len(INSTALLED) == 2, reason="needs a machine where one backend is missing")
+def test_bench_of_a_missing_backend_says_how_to_install_it(capsys):
+    missing = ({"tensorflow", "aesara"} - INSTALLED).pop()
+    assert main(["bench", "--backends", missing]) == 2
+    assert "pip install" in capsys.readouterr().err
