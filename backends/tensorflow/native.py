@@ -94,12 +94,13 @@ class KerasFit:
         ops = TensorFlowOps(dtype)
         integer_labels = batches.y.dtype.kind in "iu"
 
-        def loss(y_true, y_pred):  # Keras hands the labels over as floats
-            return model.loss(ops, y_pred, tf.cast(y_true, "int32") if integer_labels else y_true)
+        class Loss(keras.losses.Loss):  # a Loss subclass: a plain function's loss would compute in float32
+            def call(self, y_true, y_pred):  # Keras hands the labels over as floats
+                return model.loss(ops, y_pred, tf.cast(y_true, "int32") if integer_labels else y_true)
 
         with _strategy(native_names).scope():
             self._model = ToolkitModel(model, params, ops, dtype)
-            self._model.compile(optimizer=keras.optimizers.SGD(learning_rate=lr), loss=loss)
+            self._model.compile(optimizer=keras.optimizers.SGD(learning_rate=lr), loss=Loss(dtype=dtype))
         self._dataset, self._names = _dataset(batches), list(params)
 
     def run(self, steps: int) -> float:
