@@ -46,3 +46,40 @@ def max_abs_diff(a: dict, b: dict) -> float:
 
 def max_abs(a: dict) -> float:
     return max(float(np.max(np.abs(v))) for v in a.values())
+
+
+def check_fused_step_follows_outside_writes(backend, n: int, path) -> None:
+    """A backend's fused step (which may keep its own copy of the parameters between steps) equals the composed
+    step through set_params, a skipped non-finite step and restore, with every replica equal."""
+    from toolkit.tolerances import FLOAT64_ATOL
+
+    x, y = batch(8)  # equal shards on 1, 2 and 4 devices
+    fused = toolkit.DataParallel(SMALL_MLP, backend, n, toolkit.optim.Adam(0.05), dtype="float64", nan_policy="skip")
+    composed = toolkit.DataParallel(SMALL_MLP, backend, n, toolkit.optim.Adam(0.05), dtype="float64",
+                                    nan_policy="skip")
+    composed._fused_step = None
+    both = (fused, composed)
+
+    def step():
+        first, second = (t.step(x, y) for t in both)
+        assert abs(first - second) <= FLOAT64_ATOL
+
+    step()
+    step()
+    fused.save(path)
+    step()
+    huge = {k: np.full_like(v, 1e308) for k, v in fused.params().items()}  # logits overflow: NaN loss
+    for t in both:
+        t.set_params(huge)
+    for t in both:
+        t.step(x, y)
+        assert t.skipped_steps == 1 and max_abs_diff(t.params(), huge) == 0
+    for t in both:
+        t.restore(path)
+    for _ in range(3):
+        step()
+    assert max_abs_diff(fused.params(), composed.params()) <= FLOAT64_ATOL
+    for slot, values in fused.optimizer_state().items():
+        assert max_abs_diff(values, composed.optimizer_state()[slot]) <= FLOAT64_ATOL
+    for replica in fused.replica_params():
+        assert max_abs_diff(replica, fused.params()) == 0.0

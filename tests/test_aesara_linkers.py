@@ -6,7 +6,7 @@ import pytest
 
 import toolkit
 from tests.conftest import INSTALLED
-from tests.helpers import SMALL_MLP, batch, max_abs_diff
+from tests.helpers import SMALL_MLP, batch, check_fused_step_follows_outside_writes, max_abs_diff
 from toolkit.tolerances import FLOAT64_ATOL
 
 pytestmark = pytest.mark.skipif("aesara" not in INSTALLED, reason="backend aesara is not installed")
@@ -21,6 +21,10 @@ def test_c_linker_matches_jax_linker():
         runs[name] = ([trainer.step(x, y) for _ in range(10)], trainer.params())
     assert max(abs(a - b) for a, b in zip(runs["c"][0], runs["jax"][0])) <= FLOAT64_ATOL
     assert max_abs_diff(runs["c"][1], runs["jax"][1]) <= FLOAT64_ATOL
+
+
+def test_c_linker_fused_step_follows_outside_writes(tmp_path):
+    check_fused_step_follows_outside_writes(toolkit.get_backend("aesara", linker="c"), 1, tmp_path / "c.npz")
 
 
 def test_c_linker_has_one_host_device():

@@ -6,7 +6,14 @@ import numpy as np
 import pytest
 
 import toolkit
-from tests.helpers import LINEAR, SMALL_MLP, batch, linear_gradient_numpy, max_abs_diff
+from tests.helpers import (
+    LINEAR,
+    SMALL_MLP,
+    batch,
+    check_fused_step_follows_outside_writes,
+    linear_gradient_numpy,
+    max_abs_diff,
+)
 from toolkit.tolerances import FLOAT64_ATOL
 
 # (batch size, devices, weights): even, uneven, smaller than the device count, weighted.
@@ -138,3 +145,7 @@ def test_a_fused_step_equals_the_composed_step(backend, size, n, weights):
     assert max_abs_diff(fused.optimizer_state()["m"], composed.optimizer_state()["m"]) <= FLOAT64_ATOL
     for replica in fused.replica_params():
         assert max_abs_diff(replica, fused.params()) == 0.0
+
+
+def test_a_fused_step_follows_set_params_skipped_steps_and_restore(backend, n_devices, tmp_path):
+    check_fused_step_follows_outside_writes(backend, n_devices, tmp_path / "checkpoint.npz")

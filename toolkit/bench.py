@@ -16,7 +16,8 @@ native's parameters are compared with the toolkit's of the same backend: having 
 to rounding, which shows the comparison is like for like.
 
 Results (``bench.json``), schema ``multigpu-toolkit/bench`` version :data:`SCHEMA_VERSION`: ``config``, ``machine``,
-``runs`` (``devices``, ``backend``, ``candidate``, ``label``, ``median_ms``, ``min_ms``, ``max_ms`` over rounds,
+``runs`` (``devices``: the process's device count, ``devices_used``: how many the candidate trains on, ``backend``,
+``candidate``, ``label``, ``median_ms``, ``min_ms``, ``max_ms`` over rounds,
 ``warmup_s``, ``param_diff``: max |parameter - toolkit's| / max |toolkit parameter|, null for the toolkit itself) and
 ``ratios`` (``backend``, ``devices``, ``candidate``, ``baseline``, ``baseline_devices``, ``ratio``, ``target``: the
 bound or null, ``met``: null without a target).
@@ -71,6 +72,8 @@ class Runner(Protocol):
 
     def params(self) -> dict[str, np.ndarray]:
         """The parameters now, as NumPy arrays."""
+
+    # Optional attribute ``devices_used``: how many devices it trains on, if not all of the process's.
 
 
 @dataclass(frozen=True)
@@ -164,7 +167,8 @@ def measure(config: dict[str, Any]) -> list[dict[str, Any]]:
     for (name, candidate), runner in runners.items():
         reference = runners[(name, "toolkit")].params()
         results.append({
-            "devices": n, "backend": name, "candidate": candidate, "label": LABELS.get(candidate, candidate),
+            "devices": n, "devices_used": getattr(runner, "devices_used", n), "backend": name,
+            "candidate": candidate, "label": LABELS.get(candidate, candidate),
             "median_ms": statistics.median(times[(name, candidate)]), "min_ms": min(times[(name, candidate)]),
             "max_ms": max(times[(name, candidate)]), "warmup_s": warmup[(name, candidate)],
             "param_diff": None if candidate == "toolkit" else _relative_diff(runner.params(), reference),
@@ -173,8 +177,9 @@ def measure(config: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def ratios(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Every toolkit candidate over every native of its backend in the same process, and the toolkit's scaling over
-    its own one-device run; with the targets of :data:`TARGETS` and :data:`SCALING_BOUND` where they apply."""
+    """Every toolkit candidate over every native of its backend in the same process, and each candidate that uses
+    all the process's devices over its own one-device run (scaling); with the targets of :data:`TARGETS` and
+    :data:`SCALING_BOUND` where they apply."""
     found = {(r["backend"], r["candidate"], r["devices"]): r["median_ms"] for r in runs}
     out = []
 
@@ -192,8 +197,9 @@ def ratios(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
                 target = next((bound for b, c, base, counts, bound in TARGETS if (b, c, base) == (backend, candidate,
                                baseline) and (counts is None or devices in counts)), None)
                 add(backend, devices, candidate, baseline, devices, target)
+    used = {(r["backend"], r["candidate"], r["devices"]): r.get("devices_used", r["devices"]) for r in runs}
     for backend, candidate, devices in found:
-        if devices > 1 and (backend, candidate, 1) in found:
+        if devices > 1 and (backend, candidate, 1) in found and used[(backend, candidate, devices)] == devices:
             target = SCALING_BOUND if candidate == "toolkit" and devices == SCALING_DEVICES else None
             add(backend, devices, candidate, candidate, 1, target)
     return out

@@ -300,7 +300,9 @@ def _print_bench(results: dict[str, Any]) -> None:
     for column in ("backend", "toolkit", "over", "ratio", "target", ""):
         ratios.add_column(column, justify="right" if column in ("ratio", "target") else "left")
     for r in results["ratios"]:
-        over = (f"{LABELS.get(r['baseline'], r['baseline'])}, {r['baseline_devices']} dev"
+        used = {(u["backend"], u["candidate"], u["devices"]): u["devices_used"] for u in results["runs"]}
+        baseline_used = used[(r["backend"], r["baseline"], r["baseline_devices"])]
+        over = (f"{LABELS.get(r['baseline'], r['baseline'])}, {baseline_used} dev"
                 if r["baseline"] != r["candidate"] else f"itself on {r['baseline_devices']} device")
         ratios.add_row(r["backend"], f"{LABELS.get(r['candidate'], r['candidate'])}, {r['devices']} dev", over,
                        f"{r['ratio']:.2f}", "-" if r["target"] is None else f"<= {r['target']}",

@@ -29,6 +29,8 @@ MODES = {"jax": "JAX", "c": "FAST_RUN"}
 class FunctionWithUpdates:
     """``f = aesara.function([x, y], loss, updates=[(p, p - lr * grad)])``, called once per batch."""
 
+    devices_used = 1
+
     def __init__(self, model, params, batches: Batches, linker: str, dtype: str, lr: float) -> None:
         ops = AesaraOps(dtype)
         with aesara.config.change_flags(floatX=dtype):  # what a float32 user sets; keeps constants in dtype
