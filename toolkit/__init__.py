@@ -3,7 +3,7 @@
 Importing ``toolkit`` imports no framework; :func:`get_backend` loads one when asked.
 """
 
-from toolkit import optim
+from toolkit import distributed, optim
 from toolkit.backend import Backend
 from toolkit.checkpoint import Checkpoint, load_checkpoint
 from toolkit.devices import Device, parse_device, use_logical_devices
@@ -39,6 +39,7 @@ __all__ = [
     "ComputeError",
     "DTypeError",
     "DataParallel",
+    "distributed",
     "Device",
     "DeviceNotFoundError",
     "DeviceParseError",

@@ -1,4 +1,4 @@
-"""The ``multigpu`` command (also ``python -m toolkit``): devices, compare, parity, bench.
+"""The ``multigpu`` command (also ``python -m toolkit``): devices, compare, parity, bench, launch.
 
 Errors in what the user typed (an unknown model, a bad device list, too few devices) are one line on stderr and
 exit status 2; a parity failure is exit status 1 with a readable diff.
@@ -85,13 +85,24 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--out", type=Path, default=Path("results"), help="folder for bench.json")
     bench.add_argument("--quiet", action="store_true", help="no progress bar, no tables")
     bench.add_argument("--json", action="store_true", help="print the results as JSON on stdout")
+
+    launch = commands.add_parser("launch", help="run a command as N processes of one job on this machine",
+                                 usage="multigpu launch -n N [--devices-per-process K] [--backend B] -- command ...")
+    launch.add_argument("-n", "--processes", type=int, required=True, help="number of processes")
+    launch.add_argument("--devices-per-process", type=int, default=None, help="logical CPU devices per process")
+    launch.add_argument("--backend", choices=["tensorflow", "aesara"], default=None,
+                        help="also set this framework's own variables (TF_CONFIG; JAX_*) and MULTIGPU_BACKEND")
+    launch.add_argument("--timeout", type=float, default=60.0,
+                        help="seconds a process waits for the others before it stops with PeerLostError")
+    launch.add_argument("argv", nargs=argparse.REMAINDER, metavar="command", help="the command, after --")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return {"devices": _devices, "compare": _compare, "parity": _parity, "bench": _bench}[args.command](args)
+        commands = {"devices": _devices, "compare": _compare, "parity": _parity, "bench": _bench, "launch": _launch}
+        return commands[args.command](args)
     except (ToolkitError, ValueError) as error:
         print(f"multigpu {args.command}: error: {error}", file=sys.stderr)
         return EXIT_USAGE
@@ -312,6 +323,13 @@ def _print_bench(results: dict[str, Any]) -> None:
           + ", ".join(f"{k} {v}" for k, v in machine["versions"].items()))
     print("params vs toolkit: max |difference| / max |parameter| after the same steps (a check that the codes "
           "compared do the same training)")
+
+
+def _launch(args) -> int:
+    from toolkit.launch import launch
+
+    command = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
+    return launch(command, args.processes, args.devices_per_process, args.backend, args.timeout)
 
 
 def _entry() -> None:

@@ -17,10 +17,12 @@ from typing import Any
 import numpy as np
 import optree
 
+from toolkit import distributed
 from toolkit.backend import Backend
 from toolkit.errors import ToolkitError
 from toolkit.model import Model
 from toolkit.optim import Optimizer
+from toolkit.registry import REGISTRY
 from toolkit.splitting import shard_bounds, split_sizes
 from toolkit.trainer import DTYPES, LABEL_DTYPE, NAN_POLICIES, Trainer
 
@@ -57,6 +59,14 @@ class DataParallel(Trainer):
         self._init_params(self.devices)
         self._gradient_fn = self.backend.compile_gradient(model, self.dtype)
         self._fused_step = self.backend.compile_fused_step(model, optimizer, self.dtype, self._params, self._state)
+        self.cluster, self._all_reduce = None, None
+        joined = distributed.current()
+        if joined is not None and joined[1].num_processes > 1:
+            if joined[0] != self.backend.name:
+                raise distributed.DistributedError(f"this process joined a {joined[0]} job (toolkit.distributed."
+                                                   f"initialize); the trainer uses {self.backend.name}")
+            self.cluster, self._fused_step = joined[1], None  # the reduction between processes: a step of its own
+            self._all_reduce = REGISTRY[self.backend.name].distributed().all_reduce_sum
 
     def step(self, x, y) -> float:
         """One update on the global batch (see :meth:`Trainer.step`). Where the backend compiles the whole step into
@@ -99,8 +109,26 @@ class DataParallel(Trainer):
             shapes = f"shard x {_shapes(shard_x)}, y {tuple(shard_y.shape)}"
             results.append(self._compute(device, shapes, self._shard_gradient, replica, shard_x, shard_y, device))
         result = self.backend.average(results, weights=[len(s[3]) for s in shards], device=self.devices[0])
+        if self.cluster is not None:
+            result = self._mean_over_processes(*result, len(y))
         self._accept_input_spec()
         return result
+
+    def _mean_over_processes(self, loss, grads, count: int):
+        """The mean over every process's examples: each process's mean times its example count, summed by the
+        framework's all-reduce (in float64, as one vector), over the total count; each process passes only its own
+        part of the global batch, so the parts may differ in size."""
+        names = list(grads)
+        parts = [np.asarray(self.backend.to_numpy(loss), np.float64).reshape(1)]
+        parts += [np.asarray(self.backend.to_numpy(grads[k]), np.float64).ravel() for k in names]
+        total = self._all_reduce(np.concatenate([[float(count)], *(count * p for p in parts)]),
+                                 f"the gradient reduction of step {self.step_count + 1}")
+        ends = np.cumsum([1, *(p.size for p in parts)])
+        values = [total[end - p.size:end] / total[0] for p, end in zip(parts, ends[1:])]
+        home = self.devices[0]
+        mean = {k: self.backend.place(v.reshape(np.shape(self.backend.to_numpy(grads[k]))).astype(self.dtype), home)
+                for k, v in zip(names, values[1:])}
+        return self.backend.place(values[0][0].astype(self.dtype), home), mean
 
     def _shard_gradient(self, replica, x, y, device):
         x = optree.tree_map(lambda a: self.backend.place(a, device), x)

@@ -39,6 +39,10 @@ class BackendSpec:
     def installed(self) -> bool:
         return all(importlib.util.find_spec(module) is not None for module in self.requires)
 
+    def distributed(self) -> ModuleType:
+        """The backend's ``distributed`` module (starts its runtime across processes; imports the framework)."""
+        return importlib.import_module(f"{self.package}.distributed")
+
     def environment(self) -> ModuleType:
         """The backend's framework-free ``environment`` module (logical devices, quiet logs)."""
         return importlib.import_module(f"{self.package}.environment")

@@ -288,7 +288,7 @@ class Backend(interface.Backend):
             self._table = []
             for kind in ("cpu", "gpu"):
                 try:
-                    found = jax.devices(kind)
+                    found = jax.local_devices(backend=kind)  # this process's, when several run one job
                 except RuntimeError:
                     continue  # no such platform in this jaxlib
                 for index, native in enumerate(found):

@@ -59,7 +59,12 @@ class Backend(interface.Backend):
         self._table = []
         with environment.filtered_stderr():  # the first device query starts the runtime, which may log noise
             logical_devices = tf.config.list_logical_devices()
+        from backends.tensorflow.distributed import local_task
+
+        task = local_task()  # across processes TensorFlow also lists the other workers' devices
         for logical in logical_devices:
+            if task is not None and not logical.name.startswith(task):
+                continue
             try:
                 self._table.append((parse_device(logical.name), logical.name))
             except DeviceParseError:

@@ -1,0 +1,83 @@
+"""Aesara's JAX path across processes: ``jax.distributed`` (process 0 runs the coordination service) with gloo
+collectives on CPU, and a ``jax.pmap`` psum over one device per process for the all-reduce between processes.
+
+Quirks (jax 0.4.30): CPU collectives need ``jax_cpu_collectives_implementation="gloo"`` and one device per process
+(two abort after 30 s, openxla/xla#16430); ``initialize`` waits without a deadline on process 0 when a process
+never joins, so it runs under :func:`toolkit.distributed.bounded`; a gloo all-reduce with a dead peer aborts the
+process (a fatal check, not an exception), so every reduction first meets the others at a coordination-service
+barrier, whose timeout names the missing task; and the shutdown at exit waits for every process, so after a lost
+process the toolkit leaves without it.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from toolkit.distributed import Cluster, DistributedError, beacon, bounded
+
+_state: dict = {}
+#: Seconds JAX's own join deadline exceeds the toolkit's timeout.
+_JAX_DEADLINE_MARGIN = 30
+
+
+def _tasks(cluster: Cluster, error: BaseException | None) -> list[int]:
+    found = {int(k) for k in re.findall(r"task:(\d+)", str(error or ""))}
+    return sorted(found - {cluster.process_id})
+
+
+def start(cluster: Cluster) -> None:
+    if cluster.devices_per_process not in (None, 1):
+        raise DistributedError(f"the Aesara backend runs one device per process across processes (jax 0.4.30's CPU "
+                               f"collectives, openxla/xla#16430); got {cluster.devices_per_process} per process")
+    from toolkit.devices import logical_device_count, use_logical_devices
+
+    if logical_device_count() != 1:
+        use_logical_devices(1)
+    from backends.aesara.environment import import_framework
+
+    _, jax = import_framework()
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    _state["beacon"] = beacon(cluster)  # lets the others tell this process is alive
+
+    def join():
+        # JAX's own deadline aborts the process (a fatal check) where the coordinator is missing: give it more time
+        # than the toolkit's, which raises a PeerLostError naming the missing process.
+        jax.distributed.initialize(cluster.coordinator, cluster.num_processes, cluster.process_id,
+                                   initialization_timeout=int(cluster.timeout) + _JAX_DEADLINE_MARGIN)
+        _state.update(jax=jax, cluster=cluster, psum=jax.pmap(lambda x: jax.lax.psum(x, "p"), axis_name="p"),
+                      client=_client(), count=0)
+
+    bounded(cluster, "joining the JAX coordination service", join, lambda error: _tasks(cluster, error))
+
+
+def _client():
+    from jax._src import distributed  # the coordination-service client jax.distributed made
+
+    return distributed.global_state.client
+
+
+def all_reduce_sum(array: np.ndarray, what: str) -> np.ndarray:
+    """The elementwise sum of ``array`` over every process."""
+    cluster, jax = _state["cluster"], _state["jax"]
+    _state["count"] += 1
+    barrier = f"multigpu-reduce-{_state['count']}"
+
+    def reduce():
+        _state["client"].wait_at_barrier(barrier, int(cluster.timeout * 1000))
+        return np.asarray(_state["psum"](np.asarray(array)[None]))[0]
+
+    try:
+        return bounded(cluster, what, reduce, lambda error: _tasks(cluster, error))
+    except Exception:
+        _forget_shutdown(jax)
+        raise
+
+
+def _forget_shutdown(jax) -> None:
+    """After a lost process, JAX's shutdown at exit would wait for it: drop the client and service instead."""
+    from jax._src import distributed
+
+    distributed.global_state.client = None
+    distributed.global_state.service = None
