@@ -158,8 +158,9 @@ def test_a_process_that_never_joins_is_named_within_the_bound(backend_name, alon
 
 
 def test_launch_runs_the_multiprocess_example(backend_name):
-    done = _launch("-n", "2", "--timeout", "60", "--", sys.executable, str(ROOT / "examples" / "digits_multiprocess.py"),
-                   "--backend", backend_name, "--steps", "20", "--json")
+    example = str(ROOT / "examples" / "digits_multiprocess.py")
+    done = _launch("-n", "2", "--timeout", "60", "--", sys.executable, example, "--backend", backend_name, "--steps",
+                   "20", "--json")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     result = json.loads(next(line[4:] for line in done.stdout.splitlines() if line.startswith("[0] {")))
     assert result["processes"] == 2 and len(result["losses"]) == 20 and result["losses"][-1] < result["losses"][0]

@@ -174,15 +174,24 @@ def _compare(args) -> int:
     from toolkit.plots import write_plots
 
     results = _run(args, _prepare(args))
-    args.out.mkdir(parents=True, exist_ok=True)
     public = {**results, "runs": [{k: v for k, v in run.items() if k != "params"} for run in results["runs"]]}
-    (args.out / "results.json").write_text(json.dumps(public, indent=2))
-    plots = write_plots(results, args.out)
+    plots = write_plots(results, _out(args))
+    return _emit(args, "results.json", public, lambda: _print_table(results), [str(p) for p in plots])
+
+
+def _out(args) -> Path:
+    args.out.mkdir(parents=True, exist_ok=True)
+    return args.out
+
+
+def _emit(args, filename: str, results: dict[str, Any], show, also: list[str] = ()) -> int:
+    """Write the results to ``--out``, then print them as JSON (``--json``), or ``show()`` them unless ``--quiet``."""
+    (_out(args) / filename).write_text(json.dumps(results, indent=2))
     if args.json:
-        print(json.dumps(public))
+        print(json.dumps(results))
     elif not args.quiet:
-        _print_table(results)
-        print(f"wrote {args.out / 'results.json'} and {', '.join(str(p) for p in plots)}")
+        show()
+        print(f"wrote {' and '.join([str(args.out / filename), *also])}")
     return EXIT_OK
 
 
@@ -280,14 +289,7 @@ def _bench(args) -> int:
             results = run_bench(config, args.timeout,
                                 progress=lambda text: bar.update(task, description=f"measuring {text}"))
             bar.update(task, completed=len(args.devices))
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "bench.json").write_text(json.dumps(results, indent=2))
-    if args.json:
-        print(json.dumps(results))
-    elif not args.quiet:
-        _print_bench(results)
-        print(f"wrote {args.out / 'bench.json'}")
-    return EXIT_OK
+    return _emit(args, "bench.json", results, lambda: _print_bench(results))
 
 
 def _print_bench(results: dict[str, Any]) -> None:

@@ -2,9 +2,10 @@
 :func:`toolkit.distributed.initialize` reads, stream their output with a ``[k]`` prefix, and fail if any fails.
 
 Each process gets ``MULTIGPU_NUM_PROCESSES``, ``MULTIGPU_PROCESS_ID``, ``MULTIGPU_COORDINATOR`` and
-``MULTIGPU_WORKERS`` (free ports on 127.0.0.1), ``MULTIGPU_TIMEOUT``, and, when asked, ``MULTIGPU_DEVICES_PER_PROCESS``
-and ``MULTIGPU_BACKEND``; with a backend, also that framework's own variables (``TF_CONFIG``; ``JAX_COORDINATOR_ADDRESS``,
-``JAX_NUM_PROCESSES``, ``JAX_PROCESS_ID``), for scripts that start the framework's runtime themselves.
+``MULTIGPU_WORKERS`` (free ports on 127.0.0.1), ``MULTIGPU_TIMEOUT``, and, when asked,
+``MULTIGPU_DEVICES_PER_PROCESS`` and ``MULTIGPU_BACKEND``; with a backend, also that framework's own variables
+(``TF_CONFIG``; ``JAX_COORDINATOR_ADDRESS``, ``JAX_NUM_PROCESSES``, ``JAX_PROCESS_ID``), for scripts that start the
+framework's runtime themselves.
 
 When a process fails, the others are given the job's timeout plus :data:`GRACE` seconds to stop by themselves (they
 raise :class:`~toolkit.distributed.PeerLostError` naming it); any still running then is killed.

@@ -1,11 +1,11 @@
 """TensorFlow across processes: ``tf.distribute.MultiWorkerMirroredStrategy`` from ``TF_CONFIG``, used for its
 collective all-reduce between the processes (each process averages over its own devices first).
 
-Quirks: the strategy's constructor waits for every worker with no deadline of its own, holding Python's lock (so a
-watchdog process bounds it: :func:`toolkit.distributed.watched`); once the cluster is up, ``list_logical_devices`` also lists the other workers'
-devices (the backend keeps this task's); a value handed to ``all_reduce`` must be made inside ``strategy.run``
-(else "destinations can not be empty"); a dead peer surfaces as an ``OpError`` naming ``/task:N`` after the
-collective timeout or the coordination service's missed heartbeats.
+Quirks: the strategy's constructor waits for every worker with no deadline of its own, holding Python's lock, so a
+watchdog process bounds it (:func:`toolkit.distributed.watched`); once the cluster is up, ``list_logical_devices``
+also lists the other workers' devices (the backend keeps this task's); a value handed to ``all_reduce`` must be
+made inside ``strategy.run`` (else "destinations can not be empty"); a dead peer surfaces as an ``OpError`` naming
+``/task:N`` after the collective timeout or the coordination service's missed heartbeats.
 """
 
 from __future__ import annotations
