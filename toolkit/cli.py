@@ -272,7 +272,7 @@ def _bench(args) -> int:
         if name not in REGISTRY:
             raise ValueError(f"unknown backend {name!r}; known: {', '.join(REGISTRY)}")
         if not REGISTRY[name].installed():
-            raise BackendUnavailableError(f"{name} is not installed: {REGISTRY[name].install_command()}")
+            raise BackendUnavailableError(f"{name} is not installed: {REGISTRY[name].install_command}")
     workload = load_workload(args.model)
     examples = len(workload.data(args.seed)[1])
     if args.batch > examples:
