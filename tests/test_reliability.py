@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import toolkit
-from tests.conftest import needs_all_backends
+from tests.conftest import INSTALLED, needs_all_backends
 from tests.helpers import FEATURES, SMALL_MLP, batch, max_abs_diff
 from toolkit import checkpoint as checkpoint_module
 from toolkit.tolerances import FLOAT64_ATOL
@@ -160,6 +160,14 @@ def test_non_finite_step_raises_by_default_and_changes_nothing(backend, n_device
     with pytest.raises(toolkit.NonFiniteError, match=r"the loss \(.*\) or a gradient is NaN or Inf; nothing was"):
         trainer.step(bad_x if what == "loss" else good_x, np.zeros(8))
     assert_unchanged(trainer, before)
+
+
+@pytest.mark.skipif("aesara" not in INSTALLED, reason="backend aesara is not installed")
+@pytest.mark.parametrize("make_model, what", [(_log_model, "loss"), (_norm_model, "gradient")])
+def test_non_finite_step_with_the_aesara_c_linker_changes_nothing(make_model, what):
+    # Its fused step runs on shared variables with guarded updates (not the shared code of the fused steps).
+    test_non_finite_step_raises_by_default_and_changes_nothing(toolkit.get_backend("aesara", linker="c"), 1,
+                                                                make_model, what)
 
 
 def test_skip_policy_skips_and_counts(backend):
