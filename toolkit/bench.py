@@ -95,13 +95,11 @@ def make_batches(x: np.ndarray, y: np.ndarray, size: int, count: int, seed: int,
     """``count`` batches of ``size`` rows drawn without replacement within each batch; floats cast to ``dtype``,
     integer labels to the toolkit's label dtype."""
     from toolkit.trainer import LABEL_DTYPE
+    from toolkit.workloads import draw_batches
 
     if isinstance(x, dict):
         raise ValueError("bench supports models with one input array, not a dict of inputs")
-    if size > len(y):
-        raise ValueError(f"--batch {size} is larger than the {len(y)} training examples")
-    order = np.random.default_rng(seed)
-    index = np.concatenate([order.choice(len(y), size=size, replace=False) for _ in range(count)])
+    index = np.concatenate(draw_batches(len(y), size, count, seed))
     y = np.asarray(y)[index]
     return Batches(np.asarray(x)[index].astype(dtype), y.astype(LABEL_DTYPE) if y.dtype.kind in "iub" else
                    y.astype(dtype), size)
@@ -122,8 +120,10 @@ class _ToolkitRunner:
 
 
 def _relative_diff(params: dict, reference: dict) -> float:
+    from toolkit.compare import _max_abs_diff
+
     scale = max(float(np.max(np.abs(v))) for v in reference.values()) or 1.0
-    return max(float(np.max(np.abs(np.asarray(params[k], np.float64) - reference[k]))) for k in reference) / scale
+    return _max_abs_diff(reference, {k: np.asarray(v) for k, v in params.items()}) / scale
 
 
 def measure(config: dict[str, Any]) -> list[dict[str, Any]]:

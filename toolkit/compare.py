@@ -25,7 +25,7 @@ import numpy as np
 from toolkit.models import accuracy
 from toolkit.optim import SGD, Adam, Optimizer, RMSprop
 from toolkit.parallel import DataParallel
-from toolkit.workloads import Workload
+from toolkit.workloads import Workload, draw_batches
 
 SCHEMA = "multigpu-toolkit/compare"
 SCHEMA_VERSION = 1
@@ -51,10 +51,7 @@ def run_comparison(workload: Workload, backends: Sequence[str], device_counts: S
                    progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Train ``workload`` for ``steps`` steps on every backend and device count, on the same batches."""
     x_train, y_train, x_test, y_test = workload.data(seed)
-    if batch > len(x_train):
-        raise ValueError(f"--batch {batch} is larger than the {len(x_train)} training examples")
-    order = np.random.default_rng(seed)
-    batches = [order.choice(len(x_train), size=batch, replace=False) for _ in range(steps)]
+    batches = draw_batches(len(x_train), batch, steps, seed)
     runs, divergence = [], []
     for n in device_counts:
         trainers = {name: DataParallel(workload.model, name, n, OPTIMIZERS[optimizer](lr), dtype=dtype, seed=seed)

@@ -293,11 +293,10 @@ def lost(cluster: Cluster, what: str, ids: Sequence[int], detail: str = "") -> P
                          f"within {cluster.timeout:g} s" + (f" ({detail})" if detail else ""))
 
 
-def bounded(cluster: Cluster, what: str, call: Callable[[], object],
-            missing: Callable[[BaseException | None], list[int]] | None = None):
+def bounded(cluster: Cluster, what: str, call: Callable[[], object]):
     """``call()``, waiting at most the cluster's timeout; on a timeout, or when ``call`` raises a framework error,
-    a :class:`PeerLostError` naming the missing process(es): those ``missing(error)`` names, else those
-    :func:`unreachable` finds."""
+    a :class:`PeerLostError` naming the missing process(es): the tasks the error names (TensorFlow's and JAX's
+    coordination services both write ``/task:N``), else those :func:`unreachable` finds."""
     result: dict = {}
 
     def run():
@@ -314,7 +313,8 @@ def bounded(cluster: Cluster, what: str, call: Callable[[], object],
         return result["value"]
     if isinstance(error, ToolkitError):
         raise error
-    ids = (missing(error) if missing else []) or unreachable(cluster)
+    named = {int(k) for k in re.findall(r"task:(\d+)", str(error or ""))} - {cluster.process_id}
+    ids = sorted(named) or unreachable(cluster)
     detail = "" if error is None else str(error).strip().splitlines()[0][:300]
     raise lost(cluster, what, ids, detail) from error
 

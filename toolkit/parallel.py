@@ -118,17 +118,16 @@ class DataParallel(Trainer):
         """The mean over every process's examples: each process's mean times its example count, summed by the
         framework's all-reduce (in float64, as one vector), over the total count; each process passes only its own
         part of the global batch, so the parts may differ in size."""
-        names = list(grads)
-        parts = [np.asarray(self.backend.to_numpy(loss), np.float64).reshape(1)]
-        parts += [np.asarray(self.backend.to_numpy(grads[k]), np.float64).ravel() for k in names]
+        local = {"": self.backend.to_numpy(loss), **{k: self.backend.to_numpy(g) for k, g in grads.items()}}
+        parts = [np.asarray(a, np.float64).ravel() for a in local.values()]
         total = self._all_reduce(np.concatenate([[float(count)], *(count * p for p in parts)]),
                                  f"the gradient reduction of step {self.step_count + 1}")
         ends = np.cumsum([1, *(p.size for p in parts)])
-        values = [total[end - p.size:end] / total[0] for p, end in zip(parts, ends[1:])]
         home = self.devices[0]
-        mean = {k: self.backend.place(v.reshape(np.shape(self.backend.to_numpy(grads[k]))).astype(self.dtype), home)
-                for k, v in zip(names, values[1:])}
-        return self.backend.place(values[0][0].astype(self.dtype), home), mean
+        mean = {k: self.backend.place((total[end - p.size:end] / total[0]).reshape(np.shape(a)).astype(self.dtype),
+                                      home)
+                for (k, a), p, end in zip(local.items(), parts, ends[1:])}
+        return mean.pop(""), mean
 
     def _shard_gradient(self, replica, x, y, device):
         x = optree.tree_map(lambda a: self.backend.place(a, device), x)

@@ -63,6 +63,19 @@ WORKLOADS: dict[str, Callable[[], Workload]] = {
 }
 
 
+def draw_batches(examples: int, size: int, count: int, seed: int) -> list[np.ndarray]:
+    """The row indices of ``count`` batches of ``size``, each drawn without replacement, the same for a seed: what
+    ``multigpu compare`` and ``multigpu bench`` train every candidate on.
+
+    Raises:
+        ValueError: ``size`` exceeds the ``examples`` there are.
+    """
+    if size > examples:
+        raise ValueError(f"--batch {size} is larger than the {examples} training examples")
+    order = np.random.default_rng(seed)
+    return [order.choice(examples, size=size, replace=False) for _ in range(count)]
+
+
 def load_workload(spec: str) -> Workload:
     """A built-in workload by name, or ``module:function``.
 

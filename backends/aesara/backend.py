@@ -84,6 +84,20 @@ class _Function:
         return [o if o.dtype == d else jax.device_put(np.asarray(o, d), device) for o, d in zip(outputs, self._dtypes)]
 
 
+def _loss_and_grads(model, ops, p, x, y, reduce=at.mean):
+    """The graph of the loss (per-example losses reduced by ``reduce``) and its gradient for each parameter."""
+    loss = reduce(model.loss(ops, model.forward(ops, p, x), y))
+    return loss, dict(zip(p, aesara.grad(loss, list(p.values()), disconnected_inputs="ignore")))
+
+
+def _training_step(model, optimizer, ops, p, x, y, slots, step):
+    """The graph of one step: the loss, the new parameters and state, and whether the loss and every gradient are
+    finite."""
+    loss, grads = _loss_and_grads(model, ops, p, x, y)
+    new_params, new_state, finite = optimizer.update(ops, p, grads, slots, step)
+    return loss, new_params, new_state, at.and_(finite, ops.all_finite([loss]))
+
+
 class _BySignature:
     """Compile ``build(*example_args)`` once per input signature and run it.
 
@@ -143,10 +157,8 @@ class _SharedStep:
             slots = {slot: {name: next(shared) for name in values} for slot, values in self._slots.items()}
             with _building(self._dtype):
                 xs, ys, step = _symbol(x, "x"), _symbol(y, "y"), at.scalar("step", dtype=self._dtype)
-                loss = at.mean(self._model.loss(self._ops, self._model.forward(self._ops, p, xs), ys))
-                grads = dict(zip(p, aesara.grad(loss, list(p.values()), disconnected_inputs="ignore")))
-                new_params, new_state, finite = self._optimizer.update(self._ops, p, grads, slots, step)
-                ok = at.and_(finite, self._ops.all_finite([loss]))
+                loss, new_params, new_state, ok = _training_step(self._model, self._optimizer, self._ops, p, xs, ys,
+                                                                 slots, step)
                 updates = [(p[k], at.switch(ok, v, p[k])) for k, v in new_params.items()]
                 updates += [(slots[slot][k], at.switch(ok, v, slots[slot][k]))
                             for slot, values in new_state.items() for k, v in values.items()]
@@ -191,8 +203,7 @@ class _StackedStep:
         def build_gradient(params, x, y, scale):
             symbols = optree.tree_map(_symbol, (params, x, y, scale))
             p, x, y, scale = symbols
-            loss = at.sum(model.loss(ops, model.forward(ops, p, x), y)) * scale
-            return symbols, (loss, dict(zip(p, aesara.grad(loss, list(p.values()), disconnected_inputs="ignore"))))
+            return symbols, _loss_and_grads(model, ops, p, x, y, reduce=lambda losses: at.sum(losses) * scale)
 
         def build_update(params, grads, slots, step):
             symbols = optree.tree_map(_symbol, (params, grads, slots, step))
@@ -358,9 +369,7 @@ class Backend(interface.Backend):
             def build(params, x, y):
                 symbols = optree.tree_map(_symbol, (params, x, y))
                 p, x, y = symbols
-                loss = at.mean(model.loss(ops, model.forward(ops, p, x), y))
-                grads = aesara.grad(loss, list(p.values()), disconnected_inputs="ignore")
-                return symbols, (loss, dict(zip(p, grads)))
+                return symbols, _loss_and_grads(model, ops, p, x, y)
 
             compiled = _BySignature(build, dtype, self.linker)
             self._compiled[key] = lambda params, x, y, device: compiled(params, x, y, device=self._jax_device(device))
@@ -415,10 +424,7 @@ class Backend(interface.Backend):
         def build(current, x, y, slots, step):
             symbols = optree.tree_map(_symbol, (current, x, y, slots, step))
             p, x, y, slots, step = symbols
-            loss = at.mean(model.loss(ops, model.forward(ops, p, x), y))
-            grads = dict(zip(p, aesara.grad(loss, list(p.values()), disconnected_inputs="ignore")))
-            new_params, new_state, finite = optimizer.update(ops, p, grads, slots, step)
-            return symbols, (loss, new_params, new_state, at.and_(finite, ops.all_finite([loss])))
+            return symbols, _training_step(model, optimizer, ops, p, x, y, slots, step)
 
         whole_step = _BySignature(build, dtype, self.linker)
         device = self._jax_device(next(iter(params.values())).devices[0])

@@ -11,8 +11,6 @@ process the toolkit leaves without it.
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
 from toolkit.distributed import Cluster, DistributedError, beacon, bounded
@@ -20,11 +18,6 @@ from toolkit.distributed import Cluster, DistributedError, beacon, bounded
 _state: dict = {}
 #: Seconds JAX's own join deadline exceeds the toolkit's timeout.
 _JAX_DEADLINE_MARGIN = 30
-
-
-def _tasks(cluster: Cluster, error: BaseException | None) -> list[int]:
-    found = {int(k) for k in re.findall(r"task:(\d+)", str(error or ""))}
-    return sorted(found - {cluster.process_id})
 
 
 def start(cluster: Cluster) -> None:
@@ -49,7 +42,7 @@ def start(cluster: Cluster) -> None:
         _state.update(jax=jax, cluster=cluster, psum=jax.pmap(lambda x: jax.lax.psum(x, "p"), axis_name="p"),
                       client=_client(), count=0)
 
-    bounded(cluster, "joining the JAX coordination service", join, lambda error: _tasks(cluster, error))
+    bounded(cluster, "joining the JAX coordination service", join)
 
 
 def _client():
@@ -69,7 +62,7 @@ def all_reduce_sum(array: np.ndarray, what: str) -> np.ndarray:
         return np.asarray(_state["psum"](np.asarray(array)[None]))[0]
 
     try:
-        return bounded(cluster, what, reduce, lambda error: _tasks(cluster, error))
+        return bounded(cluster, what, reduce)
     except Exception:
         _forget_shutdown(jax)
         raise
