@@ -12,7 +12,7 @@ from mlp_classifier import evaluate, train
 import toolkit
 from toolkit import layers
 from toolkit.datasets import digits
-from toolkit.models import sparse_softmax_cross_entropy
+from toolkit.nn.models import sparse_softmax_cross_entropy
 
 
 def conv_net(filters: int) -> toolkit.Model:

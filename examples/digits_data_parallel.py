@@ -1,6 +1,6 @@
 """Data-parallel training of an MLP on scikit-learn's handwritten digits, on every installed backend.
 
-The same model (``toolkit.models.mlp``), the same initial parameters and the same batches go to each backend; the
+The same model (``toolkit.nn.models.mlp``), the same initial parameters and the same batches go to each backend; the
 script prints the loss per epoch, step times, test accuracy and the parameter difference between backends.
 
     python examples/digits_data_parallel.py --devices 2
@@ -40,7 +40,7 @@ def main() -> None:
     from rich.table import Table
 
     from toolkit.datasets import digits
-    from toolkit.models import accuracy, mlp
+    from toolkit.nn.models import accuracy, mlp
     from toolkit.tolerances import FLOAT64_ATOL
 
     console = Console()

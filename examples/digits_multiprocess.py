@@ -21,7 +21,7 @@ import numpy as np
 import toolkit
 from toolkit import distributed
 from toolkit.datasets import digits
-from toolkit.models import accuracy, mlp
+from toolkit.nn.models import accuracy, mlp
 
 
 def main() -> None:

@@ -11,7 +11,7 @@ import numpy as np
 
 import toolkit
 from toolkit.datasets import digits
-from toolkit.models import accuracy, mlp
+from toolkit.nn.models import accuracy, mlp
 
 
 def load_mnist(path: str):

@@ -13,7 +13,7 @@ import numpy as np
 
 import toolkit
 from toolkit import Part, PartedModel, layers
-from toolkit.models import accuracy, sparse_softmax_cross_entropy
+from toolkit.nn.models import accuracy, sparse_softmax_cross_entropy
 
 STEPS, FEATURES = 8, 4
 LSTM = ("lstm/kernel", "lstm/recurrent", "lstm/bias")

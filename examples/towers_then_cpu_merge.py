@@ -12,7 +12,7 @@ import _cli
 import toolkit
 from toolkit import Part, PartedModel, layers
 from toolkit.datasets import digits
-from toolkit.models import accuracy, sparse_softmax_cross_entropy
+from toolkit.nn.models import accuracy, sparse_softmax_cross_entropy
 
 
 def towers_model(hidden: int, devices, merge_device) -> PartedModel:

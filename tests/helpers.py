@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 import toolkit
-from toolkit.models import mlp, sparse_softmax_cross_entropy
+from toolkit.nn.models import mlp, sparse_softmax_cross_entropy
 
 NUM_CLASSES = 3
 FEATURES = 5

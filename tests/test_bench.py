@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from tests.conftest import INSTALLED
-from toolkit.bench import SCALING_BOUND, SCHEMA, SCHEMA_VERSION, make_batches, ratios
-from toolkit.cli import main
+from toolkit.command.bench import SCALING_BOUND, SCHEMA, SCHEMA_VERSION, make_batches, ratios
+from toolkit.command.main import main
 from toolkit.tolerances import FLOAT64_ATOL
 
 #: The candidates each backend's bench runs at one device and at more.

@@ -11,8 +11,8 @@ import pytest
 
 from tests.conftest import INSTALLED, needs_all_backends
 from toolkit import registry
-from toolkit.cli import main
-from toolkit.compare import SCHEMA, SCHEMA_VERSION
+from toolkit.command.compare import SCHEMA, SCHEMA_VERSION
+from toolkit.command.main import main
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -72,7 +72,7 @@ def test_parity_passes_when_backends_agree(capsys):
 
 @needs_all_backends
 def test_parity_fails_with_a_diff_on_a_perturbed_backend(monkeypatch, capsys):
-    from backends.aesara.backend import Backend as AesaraBackend
+    from toolkit.backends.aesara.backend import Backend as AesaraBackend
 
     class Perturbed(AesaraBackend):
         """Aesara with every gradient scaled by 1.0001: a deliberate, small disagreement."""
@@ -91,7 +91,7 @@ def test_parity_fails_with_a_diff_on_a_perturbed_backend(monkeypatch, capsys):
         def compile_fused_step(self, *args):
             return None  # every step composed, through the perturbed gradient
 
-    spec = registry.BackendSpec("perturbed", "backends.aesara", ("aesara", "jax"), ("aesara", "jax"), "aesara")
+    spec = registry.BackendSpec("perturbed", "toolkit.backends.aesara", ("aesara", "jax"), ("aesara", "jax"), "aesara")
     monkeypatch.setitem(registry.REGISTRY, "perturbed", spec)
     monkeypatch.setitem(registry._loaded, ("perturbed", ()), Perturbed())
     assert main(["parity", "--backends", "tensorflow,perturbed", "--steps", "3", "--batch", "32"]) == 1

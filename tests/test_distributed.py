@@ -16,9 +16,9 @@ import pytest
 import toolkit
 from tests.distributed_worker import LR, SMALL_MLP, train
 from tests.helpers import max_abs_diff
-from toolkit.cli import main
-from toolkit.distributed import DistributedError, process_slice, resolve
-from toolkit.launch import environments
+from toolkit.command.main import main
+from toolkit.processes.distributed import DistributedError, process_slice, resolve
+from toolkit.processes.launch import environments
 from toolkit.tolerances import FLOAT64_ATOL
 
 ROOT = Path(__file__).resolve().parent.parent

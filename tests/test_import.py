@@ -26,8 +26,8 @@ def run_python(code: str) -> subprocess.CompletedProcess:
 def test_import_toolkit_imports_no_framework():
     result = run_python(f"""
         import json, sys
-        import toolkit, toolkit.models, toolkit.datasets, toolkit.tolerances, backends, backends.tensorflow
-        import backends.aesara, backends.tensorflow.environment, backends.aesara.environment
+        import toolkit, toolkit.nn.models, toolkit.datasets, toolkit.tolerances, toolkit.backends.tensorflow
+        import toolkit.backends.aesara, toolkit.backends.tensorflow.environment, toolkit.backends.aesara.environment
         toolkit.available_backends()
         toolkit.use_logical_devices(2)
         print(json.dumps([m for m in {FRAMEWORKS!r} if m in sys.modules]))
@@ -47,7 +47,7 @@ def test_logical_devices_after_tensorflow_started_is_refused_and_changes_nothing
         except RuntimeError as error:
             assert isinstance(error, toolkit.LogicalDevicesError)
             print("refused:", error)
-        from toolkit.devices import logical_device_count
+        from toolkit.placement.devices import logical_device_count
         assert logical_device_count() is None
         assert len(tf.config.list_logical_devices("CPU")) == 1
     """)
@@ -79,7 +79,7 @@ def test_logical_devices_reach_both_frameworks_and_stay_quiet(first):
         import toolkit
         toolkit.use_logical_devices(3)
         import numpy as np
-        from toolkit.models import mlp
+        from toolkit.nn.models import mlp
         toolkit.get_backend("{first}")
         tf_backend, aesara_backend = toolkit.get_backend("tensorflow"), toolkit.get_backend("aesara")
         print([str(d) for d in tf_backend.list_devices()], [str(d) for d in aesara_backend.list_devices()])

@@ -10,7 +10,7 @@ from tests.conftest import needs_all_backends
 from tests.helpers import max_abs_diff
 from toolkit import Device, Part, PartedModel, layers
 from toolkit.backend import Backend
-from toolkit.models import sparse_softmax_cross_entropy
+from toolkit.nn.models import sparse_softmax_cross_entropy
 from toolkit.tolerances import FLOAT64_ATOL
 
 STEPS, FEATURES, UNITS = 4, 3, 5

@@ -9,7 +9,7 @@ import toolkit
 from tests.conftest import needs_all_backends
 from tests.helpers import SMALL_MLP, batch, max_abs, max_abs_diff
 from toolkit.datasets import digits
-from toolkit.models import accuracy, mlp
+from toolkit.nn.models import accuracy, mlp
 from toolkit.tolerances import FLOAT32_GRAD_RTOL, FLOAT32_RTOL, FLOAT64_ATOL, adaptive_float32_atol
 
 pytestmark = [pytest.mark.parity, needs_all_backends]

@@ -20,7 +20,7 @@ def test_unknown_backend_names_the_known_ones():
 
 
 def test_missing_framework_gives_the_pip_command(monkeypatch):
-    spec = registry.BackendSpec("fake", "backends.fake", ("no_such_framework_xyz",), ("no_such_framework_xyz",),
+    spec = registry.BackendSpec("fake", "toolkit.backends.fake", ("no_such_framework_xyz",), ("no_such_framework_xyz",),
                                 "fake")
     monkeypatch.setitem(registry.REGISTRY, "fake", spec)
     assert "fake" not in toolkit.available_backends()

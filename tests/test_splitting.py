@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from toolkit import split_sizes
-from toolkit.splitting import shard_bounds, shard_weights
+from toolkit.placement.splitting import shard_bounds, shard_weights
 
 
 @pytest.mark.parametrize("batch, n", list(itertools.product([0, 1, 2, 3, 7, 10, 64, 257], [1, 2, 3, 4, 7])))

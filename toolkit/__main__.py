@@ -2,6 +2,6 @@
 
 import sys
 
-from toolkit.cli import main
+from toolkit.command.main import main
 
 sys.exit(main())

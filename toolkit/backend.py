@@ -1,8 +1,8 @@
 """The backend interface: a few primitives each framework implements, and the multi-device methods written once
 on top of them.
 
-A backend translates; it does not decide. How a batch is split (:mod:`toolkit.splitting`), how values are weighted
-and what a training step is (:mod:`toolkit.parallel`) are decided here in the core.
+A backend translates; it does not decide. How a batch is split (:mod:`toolkit.placement.splitting`), how values
+are weighted and what a training step is (:mod:`toolkit.training.data_parallel`) are decided here in the core.
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ from typing import Any, ClassVar, Protocol
 import numpy as np
 import optree
 
-from toolkit.devices import Device, parse_device
 from toolkit.errors import DeviceNotFoundError, DeviceSpecError
-from toolkit.model import Model
-from toolkit.ops import Ops
-from toolkit.optim import Optimizer
-from toolkit.splitting import shard_bounds, split_sizes
-from toolkit.variables import MirroredVariable, Variable
+from toolkit.nn.model import Model
+from toolkit.nn.ops import Ops
+from toolkit.placement.devices import Device, parse_device
+from toolkit.placement.splitting import shard_bounds, split_sizes
+from toolkit.placement.variables import MirroredVariable, Variable
+from toolkit.training.optim import Optimizer
 
 Native = Any  # a backend's array type
 
@@ -35,7 +35,7 @@ class UpdateFn(Protocol):
     def __call__(self, params: Mapping[str, Native], grads: Mapping[str, Native],
                  state: Mapping[str, Mapping[str, Native]], step: Native,
                  device: Device) -> tuple[dict[str, Native], dict[str, dict[str, Native]], Native]:
-        """:meth:`toolkit.optim.Optimizer.update` on ``device``: new parameters, new optimizer state
+        """:meth:`toolkit.training.optim.Optimizer.update` on ``device``: new parameters, new optimizer state
         (``state[slot][param]``) and whether every gradient was finite, left on ``device``."""
 
 
@@ -81,7 +81,7 @@ class Backend(ABC):
 
     @abstractmethod
     def ops(self, dtype: str) -> Ops:
-        """The backend's :class:`~toolkit.ops.Ops` for computations in ``dtype``."""
+        """The backend's :class:`~toolkit.nn.ops.Ops` for computations in ``dtype``."""
 
     @abstractmethod
     def call(self, fn: Callable[..., Any], device: Device, inputs: Mapping[str, Native], dtype: str) -> Any:
@@ -101,7 +101,7 @@ class Backend(ABC):
 
     @abstractmethod
     def _new_variable(self, value: np.ndarray, device: Device, name: str | None) -> Variable:
-        """A backend :class:`~toolkit.variables.Variable` holding ``value`` on ``device``."""
+        """A backend :class:`~toolkit.placement.variables.Variable` holding ``value`` on ``device``."""
 
     @abstractmethod
     def _weighted_sum(self, values: Sequence[Native], weights: Sequence[float], device: Device) -> Native:
@@ -245,7 +245,7 @@ class Backend(ABC):
         """The classic ``make_parallel`` recipe: split every input on axis 0 across ``devices``, run
         ``fn(ops, **shard)`` on each device, and concatenate the outputs on the first device.
 
-        ``fn`` is written with :class:`~toolkit.ops.Ops`; ``ops.dtype`` is the widest floating dtype of the inputs
+        ``fn`` is written with :class:`~toolkit.nn.ops.Ops`; ``ops.dtype`` is the widest floating dtype of the inputs
         (float32 if none is floating). Devices whose shard is empty are not run.
         """
         devices = self.select_devices(devices)

@@ -51,8 +51,8 @@ class BackendSpec:
 REGISTRY: dict[str, BackendSpec] = {
     spec.name: spec
     for spec in (
-        BackendSpec("tensorflow", "backends.tensorflow", ("tensorflow",), ("tensorflow",), "tensorflow"),
-        BackendSpec("aesara", "backends.aesara", ("aesara", "jax"), ("aesara", "jax"), "aesara"),
+        BackendSpec("tensorflow", "toolkit.backends.tensorflow", ("tensorflow",), ("tensorflow",), "tensorflow"),
+        BackendSpec("aesara", "toolkit.backends.aesara", ("aesara", "jax"), ("aesara", "jax"), "aesara"),
     )
 }
 

@@ -13,12 +13,12 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import optree
 
-from backends.aesara.environment import import_framework
-from backends.aesara.ops import AesaraOps
-from backends.aesara.variables import AesaraVariable
 from toolkit import backend as interface
-from toolkit.devices import Device, logical_device_count, parse_device
+from toolkit.backends.aesara.environment import import_framework
+from toolkit.backends.aesara.ops import AesaraOps
+from toolkit.backends.aesara.variables import AesaraVariable
 from toolkit.errors import LogicalDevicesError
+from toolkit.placement.devices import Device, logical_device_count, parse_device
 
 aesara, jax = import_framework()
 

@@ -2,8 +2,8 @@
 collectives on CPU, and a ``jax.pmap`` psum over one device per process for the all-reduce between processes.
 
 Quirks (jax 0.4.30): CPU collectives need ``jax_cpu_collectives_implementation="gloo"`` and one device per process
-(two abort after 30 s, openxla/xla#16430); ``initialize`` waits without a deadline on process 0 when a process
-never joins, so it runs under :func:`toolkit.distributed.bounded`; a gloo all-reduce with a dead peer aborts the
+(two abort after 30 s, openxla/xla#16430); ``initialize`` waits without a deadline on process 0 when a process never
+joins, so it runs under :func:`toolkit.processes.distributed.bounded`; a gloo all-reduce with a dead peer aborts the
 process (a fatal check, not an exception), so every reduction first meets the others at a coordination-service
 barrier, whose timeout names the missing task; and the shutdown at exit waits for every process, so after a lost
 process the toolkit leaves without it.
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from toolkit.distributed import Cluster, DistributedError, beacon, bounded
+from toolkit.processes.distributed import Cluster, DistributedError, beacon, bounded
 
 _state: dict = {}
 #: Seconds JAX's own join deadline exceeds the toolkit's timeout.
@@ -24,11 +24,11 @@ def start(cluster: Cluster) -> None:
     if cluster.devices_per_process not in (None, 1):
         raise DistributedError(f"the Aesara backend runs one device per process across processes (jax 0.4.30's CPU "
                                f"collectives, openxla/xla#16430); got {cluster.devices_per_process} per process")
-    from toolkit.devices import logical_device_count, use_logical_devices
+    from toolkit.placement.devices import logical_device_count, use_logical_devices
 
     if logical_device_count() != 1:
         use_logical_devices(1)
-    from backends.aesara.environment import import_framework
+    from toolkit.backends.aesara.environment import import_framework
 
     _, jax = import_framework()
     jax.config.update("jax_cpu_collectives_implementation", "gloo")

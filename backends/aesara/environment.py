@@ -8,7 +8,7 @@ import os
 import re
 import sys
 
-from toolkit.devices import apply_logical_devices
+from toolkit.placement.devices import apply_logical_devices
 
 _COUNT_FLAG = "--xla_force_host_platform_device_count"
 

@@ -1,6 +1,6 @@
 """Native Aesara training for ``multigpu bench``: a plain ``aesara.function`` training step with ``updates``, as
 Theano users wrote it, on one device, with the JAX linker (``function-jax``) and the C linker (``function-c``).
-Aesara has no multi-device training of its own to compare with (see :mod:`toolkit.bench`).
+Aesara has no multi-device training of its own to compare with (see :mod:`toolkit.command.bench`).
 
 The model's math is the toolkit model's, written with :class:`~backends.aesara.ops.AesaraOps`, whose methods build
 the same Aesara graph a user would; parameters are ``aesara.shared`` variables updated in place by the function.
@@ -12,9 +12,9 @@ import warnings
 
 import numpy as np
 
-from backends.aesara.environment import import_framework
-from backends.aesara.ops import AesaraOps
-from toolkit.bench import Batches
+from toolkit.backends.aesara.environment import import_framework
+from toolkit.backends.aesara.ops import AesaraOps
+from toolkit.command.bench import Batches
 
 aesara, _ = import_framework()
 

@@ -1,12 +1,12 @@
-"""The neutral ops (:class:`toolkit.ops.Ops`) as Aesara graph ops. They build symbolic graphs; the backend
+"""The neutral ops (:class:`toolkit.nn.ops.Ops`) as Aesara graph ops. They build symbolic graphs; the backend
 compiles them with the JAX linker (for devices) or the C linker."""
 
 from __future__ import annotations
 
 import functools
 
-from backends.aesara.environment import import_framework
-from toolkit.ops import Ops, check_padding, check_pool_size, same_padding
+from toolkit.backends.aesara.environment import import_framework
+from toolkit.nn.ops import Ops, check_padding, check_pool_size, same_padding
 
 import_framework()
 

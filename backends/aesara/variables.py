@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from toolkit.variables import Variable
+from toolkit.placement.variables import Variable
 
 
 def describe(value) -> tuple[tuple[int, ...], str]:

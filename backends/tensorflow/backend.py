@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from backends.tensorflow import environment
-from backends.tensorflow.ops import TensorFlowOps
-from backends.tensorflow.variables import TensorFlowVariable
 from toolkit import backend as interface
-from toolkit.devices import Device, logical_device_count, parse_device
+from toolkit.backends.tensorflow import environment
+from toolkit.backends.tensorflow.ops import TensorFlowOps
+from toolkit.backends.tensorflow.variables import TensorFlowVariable
 from toolkit.errors import DeviceParseError, LogicalDevicesError
+from toolkit.placement.devices import Device, logical_device_count, parse_device
 
 tf = environment.import_framework()
 
@@ -59,7 +59,7 @@ class Backend(interface.Backend):
         self._table = []
         with environment.filtered_stderr():  # the first device query starts the runtime, which may log noise
             logical_devices = tf.config.list_logical_devices()
-        from backends.tensorflow.distributed import local_task
+        from toolkit.backends.tensorflow.distributed import local_task
 
         task = local_task()  # across processes TensorFlow also lists the other workers' devices
         for logical in logical_devices:

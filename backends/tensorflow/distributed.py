@@ -2,10 +2,10 @@
 collective all-reduce between the processes (each process averages over its own devices first).
 
 Quirks: the strategy's constructor waits for every worker with no deadline of its own, holding Python's lock, so a
-watchdog process bounds it (:func:`toolkit.distributed.watched`); once the cluster is up, ``list_logical_devices``
-also lists the other workers' devices (the backend keeps this task's); a value handed to ``all_reduce`` must be
-made inside ``strategy.run`` (else "destinations can not be empty"); a dead peer surfaces as an ``OpError`` naming
-``/task:N`` after the collective timeout or the coordination service's missed heartbeats.
+watchdog process bounds it (:func:`toolkit.processes.distributed.watched`); once the cluster is up,
+``list_logical_devices`` also lists the other workers' devices (the backend keeps this task's); a value handed to
+``all_reduce`` must be made inside ``strategy.run`` (else "destinations can not be empty"); a dead peer surfaces as
+an ``OpError`` naming ``/task:N`` after the collective timeout or the coordination service's missed heartbeats.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import os
 
 import numpy as np
 
-from backends.tensorflow import environment
-from toolkit.distributed import Cluster, DistributedError, bounded, watched
+from toolkit.backends.tensorflow import environment
+from toolkit.processes.distributed import Cluster, DistributedError, bounded, watched
 
 _state: dict = {}
 

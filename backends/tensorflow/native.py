@@ -1,5 +1,5 @@
 """Native TensorFlow training for ``multigpu bench``: what a user writes without this toolkit, on the same model,
-parameters, batches and devices (see :mod:`toolkit.bench`).
+parameters, batches and devices (see :mod:`toolkit.command.bench`).
 
 - ``mirrored-ctl``: the custom training loop of TensorFlow's distributed-training guide: ``MirroredStrategy`` over
   the devices, a distributed ``tf.data`` dataset, ``strategy.run`` of a GradientTape step in a ``tf.function``,
@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from backends.tensorflow import environment
-from backends.tensorflow.ops import TensorFlowOps
-from toolkit.bench import Batches
+from toolkit.backends.tensorflow import environment
+from toolkit.backends.tensorflow.ops import TensorFlowOps
+from toolkit.command.bench import Batches
 
 tf = environment.import_framework()
 

@@ -1,9 +1,9 @@
-"""The neutral ops (:class:`toolkit.ops.Ops`) as TensorFlow ops."""
+"""The neutral ops (:class:`toolkit.nn.ops.Ops`) as TensorFlow ops."""
 
 from __future__ import annotations
 
-from backends.tensorflow.environment import import_framework
-from toolkit.ops import Ops, check_padding, check_pool_size
+from toolkit.backends.tensorflow.environment import import_framework
+from toolkit.nn.ops import Ops, check_padding, check_pool_size
 
 tf = import_framework()
 

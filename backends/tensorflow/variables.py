@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from backends.tensorflow.environment import import_framework
-from toolkit.variables import Variable
+from toolkit.backends.tensorflow.environment import import_framework
+from toolkit.placement.variables import Variable
 
 tf = import_framework()
 

@@ -36,7 +36,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from toolkit.errors import ToolkitError
-from toolkit.splitting import shard_bounds, split_sizes
+from toolkit.placement.splitting import shard_bounds, split_sizes
 
 #: Seconds a process waits for the others (to join, and at each step's reduction) before PeerLostError.
 DEFAULT_TIMEOUT = 60.0
@@ -199,7 +199,7 @@ def initialize(backend: str | None = None, *, process_id: int | None = None, num
         BackendUnavailableError: the backend is not installed.
     """
     global _current
-    from toolkit.devices import use_logical_devices
+    from toolkit.placement.devices import use_logical_devices
     from toolkit.registry import REGISTRY
 
     backend = backend or os.environ.get("MULTIGPU_BACKEND")
@@ -326,7 +326,7 @@ def watched(cluster: Cluster, what: str, call: Callable[[], object]):
     this process with SIGKILL."""
     state = json.dumps({"cluster": [cluster.process_id, cluster.num_processes, cluster.coordinator,
                                     list(cluster.workers), cluster.timeout], "what": what, "parent": os.getpid()})
-    watchdog = subprocess.Popen([sys.executable, "-c", "import toolkit.distributed as d; d._watchdog()", state],
+    watchdog = subprocess.Popen([sys.executable, "-c", f"import {__name__} as d; d._watchdog()", state],
                                 stdin=subprocess.PIPE, env={**os.environ, "PYTHONPATH": os.pathsep.join(
                                     p for p in (_ROOT, os.environ.get("PYTHONPATH")) if p)})
     try:
@@ -336,7 +336,7 @@ def watched(cluster: Cluster, what: str, call: Callable[[], object]):
         watchdog.wait()
 
 
-_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # holds toolkit/
 
 
 def _watchdog() -> None:

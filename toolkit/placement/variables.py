@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from toolkit.devices import Device
 from toolkit.errors import DTypeError, ShapeError
+from toolkit.placement.devices import Device
 
 
 def check_value(value: Any, shape: tuple[int, ...], dtype: str, what: str, describe) -> Any:

@@ -94,8 +94,8 @@ class Batches:
 def make_batches(x: np.ndarray, y: np.ndarray, size: int, count: int, seed: int, dtype: str) -> Batches:
     """``count`` batches of ``size`` rows drawn without replacement within each batch; floats cast to ``dtype``,
     integer labels to the toolkit's label dtype."""
-    from toolkit.trainer import LABEL_DTYPE
-    from toolkit.workloads import draw_batches
+    from toolkit.command.workloads import draw_batches
+    from toolkit.training.trainer import LABEL_DTYPE
 
     if isinstance(x, dict):
         raise ValueError("bench supports models with one input array, not a dict of inputs")
@@ -120,7 +120,7 @@ class _ToolkitRunner:
 
 
 def _relative_diff(params: dict, reference: dict) -> float:
-    from toolkit.compare import _max_abs_diff
+    from toolkit.command.compare import _max_abs_diff
 
     scale = max(float(np.max(np.abs(v))) for v in reference.values()) or 1.0
     return _max_abs_diff(reference, {k: np.asarray(v) for k, v in params.items()}) / scale
@@ -129,9 +129,9 @@ def _relative_diff(params: dict, reference: dict) -> float:
 def measure(config: dict[str, Any]) -> list[dict[str, Any]]:
     """One device count's measurements (run in its own process by :func:`run_bench`)."""
     import toolkit
-    from toolkit.optim import SGD
+    from toolkit.command.workloads import load_workload
     from toolkit.registry import REGISTRY
-    from toolkit.workloads import load_workload
+    from toolkit.training.optim import SGD
 
     n, dtype, lr, steps, seed = config["devices"], config["dtype"], config["lr"], config["steps"], config["seed"]
     toolkit.use_logical_devices(n)
@@ -227,7 +227,7 @@ def machine() -> dict[str, Any]:
 
 def run_bench(config: dict[str, Any], timeout: float, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Measure every device count of ``config["devices"]``, each in a fresh process; the results dict."""
-    root = str(Path(__file__).resolve().parent.parent)
+    root = str(Path(__file__).resolve().parents[2])  # the folder holding toolkit/
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.getcwd(), os.environ.get("PYTHONPATH"))
                                                        if p)}
     runs = []
@@ -235,7 +235,7 @@ def run_bench(config: dict[str, Any], timeout: float, progress: Callable[[str], 
         if progress:
             progress(f"{n} device(s)")
         worker = {**config, "devices": n}
-        command = [sys.executable, "-m", "toolkit.bench", json.dumps(worker)]
+        command = [sys.executable, "-m", "toolkit.command.bench", json.dumps(worker)]
         try:
             done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
         except subprocess.TimeoutExpired as error:

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from toolkit.ops import Ops, Tensor
+from toolkit.nn.ops import Ops, Tensor
 
 InitFn = Callable[[np.random.Generator], Mapping[str, np.ndarray]]
 ForwardFn = Callable[[Ops, Mapping[str, Tensor], Tensor], Any]
@@ -21,7 +21,7 @@ class Model:
 
     Args:
         init: ``init(rng) -> {name: numpy array}``; ``rng`` is a ``numpy.random.Generator``.
-        forward: ``forward(ops, params, x) -> outputs``, written with :class:`toolkit.ops.Ops` and Python arithmetic.
+        forward: ``forward(ops, params, x) -> outputs``, written with :class:`toolkit.nn.ops.Ops` and Python arithmetic.
         loss: ``loss(ops, outputs, y) -> per-example losses`` (shape ``[batch]``); training minimises their mean.
         name: shown in reports; defaults to the forward function's name.
 

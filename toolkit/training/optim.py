@@ -1,4 +1,4 @@
-"""Optimizers, with their update math written once against :class:`toolkit.ops.Ops`.
+"""Optimizers, with their update math written once against :class:`toolkit.nn.ops.Ops`.
 
 Each backend compiles :meth:`Optimizer.apply` into its own graph, so both backends run the same arithmetic in the
 same order. The formulas follow Keras (``keras.optimizers``) so results can be checked against it:
@@ -15,7 +15,7 @@ import math
 from abc import ABC, abstractmethod
 from typing import ClassVar
 
-from toolkit.ops import Ops, Tensor
+from toolkit.nn.ops import Ops, Tensor
 
 
 def _check(name: str, value: float, low: float, high: float = math.inf, *, low_open: bool = False) -> float:

@@ -1,6 +1,6 @@
 """Data-parallel training: one replica of the parameters per device, a global batch split across them.
 
-A step (the rest is :class:`toolkit.trainer.Trainer`'s):
+A step (the rest is :class:`toolkit.training.trainer.Trainer`'s):
 
 1. split the checked global batch into shards (:func:`toolkit.split_sizes`) and place each on its device;
 2. on each device with a non-empty shard, the mean loss and its gradient against that device's replica;
@@ -17,14 +17,14 @@ from typing import Any
 import numpy as np
 import optree
 
-from toolkit import distributed
 from toolkit.backend import Backend
 from toolkit.errors import ToolkitError
-from toolkit.model import Model
-from toolkit.optim import Optimizer
+from toolkit.nn.model import Model
+from toolkit.placement.splitting import shard_bounds, split_sizes
+from toolkit.processes import distributed
 from toolkit.registry import REGISTRY
-from toolkit.splitting import shard_bounds, split_sizes
-from toolkit.trainer import DTYPES, LABEL_DTYPE, NAN_POLICIES, Trainer
+from toolkit.training.optim import Optimizer
+from toolkit.training.trainer import DTYPES, LABEL_DTYPE, NAN_POLICIES, Trainer
 
 __all__ = ["DTYPES", "LABEL_DTYPE", "NAN_POLICIES", "DataParallel"]
 
@@ -36,7 +36,7 @@ class DataParallel(Trainer):
         model: the :class:`~toolkit.Model`.
         backend: a backend object or name (``"tensorflow"``, ``"aesara"``).
         devices: any :meth:`~toolkit.backend.Backend.select_devices` spec: ``"all"``, an int, ``"gpu:0,gpu:1"``, ...
-        optimizer: a :mod:`toolkit.optim` optimizer.
+        optimizer: a :mod:`toolkit.training.optim` optimizer.
         dtype: ``"float32"`` or ``"float64"``; parameters and floating inputs are cast to it.
         seed: seeds :attr:`rng`, which draws the initial parameters: the same seed gives the same parameters on
             every backend.

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from toolkit import layers
 from toolkit.datasets import digits
-from toolkit.model import Model
-from toolkit.models import mlp, sparse_softmax_cross_entropy
+from toolkit.nn import layers
+from toolkit.nn.model import Model
+from toolkit.nn.models import mlp, sparse_softmax_cross_entropy
 
 
 @dataclass(frozen=True)

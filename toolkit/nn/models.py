@@ -1,4 +1,4 @@
-"""Built-in models, written once with :class:`toolkit.ops.Ops`: they run unchanged on every backend."""
+"""Built-in models, written once with :class:`toolkit.nn.ops.Ops`: they run unchanged on every backend."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from toolkit.model import Model
+from toolkit.nn.model import Model
 
 ACTIVATIONS = ("relu", "tanh", "sigmoid")
 

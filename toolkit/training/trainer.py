@@ -22,7 +22,6 @@ from typing import Any
 import numpy as np
 
 from toolkit.backend import Backend
-from toolkit.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from toolkit.errors import (
     CheckpointError,
     ComputeError,
@@ -32,9 +31,10 @@ from toolkit.errors import (
     ShapeError,
     ToolkitError,
 )
-from toolkit.model import Model
-from toolkit.optim import Optimizer
+from toolkit.nn.model import Model
 from toolkit.registry import get_backend
+from toolkit.training.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
+from toolkit.training.optim import Optimizer
 
 #: Floating dtypes a trainer computes in.
 DTYPES = ("float32", "float64")

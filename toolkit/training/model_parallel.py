@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolkit.backend import Backend
-from toolkit.devices import Device
 from toolkit.errors import DeviceSpecError, ParamsError, ShapeError
-from toolkit.model import InitFn, LossFn, Model
-from toolkit.ops import Ops, Tensor
-from toolkit.optim import Optimizer
-from toolkit.trainer import Trainer
+from toolkit.nn.model import InitFn, LossFn, Model
+from toolkit.nn.ops import Ops, Tensor
+from toolkit.placement.devices import Device
+from toolkit.training.optim import Optimizer
+from toolkit.training.trainer import Trainer
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,7 @@ class Part:
 
     Args:
         name: unique within the model; later parts refer to this part's output by it.
-        fn: ``fn(ops, params, *inputs) -> array``, written with :class:`toolkit.ops.Ops`; ``params`` holds only the
+        fn: ``fn(ops, params, *inputs) -> array``, written with :class:`toolkit.nn.ops.Ops`; ``params`` holds only the
             parameters named in ``params``.
         inputs: names of data inputs or of earlier parts, passed to ``fn`` in this order.
         params: names of the parameters ``fn`` reads.
@@ -120,7 +120,7 @@ class ModelParallel(Trainer):
     Args:
         model: the :class:`PartedModel`.
         backend: a backend object or name.
-        optimizer: a :mod:`toolkit.optim` optimizer.
+        optimizer: a :mod:`toolkit.training.optim` optimizer.
         devices: ``{part name: device}`` for parts to place elsewhere than their ``Part.device``.
         dtype, seed, nan_policy: as for :class:`~toolkit.DataParallel`.
 

@@ -1,4 +1,4 @@
-"""Layers written once with :class:`toolkit.ops.Ops`: the same arithmetic on every backend.
+"""Layers written once with :class:`toolkit.nn.ops.Ops`: the same arithmetic on every backend.
 
 Each layer is an ``*_init(rng, ...)`` returning a dict of NumPy arrays (Keras' default initialisers) and a function
 ``layer(ops, params, x)``. Parameter dicts are flat; ``prefix`` keeps the names of several layers apart.

@@ -35,9 +35,9 @@ def _backends(text: str) -> list[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from toolkit.compare import OPTIMIZERS
+    from toolkit.command.compare import OPTIMIZERS
+    from toolkit.command.workloads import WORKLOADS
     from toolkit.registry import available_backends
-    from toolkit.workloads import WORKLOADS
 
     parser = argparse.ArgumentParser(prog="multigpu", description="Compare TensorFlow and Aesara on several devices.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -133,8 +133,8 @@ def _devices(args) -> int:
 def _prepare(args) -> Any:
     """Check the request before any framework starts; returns the workload."""
     import toolkit
-    from toolkit.devices import logical_device_count
-    from toolkit.workloads import load_workload
+    from toolkit.command.workloads import load_workload
+    from toolkit.placement.devices import logical_device_count
 
     if args.steps < 1 or args.batch < 1:
         raise ValueError(f"--steps and --batch must be >= 1, got {args.steps} and {args.batch}")
@@ -151,7 +151,7 @@ def _prepare(args) -> Any:
 
 def _run(args, workload) -> dict[str, Any]:
     from toolkit import __version__
-    from toolkit.compare import run_comparison
+    from toolkit.command.compare import run_comparison
 
     config = {"model": args.model, "backends": args.backends, "devices": args.devices, "dtype": args.dtype,
               "optimizer": args.optimizer, "lr": args.lr, "steps": args.steps, "batch": args.batch, "seed": args.seed}
@@ -171,7 +171,7 @@ def _run(args, workload) -> dict[str, Any]:
 
 
 def _compare(args) -> int:
-    from toolkit.plots import write_plots
+    from toolkit.command.plots import write_plots
 
     results = _run(args, _prepare(args))
     public = {**results, "runs": [{k: v for k, v in run.items() if k != "params"} for run in results["runs"]]}
@@ -218,9 +218,9 @@ def _print_table(results: dict[str, Any]) -> None:
 def _parity(args) -> int:
     import numpy as np
 
-    from toolkit.compare import OPTIMIZERS
-    from toolkit.parallel import DataParallel
+    from toolkit.command.compare import OPTIMIZERS
     from toolkit.tolerances import parity_bound
+    from toolkit.training.data_parallel import DataParallel
 
     if len(args.backends) != 2:
         raise ValueError(f"parity compares two backends, got {args.backends}")
@@ -258,10 +258,10 @@ def _parity(args) -> int:
 
 
 def _bench(args) -> int:
-    from toolkit.bench import run_bench
+    from toolkit.command.bench import run_bench
+    from toolkit.command.workloads import load_workload
     from toolkit.errors import BackendUnavailableError
     from toolkit.registry import REGISTRY
-    from toolkit.workloads import load_workload
 
     for name, value in (("--steps", args.steps), ("--rounds", args.rounds), ("--batch", args.batch)):
         if value < 1:
@@ -296,7 +296,7 @@ def _print_bench(results: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from toolkit.bench import LABELS
+    from toolkit.command.bench import LABELS
 
     config, machine = results["config"], results["machine"]
     console = Console(width=None if sys.stdout.isatty() else 150)
@@ -328,7 +328,7 @@ def _print_bench(results: dict[str, Any]) -> None:
 
 
 def _launch(args) -> int:
-    from toolkit.launch import launch
+    from toolkit.processes.launch import launch
 
     command = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
     return launch(command, args.processes, args.devices_per_process, args.backend, args.timeout)

@@ -22,10 +22,10 @@ from typing import Any
 
 import numpy as np
 
-from toolkit.models import accuracy
-from toolkit.optim import SGD, Adam, Optimizer, RMSprop
-from toolkit.parallel import DataParallel
-from toolkit.workloads import Workload, draw_batches
+from toolkit.command.workloads import Workload, draw_batches
+from toolkit.nn.models import accuracy
+from toolkit.training.data_parallel import DataParallel
+from toolkit.training.optim import SGD, Adam, Optimizer, RMSprop
 
 SCHEMA = "multigpu-toolkit/compare"
 SCHEMA_VERSION = 1

@@ -1,5 +1,6 @@
 """``multigpu launch``: start N processes of one job on this machine (127.0.0.1), with the environment
-:func:`toolkit.distributed.initialize` reads, stream their output with a ``[k]`` prefix, and fail if any fails.
+:func:`toolkit.processes.distributed.initialize` reads, stream their output with a ``[k]`` prefix, and fail if
+any fails.
 
 Each process gets ``MULTIGPU_NUM_PROCESSES``, ``MULTIGPU_PROCESS_ID``, ``MULTIGPU_COORDINATOR`` and
 ``MULTIGPU_WORKERS`` (free ports on 127.0.0.1), ``MULTIGPU_TIMEOUT``, and, when asked,
@@ -8,7 +9,7 @@ Each process gets ``MULTIGPU_NUM_PROCESSES``, ``MULTIGPU_PROCESS_ID``, ``MULTIGP
 framework's runtime themselves.
 
 When a process fails, the others are given the job's timeout plus :data:`GRACE` seconds to stop by themselves (they
-raise :class:`~toolkit.distributed.PeerLostError` naming it); any still running then is killed.
+raise :class:`~toolkit.processes.distributed.PeerLostError` naming it); any still running then is killed.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import threading
 import time
 from collections.abc import Sequence
 
-from toolkit.distributed import DistributedError
+from toolkit.processes.distributed import DistributedError
 
 #: Seconds beyond the job's timeout that the other processes get to stop by themselves after one failed.
 GRACE = 15.0
