@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -57,11 +58,15 @@ def test_compare_writes_table_json_and_plots(tmp_path, capsys):
 
 
 def test_compare_json_and_quiet_on_one_backend(tmp_path, capsys, backend_name):
-    assert main(["compare", "--backends", backend_name, "--model", "polynomial", "--devices", "2", "--steps", "2",
-                 "--json", "--out", str(tmp_path)]) == 0
+    argv = ["compare", "--backends", backend_name, "--model", "polynomial", "--devices", "2", "--steps", "2"]
+    assert main([*argv, "--json", "--out", str(tmp_path)]) == 0
     results = json.loads(capsys.readouterr().out)
     assert results["divergence"] == [] and results["runs"][0]["accuracy"] is None
     assert (tmp_path / "step_time.png").exists() and not (tmp_path / "divergence.png").exists()
+    assert main([*argv, "--quiet", "--out", str(tmp_path / "quiet")]) == 0
+    printed = capsys.readouterr().out.strip().splitlines()
+    assert printed == [f"wrote {tmp_path / 'quiet' / 'results.json'} and {tmp_path / 'quiet' / 'loss.png'} and "
+                       f"{tmp_path / 'quiet' / 'step_time.png'}"]
 
 
 @needs_all_backends
@@ -116,8 +121,44 @@ def test_bad_requests_are_one_line_and_exit_2(argv, words, capsys, tmp_path):
     assert words in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
-def test_bad_arguments_exit_2(capsys):
+@pytest.mark.parametrize("argv, words", [
+    (["compare", "--devices", "1,x"], "multigpu compare: error: argument --devices: expected distinct device counts"),
+    (["compare", "--devices", "2048"], "from 1 to 64"),
+    (["bench", "--dtype", "float16"], "multigpu bench: error: argument --dtype: invalid choice: 'float16'"),
+    (["compare", "--no-such-option"], "unrecognized arguments: --no-such-option"),
+    ([], "multigpu: error: the following arguments are required: command"),
+])
+def test_bad_arguments_are_one_line_and_exit_2(argv, words, capsys):
     with pytest.raises(SystemExit) as info:
-        main(["compare", "--devices", "1,x"])
+        main(argv)
     assert info.value.code == 2
-    assert "expected distinct device counts" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert words in err and len(err.strip().splitlines()) == 1 and "usage:" not in err
+
+
+@pytest.mark.parametrize("command", ["compare", "bench"])
+def test_an_unusable_out_folder_is_refused_before_anything_runs(command, tmp_path, capsys, monkeypatch):
+    import toolkit.command.main as cli
+
+    monkeypatch.setattr(cli, "_run", lambda *a: pytest.fail("trained despite a bad --out"))
+    monkeypatch.setattr("toolkit.command.bench.run_bench", lambda *a, **k: pytest.fail("measured despite a bad --out"))
+    existing = tmp_path / "results.json"
+    existing.write_text("{}")
+    for out, words in ((existing, "is a file; expected a folder"), ("/dev/null/x", "cannot make the folder")):
+        assert main([command, "--out", str(out), "--devices", "1"]) == 2
+        err = capsys.readouterr().err
+        assert words in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert existing.read_text() == "{}"
+
+
+@pytest.mark.parametrize("command", ["devices", "compare", "parity", "bench", "launch"])
+def test_help_describes_every_option(command, capsys):
+    with pytest.raises(SystemExit) as info:
+        main([command, "--help"])
+    assert info.value.code == 0
+    import toolkit.command.main as cli
+
+    sub = next(a for a in cli.build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices[command]
+    undocumented = [a.option_strings for a in sub._actions if a.option_strings and not a.help]
+    assert undocumented == []
+    assert capsys.readouterr().out.startswith(f"usage: multigpu {command}")

@@ -1,20 +1,30 @@
 """The ``multigpu`` command (also ``python -m toolkit``): devices, compare, parity, bench, launch.
 
-Errors in what the user typed (an unknown model, a bad device list, too few devices) are one line on stderr and
-exit status 2; a parity failure is exit status 1 with a readable diff.
+Errors in what the user typed (a malformed option, an unknown model, a bad device list, too few devices, an output
+folder that cannot be written) are one line on stderr and exit status 2, before anything runs; a parity failure is
+exit status 1 with a readable diff.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from toolkit.errors import ToolkitError
+from toolkit.placement.devices import MAX_LOGICAL_DEVICES
 
 EXIT_OK, EXIT_PARITY_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with its errors on one line (argparse prints the whole usage first); ``--help`` still shows it."""
+
+    def error(self, message: str):
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def _device_counts(text: str) -> list[int]:
@@ -22,8 +32,9 @@ def _device_counts(text: str) -> list[int]:
         counts = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
         counts = []
-    if not counts or min(counts) < 1 or len(set(counts)) != len(counts):
-        raise argparse.ArgumentTypeError(f"expected distinct device counts >= 1 like 1,2,4; got {text!r}")
+    if not counts or not 1 <= min(counts) <= max(counts) <= MAX_LOGICAL_DEVICES or len(set(counts)) != len(counts):
+        raise argparse.ArgumentTypeError(f"expected distinct device counts from 1 to {MAX_LOGICAL_DEVICES} like "
+                                         f"1,2,4; got {text!r}")
     return counts
 
 
@@ -39,12 +50,12 @@ def build_parser() -> argparse.ArgumentParser:
     from toolkit.command.workloads import WORKLOADS
     from toolkit.registry import available_backends
 
-    parser = argparse.ArgumentParser(prog="multigpu", description="Compare TensorFlow and Aesara on several devices.")
+    parser = _Parser(prog="multigpu", description="Compare TensorFlow and Aesara on several devices.")
     commands = parser.add_subparsers(dest="command", required=True)
 
     devices = commands.add_parser("devices", help="the devices each installed backend sees")
     devices.add_argument("--logical", type=int, default=None, help="make this many logical CPU devices first")
-    devices.add_argument("--json", action="store_true")
+    devices.add_argument("--json", action="store_true", help="print the table as JSON")
 
     def run_options(sub, devices_default: str, steps_default: int) -> None:
         sub.add_argument("--model", default="digits-mlp", help=f"{', '.join(WORKLOADS)} or module:function")
@@ -52,22 +63,27 @@ def build_parser() -> argparse.ArgumentParser:
                          help="comma-separated (default: every installed backend)")
         sub.add_argument("--devices", type=_device_counts, default=_device_counts(devices_default),
                          help=f"device counts, comma-separated (default {devices_default})")
-        sub.add_argument("--dtype", choices=["float32", "float64"], default="float32")
-        sub.add_argument("--optimizer", choices=list(OPTIMIZERS), default="adam")
-        sub.add_argument("--lr", type=float, default=0.01)
-        sub.add_argument("--steps", type=int, default=steps_default)
-        sub.add_argument("--batch", type=int, default=128, help="global batch size")
-        sub.add_argument("--seed", type=int, default=0)
-        sub.add_argument("--quiet", action="store_true", help="no progress bar, no table")
+        sub.add_argument("--dtype", choices=["float32", "float64"], default=sub.get_default("dtype") or "float32",
+                         help="the computation dtype (default %(default)s)")
+        sub.add_argument("--optimizer", choices=list(OPTIMIZERS), default="adam",
+                         help="the optimizer (default %(default)s)")
+        sub.add_argument("--lr", type=float, default=0.01, help="learning rate (default %(default)s)")
+        sub.add_argument("--steps", type=int, default=steps_default,
+                         help="training steps per backend and device count (default %(default)s)")
+        sub.add_argument("--batch", type=int, default=128, help="global batch size (default %(default)s)")
+        sub.add_argument("--seed", type=int, default=0,
+                         help="seeds the initial parameters and the batches (default %(default)s)")
+        sub.add_argument("--quiet", action="store_true", help="no progress bar, no table: one line at the end")
         sub.add_argument("--json", action="store_true", help="print the results as JSON on stdout")
 
     compare = commands.add_parser("compare", help="train one model on every backend and device count, report")
     run_options(compare, "1,2,4", 30)
-    compare.add_argument("--out", type=Path, default=Path("results"), help="folder for results.json and the plots")
+    compare.add_argument("--out", type=Path, default=Path("results"),
+                         help="folder for results.json and the plots (default %(default)s)")
 
     parity = commands.add_parser("parity", help="exit 1 with a diff when the backends disagree beyond tolerance")
-    run_options(parity, "2", 10)
     parity.set_defaults(dtype="float64")
+    run_options(parity, "2", 10)
 
     bench = commands.add_parser("bench", help="step time of the toolkit against native TensorFlow and Aesara code")
     bench.add_argument("--model", default="digits-mlp", help=f"{', '.join(WORKLOADS)} or module:function")
@@ -75,15 +91,20 @@ def build_parser() -> argparse.ArgumentParser:
                        help="comma-separated (default: every installed backend)")
     bench.add_argument("--devices", type=_device_counts, default=_device_counts("1,2,4"),
                        help="device counts, comma-separated (default 1,2,4); each is measured in its own process")
-    bench.add_argument("--dtype", choices=["float32", "float64"], default="float32")
-    bench.add_argument("--lr", type=float, default=0.05, help="SGD learning rate")
-    bench.add_argument("--batch", type=int, default=256, help="global batch size")
-    bench.add_argument("--steps", type=int, default=32, help="steps per round, on as many distinct batches")
-    bench.add_argument("--rounds", type=int, default=7, help="rounds; a step time is the median over them")
-    bench.add_argument("--seed", type=int, default=0)
-    bench.add_argument("--timeout", type=float, default=900.0, help="seconds allowed per device count")
-    bench.add_argument("--out", type=Path, default=Path("results"), help="folder for bench.json")
-    bench.add_argument("--quiet", action="store_true", help="no progress bar, no tables")
+    bench.add_argument("--dtype", choices=["float32", "float64"], default="float32",
+                       help="the computation dtype (default %(default)s)")
+    bench.add_argument("--lr", type=float, default=0.05, help="SGD learning rate (default %(default)s)")
+    bench.add_argument("--batch", type=int, default=256, help="global batch size (default %(default)s)")
+    bench.add_argument("--steps", type=int, default=32,
+                       help="steps per round, on as many distinct batches (default %(default)s)")
+    bench.add_argument("--rounds", type=int, default=7,
+                       help="rounds; a step time is the median over them (default %(default)s)")
+    bench.add_argument("--seed", type=int, default=0,
+                       help="seeds the initial parameters and the batches (default %(default)s)")
+    bench.add_argument("--timeout", type=float, default=900.0,
+                       help="seconds allowed per device count (default %(default)s)")
+    bench.add_argument("--out", type=Path, default=Path("results"), help="folder for bench.json (default %(default)s)")
+    bench.add_argument("--quiet", action="store_true", help="no progress bar, no tables: one line at the end")
     bench.add_argument("--json", action="store_true", help="print the results as JSON on stdout")
 
     launch = commands.add_parser("launch", help="run a command as N processes of one job on this machine",
@@ -138,6 +159,8 @@ def _prepare(args) -> Any:
 
     if args.steps < 1 or args.batch < 1:
         raise ValueError(f"--steps and --batch must be >= 1, got {args.steps} and {args.batch}")
+    if getattr(args, "out", None) is not None:
+        _check_out(args.out)
     unknown = [name for name in args.backends if name not in toolkit.registry.REGISTRY]
     if unknown:
         raise ValueError(f"unknown backend(s) {unknown}; known: {', '.join(toolkit.registry.REGISTRY)}")
@@ -179,19 +202,33 @@ def _compare(args) -> int:
     return _emit(args, "results.json", public, lambda: _print_table(results), [str(p) for p in plots])
 
 
+def _check_out(folder: Path) -> None:
+    """Make sure the results can be written, before anything trains: the folder exists (made now) and is writable."""
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"--out {folder} is a file; expected a folder for the results")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ValueError(f"--out {folder}: cannot make the folder ({error.strerror})") from error
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ValueError(f"--out {folder}: the folder is not writable")
+
+
 def _out(args) -> Path:
     args.out.mkdir(parents=True, exist_ok=True)
     return args.out
 
 
 def _emit(args, filename: str, results: dict[str, Any], show, also: list[str] = ()) -> int:
-    """Write the results to ``--out``, then print them as JSON (``--json``), or ``show()`` them unless ``--quiet``."""
+    """Write the results to ``--out``, then print them as JSON (``--json``), or ``show()`` them, then one line that
+    says where they went (that line alone with ``--quiet``)."""
     (_out(args) / filename).write_text(json.dumps(results, indent=2))
     if args.json:
         print(json.dumps(results))
-    elif not args.quiet:
+        return EXIT_OK
+    if not args.quiet:
         show()
-        print(f"wrote {' and '.join([str(args.out / filename), *also])}")
+    print(f"wrote {' and '.join([str(args.out / filename), *also])}")
     return EXIT_OK
 
 
@@ -268,6 +305,7 @@ def _bench(args) -> int:
             raise ValueError(f"{name} must be >= 1, got {value}")
     if not args.timeout > 0:
         raise ValueError(f"--timeout must be > 0 seconds, got {args.timeout}")
+    _check_out(args.out)
     for name in args.backends:
         if name not in REGISTRY:
             raise ValueError(f"unknown backend {name!r}; known: {', '.join(REGISTRY)}")

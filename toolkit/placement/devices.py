@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from toolkit.errors import DeviceParseError, LogicalDevicesError
+from toolkit.errors import DeviceParseError, DeviceSpecError, LogicalDevicesError
 
 #: Device kinds the toolkit knows. A backend maps each to its framework's name (TensorFlow "GPU", JAX "gpu"/"cuda").
 KINDS = ("cpu", "gpu")
@@ -78,6 +78,11 @@ def parse_device(text: str | Device) -> Device:
 
 _logical_cpu_count: int | None = None
 
+#: The most logical CPU devices one process may ask for. Each is a full device of the framework, with its own thread
+#: pools and executor; on the 2-core CI machine 2,048 of them took 75 s to start and gave nothing back, since they share
+#: the same cores. 64 covers every multi-GPU host (8 or 16 GPUs) with room to spare.
+MAX_LOGICAL_DEVICES = 64
+
 
 def use_logical_devices(n: int) -> None:
     """Give this process ``n`` logical CPU devices in every backend, for multi-device runs on one machine.
@@ -86,13 +91,13 @@ def use_logical_devices(n: int) -> None:
     later pick the setting up; a framework already loaded is configured now.
 
     Raises:
-        ValueError: ``n`` is not an int >= 1.
+        DeviceSpecError: (a ``ValueError``) ``n`` is not an int from 1 to :data:`MAX_LOGICAL_DEVICES`.
         LogicalDevicesError: (a ``RuntimeError``) a framework has already fixed its devices to another count;
             the message names it. Call ``use_logical_devices`` at the top of the program, or in a fresh process.
     """
     global _logical_cpu_count
-    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-        raise ValueError(f"use_logical_devices(n) needs an int n >= 1, got {n!r}")
+    if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= MAX_LOGICAL_DEVICES:
+        raise DeviceSpecError(f"use_logical_devices(n) needs an int n from 1 to {MAX_LOGICAL_DEVICES}, got {n!r}")
     from toolkit.registry import REGISTRY  # deferred: the registry imports the errors this module uses
 
     environments = [spec.environment() for spec in REGISTRY.values()]
@@ -131,5 +136,6 @@ def logical_device_count() -> int | None:
     return _logical_cpu_count
 
 
-__all__ = ["ACCEPTED_FORMS", "KINDS", "Device", "apply_logical_devices", "logical_device_count", "parse_device",
+__all__ = ["ACCEPTED_FORMS", "KINDS", "MAX_LOGICAL_DEVICES", "Device", "apply_logical_devices", "logical_device_count",
+           "parse_device",
            "use_logical_devices"]
