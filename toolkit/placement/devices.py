@@ -137,5 +137,4 @@ def logical_device_count() -> int | None:
 
 
 __all__ = ["ACCEPTED_FORMS", "KINDS", "MAX_LOGICAL_DEVICES", "Device", "apply_logical_devices", "logical_device_count",
-           "parse_device",
-           "use_logical_devices"]
+           "parse_device", "use_logical_devices"]
