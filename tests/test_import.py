@@ -15,12 +15,14 @@ from tests.conftest import INSTALLED, needs_all_backends
 FRAMEWORKS = ("tensorflow", "aesara", "jax", "jaxlib")
 
 
-def run_python(code: str) -> subprocess.CompletedProcess:
-    """Run ``code`` in a fresh interpreter, without the logical-device and quiet settings this process made."""
+def run_python(code: str, stdin: bool = False) -> subprocess.CompletedProcess:
+    """Run ``code`` in a fresh interpreter (``python -c``, or piped to ``python -`` with ``stdin``), without the
+    logical-device and quiet settings this process made."""
     env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "AESARA_FLAGS", "TF_CPP_MIN_LOG_LEVEL",
                                                              "TF_ENABLE_ONEDNN_OPTS")}
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
-                          timeout=300, env=env)
+    code = textwrap.dedent(code)
+    argv = [sys.executable, "-"] if stdin else [sys.executable, "-c", code]
+    return subprocess.run(argv, input=code if stdin else None, capture_output=True, text=True, timeout=300, env=env)
 
 
 def test_import_toolkit_imports_no_framework():
@@ -34,6 +36,45 @@ def test_import_toolkit_imports_no_framework():
     """)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == []
+
+
+def test_public_submodules_are_attributes_of_a_plain_import():
+    result = run_python(f"""
+        import json, sys
+        import toolkit
+        toolkit.models.mlp([4, 3]); toolkit.layers.dense; toolkit.datasets.digits; toolkit.optim.Adam(0.1)
+        toolkit.distributed.process_slice; toolkit.ops.Ops; toolkit.tolerances.FLOAT64_ATOL; toolkit.workloads.WORKLOADS
+        from toolkit import layers, models, optim, distributed
+        assert set(toolkit.SUBMODULES) <= set(dir(toolkit))
+        try:
+            toolkit.no_such_thing
+        except AttributeError as error:
+            print(error)
+        print(json.dumps([m for m in {FRAMEWORKS!r} if m in sys.modules]))
+    """)
+    assert result.returncode == 0, result.stderr
+    error, frameworks = result.stdout.strip().splitlines()
+    assert error == "module 'toolkit' has no attribute 'no_such_thing'" and json.loads(frameworks) == []
+
+
+def test_a_model_typed_into_stdin_trains_quietly(backend_name):
+    # Functions typed into a REPL or piped through stdin have no source file; TensorFlow's AutoGraph used to warn
+    # about each one it could not read (8 to 16 lines per model).
+    result = run_python(f"""
+        import numpy as np
+        import toolkit
+        toolkit.use_logical_devices(2)
+        model = toolkit.Model(lambda rng: {{"w": rng.normal(size=(4, 3))}},
+                              lambda ops, p, x: ops.matmul(x, p["w"]),
+                              lambda ops, out, y: -ops.sum(ops.one_hot(y, 3) * ops.log_softmax(out), axis=-1))
+        trainer = toolkit.DataParallel(model, "{backend_name}", 2, toolkit.optim.SGD(0.1))
+        x, y = np.random.default_rng(0).normal(size=(8, 4)), np.arange(8) % 3
+        print(trainer.step(x, y) > trainer.step(x, y))
+        print(trainer.backend.make_parallel(lambda ops, x: ops.relu(x), 2, x=x).shape)
+    """, stdin=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["True", "(8,", "4)"]
+    assert result.stderr == ""
 
 
 @pytest.mark.skipif("tensorflow" not in INSTALLED, reason="needs tensorflow")

@@ -15,6 +15,18 @@ from toolkit.placement.devices import Device, logical_device_count, parse_device
 tf = environment.import_framework()
 
 
+def _traced(fn):
+    """``fn`` as a ``tf.function`` that traces it as plain Python. Model code is written against the neutral ops,
+    with Python control flow on Python values only, so AutoGraph has nothing to convert; left on, it reads each
+    function's source and warns for every one it cannot find (code typed into a REPL, piped through stdin, lambdas).
+    TensorFlow's frequent-retracing warning counts traces per code object, and every per-device function shares one
+    body's code, so each new device or model looked like a retrace; each function traces once per input signature,
+    and reduce_retracing bounds that. Keras silences its own functions the same way."""
+    function = tf.function(fn, reduce_retracing=True, autograph=False)
+    function._omit_frequent_tracing_warning = True
+    return function
+
+
 class _PerDevice:
     """One ``tf.function`` per device, made on first use. The ``tf.device`` scope sits inside the traced body, so
     every op of the function is pinned to its device whatever the caller's scope; the call is made under the same
@@ -32,11 +44,7 @@ class _PerDevice:
                 with tf.device(name):
                     return self._body(*inner)
 
-            function = self._functions[device] = tf.function(placed, reduce_retracing=True)
-            # TensorFlow's frequent-retracing warning counts traces per code object, and every per-device function
-            # shares `placed`'s code, so each new device or model looked like a retrace. Each function traces once
-            # per input signature, and reduce_retracing bounds that; Keras silences its own functions the same way.
-            function._omit_frequent_tracing_warning = True
+            function = self._functions[device] = _traced(placed)
         with tf.device(self._backend.native_name(device)):
             return function(*args)
 
@@ -193,8 +201,7 @@ class Backend(interface.Backend):
                 written = tf.cond(finite, write, lambda: tf.constant(False))
             return loss, written
 
-        function = tf.function(step_fn, reduce_retracing=True)
-        function._omit_frequent_tracing_warning = True  # see _PerDevice
+        function = _traced(step_fn)
 
         def run(indices, xs, ys, weights, step):
             with tf.device(home):  # indices are Python ints: one trace per pattern of non-empty shards
@@ -223,8 +230,7 @@ class Backend(interface.Backend):
                 grads = tape.gradient(loss, params)
                 return loss, {k: tf.zeros_like(params[k]) if g is None else g for k, g in grads.items()}
 
-            function = tf.function(loss_and_gradients, reduce_retracing=True)
-            function._omit_frequent_tracing_warning = True  # see _PerDevice
+            function = _traced(loss_and_gradients)
 
             def run(params, inputs, y):
                 # A function's outputs come back on the calling device (here the loss's); each gradient then makes
