@@ -19,12 +19,13 @@ toolkit.use_logical_devices(MAX_DEVICES)
 INSTALLED = set(toolkit.available_backends())
 
 
-def _skip_unless_installed(name: str):
+def needs_backend(name: str):
+    """Skips a test when backend ``name`` is not installed, with the command that installs it."""
     return pytest.mark.skipif(name not in INSTALLED,
                               reason=f"backend {name} is not installed ({REGISTRY[name].install_command})")
 
 
-BACKEND_PARAMS = [pytest.param(name, marks=_skip_unless_installed(name), id=name) for name in REGISTRY]
+BACKEND_PARAMS = [pytest.param(name, marks=needs_backend(name), id=name) for name in REGISTRY]
 
 #: Marks a test that needs every backend installed. It also gets the ``parity`` marker, so the nox session that
 #: installs both backends (``-m parity``) runs it and the single-backend sessions (``-m "not parity"``) leave it out.

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 import toolkit
-from tests.conftest import INSTALLED
+from tests.conftest import needs_backend
 from tests.helpers import SMALL_MLP, batch, check_fused_step_follows_outside_writes, max_abs_diff
 from toolkit.tolerances import FLOAT64_ATOL
 
-pytestmark = pytest.mark.skipif("aesara" not in INSTALLED, reason="backend aesara is not installed")
+pytestmark = needs_backend("aesara")
 
 
 def test_c_linker_matches_jax_linker():

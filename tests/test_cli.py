@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from tests.conftest import INSTALLED, needs_all_backends
@@ -162,3 +163,29 @@ def test_help_describes_every_option(command, capsys):
     undocumented = [a.option_strings for a in sub._actions if a.option_strings and not a.help]
     assert undocumented == []
     assert capsys.readouterr().out.startswith(f"usage: multigpu {command}")
+
+
+def test_plots_label_integer_steps_and_every_decade(tmp_path, monkeypatch):
+    from toolkit.command import plots
+
+    steps = 12
+    results = {  # a made-up comparison: no training needed to check the axes
+        "config": {"model": "m", "dtype": "float64", "optimizer": "sgd", "backends": ["a", "b"]},
+        "runs": [{"backend": b, "devices": n, "losses": list(np.linspace(2, 1, steps)), "median_ms": 1.0,
+                  "p10_ms": 0.9, "p90_ms": 1.1} for b in ("a", "b") for n in (1, 2)],
+        "divergence": [{"devices": n, "backends": ["a", "b"], "max_abs_param_diff": list(np.logspace(-16, -6, steps))}
+                       for n in (1, 2)],
+    }
+    figures = {}
+    monkeypatch.setattr(plots, "_save", lambda figure, path: figures.setdefault(path.name, figure) and path)
+    plots.write_plots(results, tmp_path)
+    for name in ("loss.png", "divergence.png"):
+        axis = figures[name].axes[0]
+        figures[name].canvas.draw()
+        low, high = axis.get_xlim()
+        shown = [t for t in axis.get_xticks() if low <= t <= high]
+        assert shown and all(float(t).is_integer() for t in shown), (name, shown)
+    axis = figures["divergence.png"].axes[0]
+    low, high = axis.get_ylim()
+    decades = [t for t in axis.get_yticks() if low <= t <= high]
+    assert len(decades) >= 10, decades  # 1e-16 .. 1e-6: every power of ten gets a label

@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from tests.conftest import INSTALLED, needs_all_backends
+from tests.conftest import needs_all_backends, needs_backend
 
 FRAMEWORKS = ("tensorflow", "aesara", "jax", "jaxlib")
 
@@ -77,7 +77,7 @@ def test_a_model_typed_into_stdin_trains_quietly(backend_name):
     assert result.stderr == ""
 
 
-@pytest.mark.skipif("tensorflow" not in INSTALLED, reason="needs tensorflow")
+@needs_backend("tensorflow")
 def test_logical_devices_after_tensorflow_started_is_refused_and_changes_nothing():
     result = run_python("""
         import tensorflow as tf
@@ -97,7 +97,7 @@ def test_logical_devices_after_tensorflow_started_is_refused_and_changes_nothing
     assert "at the top of the program" in result.stdout
 
 
-@pytest.mark.skipif("aesara" not in INSTALLED, reason="needs aesara and jax")
+@needs_backend("aesara")
 def test_logical_devices_after_jax_started_is_refused():
     result = run_python("""
         import jax

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import toolkit
-from tests.conftest import INSTALLED, needs_all_backends
+from tests.conftest import needs_all_backends, needs_backend
 from tests.helpers import FEATURES, SMALL_MLP, batch, max_abs_diff
 from toolkit import checkpoint as checkpoint_module
 from toolkit.tolerances import FLOAT64_ATOL
@@ -162,7 +162,7 @@ def test_non_finite_step_raises_by_default_and_changes_nothing(backend, n_device
     assert_unchanged(trainer, before)
 
 
-@pytest.mark.skipif("aesara" not in INSTALLED, reason="backend aesara is not installed")
+@needs_backend("aesara")
 @pytest.mark.parametrize("make_model, what", [(_log_model, "loss"), (_norm_model, "gradient")])
 def test_non_finite_step_with_the_aesara_c_linker_changes_nothing(make_model, what):
     # Its fused step runs on shared variables with guarded updates (not the shared code of the fused steps).

@@ -15,6 +15,7 @@ def write_plots(results: dict[str, Any], folder: Path) -> list[Path]:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import LogLocator, MaxNLocator
 
     folder.mkdir(parents=True, exist_ok=True)
     written = []
@@ -25,6 +26,7 @@ def write_plots(results: dict[str, Any], folder: Path) -> list[Path]:
         axis.plot(range(1, len(run["losses"]) + 1), run["losses"], label=f"{run['backend']}, {run['devices']} dev",
                   linestyle="-" if run["backend"] == results["config"]["backends"][0] else "--")
     axis.set(xlabel="step", ylabel="mean loss of the batch", title=f"loss: {title}")
+    axis.xaxis.set_major_locator(MaxNLocator(integer=True))
     axis.legend(fontsize=8)
     written.append(_save(figure, folder / "loss.png"))
 
@@ -36,6 +38,9 @@ def write_plots(results: dict[str, Any], folder: Path) -> list[Path]:
         pair = " vs ".join(results["divergence"][0]["backends"])
         axis.set(xlabel="step", ylabel="max |parameter difference|", yscale="log",
                  title=f"divergence {pair}: {title}")
+        axis.xaxis.set_major_locator(MaxNLocator(integer=True))
+        # Every power of ten labelled: matplotlib's default labels only a few decades over a range of ten or more.
+        axis.yaxis.set_major_locator(LogLocator(base=10, numticks=30))
         axis.legend(fontsize=8)
         written.append(_save(figure, folder / "divergence.png"))
 
