@@ -15,12 +15,17 @@ rotating every round; a candidate's step time is the median over rounds of its m
 native's parameters are compared with the toolkit's of the same backend: having done the same steps, they must agree
 to rounding, which shows the comparison is like for like.
 
+A ratio is reported with its spread: a bootstrap interval over the rounds (:func:`ratio_interval`), and a verdict
+against its target: "met" when the whole interval is at or below the target, "not met" when the whole interval is
+above it, and "within noise" when the interval straddles it (the machine's noise decides, not the code).
+
 Results (``bench.json``), schema ``multigpu-toolkit/bench`` version :data:`SCHEMA_VERSION`: ``config``, ``machine``,
 ``runs`` (``devices``: the process's device count, ``devices_used``: how many the candidate trains on, ``backend``,
-``candidate``, ``label``, ``median_ms``, ``min_ms``, ``max_ms`` over rounds,
-``warmup_s``, ``param_diff``: max |parameter - toolkit's| / max |toolkit parameter|, null for the toolkit itself) and
-``ratios`` (``backend``, ``devices``, ``candidate``, ``baseline``, ``baseline_devices``, ``ratio``, ``target``: the
-bound or null, ``met``: null without a target).
+``candidate``, ``label``, ``median_ms``, ``min_ms``, ``max_ms`` over rounds, ``round_ms``: each round's mean step
+time, ``warmup_s``, ``param_diff``: max |parameter - toolkit's| / max |toolkit parameter|, null for the toolkit
+itself) and ``ratios`` (``backend``, ``devices``, ``candidate``, ``baseline``, ``baseline_devices``, ``ratio``,
+``low`` and ``high``: the bootstrap interval, ``target``: the bound or null, ``verdict``: "met", "not met",
+"within noise", or null without a target).
 """
 
 from __future__ import annotations
@@ -44,7 +49,11 @@ import numpy as np
 from toolkit.errors import ComputeError
 
 SCHEMA = "multigpu-toolkit/bench"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+
+#: The bootstrap behind each ratio's interval: resamples of the rounds, the interval's percentiles (a 90% interval),
+#: and a fixed seed so the same measurements always give the same interval.
+BOOTSTRAP_RESAMPLES, INTERVAL_PERCENTILES, BOOTSTRAP_SEED = 2000, (5.0, 95.0), 0
 
 #: The issue's speed targets: a candidate's step time over a baseline's, at the given device counts (None: all).
 #: Aesara has no native multi-device training, so its baseline is one device.
@@ -170,24 +179,48 @@ def measure(config: dict[str, Any]) -> list[dict[str, Any]]:
             "devices": n, "devices_used": getattr(runner, "devices_used", n), "backend": name,
             "candidate": candidate, "label": LABELS.get(candidate, candidate),
             "median_ms": statistics.median(times[(name, candidate)]), "min_ms": min(times[(name, candidate)]),
-            "max_ms": max(times[(name, candidate)]), "warmup_s": warmup[(name, candidate)],
+            "max_ms": max(times[(name, candidate)]), "round_ms": times[(name, candidate)],
+            "warmup_s": warmup[(name, candidate)],
             "param_diff": None if candidate == "toolkit" else _relative_diff(runner.params(), reference),
         })
     return results
 
 
+def ratio_interval(candidate: Sequence[float], baseline: Sequence[float], paired: bool) -> tuple[float, float]:
+    """The bootstrap interval of ``median(candidate) / median(baseline)`` over rounds (:data:`INTERVAL_PERCENTILES`).
+
+    ``paired``: the two were measured in the same rounds of one process (taking turns), so a round is resampled as a
+    pair and what slowed the whole machine during a round cancels; otherwise each side is resampled on its own.
+    """
+    a, b = np.asarray(candidate, np.float64), np.asarray(baseline, np.float64)
+    rng = np.random.default_rng(BOOTSTRAP_SEED)
+    picks = rng.integers(0, len(a), size=(BOOTSTRAP_RESAMPLES, len(a)))
+    other = picks if paired and len(a) == len(b) else rng.integers(0, len(b), size=(BOOTSTRAP_RESAMPLES, len(b)))
+    samples = np.median(a[picks], axis=1) / np.median(b[other], axis=1)
+    low, high = np.percentile(samples, INTERVAL_PERCENTILES)
+    return float(low), float(high)
+
+
+def verdict(low: float, high: float, target: float | None) -> str | None:
+    """"met", "not met" or "within noise" for a ratio whose interval is ``[low, high]`` (None without a target)."""
+    if target is None:
+        return None
+    return "met" if high <= target else "not met" if low > target else "within noise"
+
+
 def ratios(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Every toolkit candidate over every native of its backend in the same process, and each candidate that uses
     all the process's devices over its own one-device run (scaling); with the targets of :data:`TARGETS` and
-    :data:`SCALING_BOUND` where they apply."""
-    found = {(r["backend"], r["candidate"], r["devices"]): r["median_ms"] for r in runs}
+    :data:`SCALING_BOUND` where they apply, each with its bootstrap interval and verdict."""
+    found = {(r["backend"], r["candidate"], r["devices"]): r for r in runs}
     out = []
 
     def add(backend, devices, candidate, baseline, baseline_devices, target):
-        value = found[(backend, candidate, devices)] / found[(backend, baseline, baseline_devices)]
+        top, bottom = found[(backend, candidate, devices)], found[(backend, baseline, baseline_devices)]
+        low, high = ratio_interval(top["round_ms"], bottom["round_ms"], paired=devices == baseline_devices)
         out.append({"backend": backend, "devices": devices, "candidate": candidate, "baseline": baseline,
-                    "baseline_devices": baseline_devices, "ratio": value, "target": target,
-                    "met": None if target is None else value <= target})
+                    "baseline_devices": baseline_devices, "ratio": top["median_ms"] / bottom["median_ms"],
+                    "low": low, "high": high, "target": target, "verdict": verdict(low, high, target)})
 
     for backend, candidate, devices in found:
         if not candidate.startswith("toolkit"):
@@ -203,6 +236,41 @@ def ratios(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             target = SCALING_BOUND if candidate == "toolkit" and devices == SCALING_DEVICES else None
             add(backend, devices, candidate, candidate, 1, target)
     return out
+
+
+def ratio_label(ratio: dict[str, Any]) -> str:
+    """What a ratio divides by what, in words."""
+    top, bottom = LABELS.get(ratio["candidate"], ratio["candidate"]), LABELS.get(ratio["baseline"], ratio["baseline"])
+    if ratio["candidate"] == ratio["baseline"]:
+        return f"{top}, n devices / 1 device"
+    where = ", 1 device" if ratio["baseline_devices"] == 1 and ratio["devices"] > 1 else ""
+    return f"{top} / {bottom}{where}"
+
+
+def markdown(results: dict[str, Any]) -> str:
+    """The README's tables of a bench run: median step times, then every ratio with its interval and verdict."""
+    counts = sorted({r["devices"] for r in results["runs"]})
+    head = " | ".join(f"{n} device{'s' if n > 1 else ''}" for n in counts)
+    lines = [f"| step time (ms), median of {results['config']['rounds']} rounds | {head} |",
+             "|---" * (len(counts) + 1) + "|"]
+    rows: dict[str, dict[int, str]] = {}
+    for run in results["runs"]:
+        rows.setdefault(f"{run['backend']}: {run['label']}", {})[run["devices"]] = f"{run['median_ms']:.2f}"
+    lines += [f"| {label} | " + " | ".join(cells.get(n, "") for n in counts) + " |" for label, cells in rows.items()]
+    lines += ["", f"| ratio (90% bootstrap interval) | {head} | target |", "|---" * (len(counts) + 2) + "|"]
+    grouped: dict[tuple[str, str], dict[int, dict[str, Any]]] = {}
+    for r in results["ratios"]:
+        grouped.setdefault((r["backend"], ratio_label(r)), {})[r["devices"]] = r
+    for (backend, label), by_count in grouped.items():
+        cells = [f"{by_count[n]['ratio']:.2f} ({by_count[n]['low']:.2f}-{by_count[n]['high']:.2f})"
+                 if n in by_count else "" for n in counts]
+        judged = {n: r for n, r in by_count.items() if r["target"] is not None}
+        target = ""
+        if judged:
+            bound = next(iter(judged.values()))["target"]
+            target = f"<= {bound}: " + "; ".join(f"{r['verdict']} at {n}" for n, r in sorted(judged.items()))
+        lines.append(f"| {backend}: {label} | " + " | ".join(cells) + f" | {target} |")
+    return "\n".join(lines) + "\n"
 
 
 def machine() -> dict[str, Any]:

@@ -86,3 +86,21 @@ def run_comparison(workload: Workload, backends: Sequence[str], device_counts: S
             divergence.append({"devices": n, "backends": list(backends[:2]), "max_abs_param_diff": gaps,
                                "param_scale": scale})
     return {"schema": SCHEMA, "version": SCHEMA_VERSION, "runs": runs, "divergence": divergence}
+
+
+def markdown(results: dict[str, Any]) -> str:
+    """The README's table of a comparison: per backend and device count, the first step (trace/compile), the median
+    step with p10-p90, test accuracy and the largest parameter divergence between the first two backends."""
+    divergence = {d["devices"]: max(d["max_abs_param_diff"]) for d in results["divergence"]}
+    lines = ["| backend | devices | first step | median step (p10-p90) | test accuracy | max divergence |",
+             "|---|---|---|---|---|---|"]
+    shown = set()
+    for run in results["runs"]:
+        gap = f"{divergence[run['devices']]:.2g}" if run["devices"] in divergence and run["devices"] not in shown \
+            else ""
+        shown.add(run["devices"])
+        score = "" if run["accuracy"] is None else f"{run['accuracy']:.3f}"
+        step = f"{run['median_ms']:.2f} ms ({run['p10_ms']:.2f}-{run['p90_ms']:.2f})"
+        first = f"{run['first_step_ms']:.0f} ms"
+        lines.append(f"| {run['backend']} | {run['devices']} | {first} | {step} | {score} | {gap} |")
+    return "\n".join(lines) + "\n"

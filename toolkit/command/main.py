@@ -347,17 +347,18 @@ def _print_bench(results: dict[str, Any]) -> None:
                      f"{run['min_ms']:.2f}-{run['max_ms']:.2f}", f"{run['warmup_s']:.2f} s",
                      "-" if run["param_diff"] is None else f"{run['param_diff']:.1e}")
     console.print(runs)
-    ratios = Table(title="ratios (lower is faster; < 1: the toolkit is faster)")
-    for column in ("backend", "toolkit", "over", "ratio", "target", ""):
-        ratios.add_column(column, justify="right" if column in ("ratio", "target") else "left")
+    ratios = Table(title="ratios (lower is faster; < 1: the toolkit is faster), with a 90% bootstrap interval")
+    for column in ("backend", "toolkit", "over", "ratio", "interval", "target", "verdict"):
+        ratios.add_column(column, justify="right" if column in ("ratio", "interval", "target") else "left")
     for r in results["ratios"]:
         used = {(u["backend"], u["candidate"], u["devices"]): u["devices_used"] for u in results["runs"]}
         baseline_used = used[(r["backend"], r["baseline"], r["baseline_devices"])]
         over = (f"{LABELS.get(r['baseline'], r['baseline'])}, {baseline_used} dev"
                 if r["baseline"] != r["candidate"] else f"itself on {r['baseline_devices']} device")
         ratios.add_row(r["backend"], f"{LABELS.get(r['candidate'], r['candidate'])}, {r['devices']} dev", over,
-                       f"{r['ratio']:.2f}", "-" if r["target"] is None else f"<= {r['target']}",
-                       "" if r["met"] is None else ("met" if r["met"] else "NOT MET"))
+                       f"{r['ratio']:.2f}", f"{r['low']:.2f}-{r['high']:.2f}",
+                       "-" if r["target"] is None else f"<= {r['target']}",
+                       {None: "", "not met": "NOT MET"}.get(r["verdict"], r["verdict"]))
     console.print(ratios)
     print(f"machine: {machine['cpu']}, {machine['cores']} cores, {machine['platform']}, "
           + ", ".join(f"{k} {v}" for k, v in machine["versions"].items()))
