@@ -12,6 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.conftest import needs_all_backends
+
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 sys.path.insert(0, str(EXAMPLES))
 
@@ -95,3 +97,21 @@ def test_an_example_runs_as_a_script(backend_name):
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
     assert json.loads(done.stdout.splitlines()[-1])["result_device"] == "cpu:1"
+
+
+@needs_all_backends
+def test_the_demo_prints_and_writes_one_run_with_its_options(tmp_path, capsys):
+    import digits_data_parallel
+
+    summary = digits_data_parallel.main(["--devices", "4", "--dtype", "float64", "--epochs", "2", "--batch", "256",
+                                         "--out", str(tmp_path)])
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["config"]["dtype"] == "float64" and results["config"]["devices"] == [4]
+    assert {(r["backend"], r["devices"]) for r in results["runs"]} == {("tensorflow", 4), ("aesara", 4)}
+    for run in results["runs"]:  # the epoch losses printed are those of the steps written: 6 steps per epoch
+        losses = run["losses"]
+        assert len(losses) == 12 and summary["accuracy"][run["backend"]] == run["accuracy"]
+        np.testing.assert_allclose(summary["epoch_losses"][run["backend"]], [np.mean(losses[:6]), np.mean(losses[6:])])
+    assert summary["max_param_difference"] <= 1e-10
+    printed = capsys.readouterr().out
+    assert "mean training loss per epoch" in printed and f"wrote {tmp_path / 'results.json'}" in printed

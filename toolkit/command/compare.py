@@ -48,10 +48,15 @@ def _peak_rss_mb() -> float:
 
 def run_comparison(workload: Workload, backends: Sequence[str], device_counts: Sequence[int], dtype: str,
                    optimizer: str, lr: float, steps: int, batch: int, seed: int,
-                   progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Train ``workload`` for ``steps`` steps on every backend and device count, on the same batches."""
+                   progress: Callable[[str], None] | None = None,
+                   batches: Sequence[np.ndarray] | None = None) -> dict[str, Any]:
+    """Train ``workload`` for ``steps`` steps on every backend and device count, on the same batches: ``batches``
+    (row indices of the training data, one array per step; ``steps`` and ``batch`` are then ignored), or ``steps``
+    batches of ``batch`` rows from :func:`~toolkit.command.workloads.draw_batches`."""
     x_train, y_train, x_test, y_test = workload.data(seed)
-    batches = draw_batches(len(x_train), batch, steps, seed)
+    if batches is None:
+        batches = draw_batches(len(x_train), batch, steps, seed)
+    steps = len(batches)
     runs, divergence = [], []
     for n in device_counts:
         trainers = {name: DataParallel(workload.model, name, n, OPTIMIZERS[optimizer](lr), dtype=dtype, seed=seed)
@@ -86,6 +91,11 @@ def run_comparison(workload: Workload, backends: Sequence[str], device_counts: S
             divergence.append({"devices": n, "backends": list(backends[:2]), "max_abs_param_diff": gaps,
                                "param_scale": scale})
     return {"schema": SCHEMA, "version": SCHEMA_VERSION, "runs": runs, "divergence": divergence}
+
+
+def public(results: dict[str, Any]) -> dict[str, Any]:
+    """The results as written to ``results.json``: without each run's final parameters."""
+    return {**results, "runs": [{k: v for k, v in run.items() if k != "params"} for run in results["runs"]]}
 
 
 def markdown(results: dict[str, Any]) -> str:

@@ -194,12 +194,12 @@ def _run(args, workload) -> dict[str, Any]:
 
 
 def _compare(args) -> int:
+    from toolkit.command.compare import public
     from toolkit.command.plots import write_plots
 
     results = _run(args, _prepare(args))
-    public = {**results, "runs": [{k: v for k, v in run.items() if k != "params"} for run in results["runs"]]}
     plots = write_plots(results, _out(args))
-    return _emit(args, "results.json", public, lambda: _print_table(results), [str(p) for p in plots])
+    return _emit(args, "results.json", public(results), lambda: print_table(results), [str(p) for p in plots])
 
 
 def _check_out(folder: Path) -> None:
@@ -232,7 +232,8 @@ def _emit(args, filename: str, results: dict[str, Any], show, also: list[str] = 
     return EXIT_OK
 
 
-def _print_table(results: dict[str, Any]) -> None:
+def print_table(results: dict[str, Any]) -> None:
+    """The comparison table of ``multigpu compare`` (also printed by the digits demo)."""
     from rich.console import Console
     from rich.table import Table
 

@@ -76,6 +76,16 @@ def draw_batches(examples: int, size: int, count: int, seed: int) -> list[np.nda
     return [order.choice(examples, size=size, replace=False) for _ in range(count)]
 
 
+def epoch_batches(examples: int, size: int, epochs: int, seed: int) -> list[list[np.ndarray]]:
+    """The row indices of each epoch's batches: every epoch a new permutation of the examples (drawn from
+    ``default_rng(seed)``), cut into batches of ``size``; the last batch of an epoch keeps the rows left over."""
+    if size < 1 or epochs < 1:
+        raise ValueError(f"batch size and epochs must be >= 1, got {size} and {epochs}")
+    order = np.random.default_rng(seed)
+    return [[perm[start:start + size] for start in range(0, examples, size)]
+            for perm in (order.permutation(examples) for _ in range(epochs))]
+
+
 def load_workload(spec: str) -> Workload:
     """A built-in workload by name, or ``module:function``.
 
