@@ -1,7 +1,8 @@
 """Dense(128, relu) -> Dense(10, softmax) with sparse categorical cross-entropy and Adam, data parallel (the
-MirroredStrategy recipe), on scikit-learn's digits, or on an MNIST ``mnist.npz`` you already have (``--data``).
+MirroredStrategy recipe), on scikit-learn's digits, or on an MNIST ``mnist.npz`` you already have (add
+``--data ~/.keras/datasets/mnist.npz``):
 
-    python examples/mlp_classifier.py --backend aesara --devices 2 [--data ~/.keras/datasets/mnist.npz]
+    python examples/mlp_classifier.py --backend aesara --devices 2
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Theano's recipe ``shared(value, target="dev1")`` and ``x * 2`` computed there: a variable placed on a device named
-in any spelling (``cuda1``, ``/gpu:1``, ``gpu:1``, ``/device:CPU:1``), computing x * 2 on it.
+in any spelling (``cuda1``, ``/gpu:1``, ``gpu:1``, ``/device:CPU:1``), computing x * 2 on it. On a machine with
+GPUs, ``--device cuda1`` is Theano's ``target="dev1"`` on the second GPU; without, logical CPU devices stand in:
 
-    python examples/shared_variable_on_device.py --backend aesara --device cuda1
+    python examples/shared_variable_on_device.py --backend aesara --device /device:CPU:1
     python examples/shared_variable_on_device.py --backend tensorflow --device /cpu:1
 """
 
