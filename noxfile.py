@@ -1,6 +1,6 @@
 """Sessions: one test run per backend (each installs only its own framework), a parity run with both, lint, and the
 demo and the benchmark. ``nox`` runs the four test and lint sessions; ``nox -s demo`` runs the demo, ``nox -s bench``
-the benchmark against native code."""
+the benchmark against native code, ``nox -s docs`` measures again what the README shows (pictures and tables)."""
 
 from __future__ import annotations
 
@@ -56,3 +56,15 @@ def bench(session: nox.Session) -> None:
     ``--`` go to the command (``nox -s bench -- --batch 1024``)."""
     session.install("-e", ".[all]")
     session.run("multigpu", "bench", "--out", "results", *session.posargs, env=QUIET)
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """Measure again what the README shows: ``multigpu compare`` into docs/compare/ (results.json, the plots),
+    ``multigpu bench`` into docs/ (bench.json), then the README's tables from those files (docs/update_readme.py).
+    Commit the lot together; tests/test_readme.py checks the README against the files."""
+    session.install("-e", ".[all]")
+    session.run("multigpu", "compare", "--devices", "1,2,4", "--steps", "40", "--out", "docs/compare", "--quiet",
+                env=QUIET)
+    session.run("multigpu", "bench", "--rounds", "9", "--out", "docs", "--quiet", *session.posargs, env=QUIET)
+    session.run("python", "docs/update_readme.py")

@@ -51,9 +51,8 @@ def main(argv=None) -> dict:
                         toolkit.datasets.digits)
     x_train = workload.data(args.seed)[0]
     epochs = epoch_batches(len(x_train), args.batch, args.epochs, args.seed)
-    console.print(f"[bold]{workload.name}[/], Adam({args.lr}), global batch {args.batch} split over {args.devices} "
-                  f"device(s), {args.dtype}, {len(x_train)} training digits, {args.epochs} epochs of "
-                  f"{len(epochs[0])} steps")
+    print(f"{workload.name}, Adam({args.lr}), global batch {args.batch} split over {args.devices} device(s), "
+          f"{args.dtype}, {len(x_train)} training digits, {args.epochs} epochs of {len(epochs[0])} steps")
     with console.status("training...") as status:
         results = run_comparison(workload, names, [args.devices], args.dtype, "adam", args.lr, 0, args.batch,
                                  args.seed, batches=[b for epoch in epochs for b in epoch],

@@ -248,10 +248,16 @@ def ratio_label(ratio: dict[str, Any]) -> str:
 
 
 def markdown(results: dict[str, Any]) -> str:
-    """The README's tables of a bench run: median step times, then every ratio with its interval and verdict."""
+    """The README's tables of a bench run: the settings and machine, median step times, then every ratio with its
+    interval and verdict."""
+    config, where = results["config"], results["machine"]
+    versions = ", ".join(f"{k} {v}" for k, v in where["versions"].items())
+    intro = (f"{config['model']}, SGD({config['lr']}), {config['dtype']}, global batch {config['batch']}, "
+             f"{config['rounds']} rounds of {config['steps']} steps; {where['cpu']}, {where['cores']} cores, "
+             f"Python {where['python']}, {versions}.")
     counts = sorted({r["devices"] for r in results["runs"]})
     head = " | ".join(f"{n} device{'s' if n > 1 else ''}" for n in counts)
-    lines = [f"| step time (ms), median of {results['config']['rounds']} rounds | {head} |",
+    lines = [intro, "", f"| step time (ms), median of {config['rounds']} rounds | {head} |",
              "|---" * (len(counts) + 1) + "|"]
     rows: dict[str, dict[int, str]] = {}
     for run in results["runs"]:
