@@ -19,7 +19,7 @@ RNG = np.random.default_rng(3)
 def conv2d_numpy(x, kernel, padding):
     kh, kw = kernel.shape[:2]
     if padding == "same":
-        (t, b), (left, r) = same_padding(kh), same_padding(kw)
+        (t, b), (left, r) = same_padding(x.shape[1], kh), same_padding(x.shape[2], kw)
         x = np.pad(x, ((0, 0), (t, b), (left, r), (0, 0)))
     out_h, out_w = x.shape[1] - kh + 1, x.shape[2] - kw + 1
     out = np.zeros((x.shape[0], out_h, out_w, kernel.shape[3]))

@@ -119,7 +119,7 @@ def test_tensorflow_places_each_part_under_its_device_scope():
     def record(name, fn):
         def run(ops, params, *inputs):
             out = fn(ops, params, *inputs)
-            seen[name] = out.device  # inside tf.function: the device the op was placed on
+            seen[name] = out.native.device  # inside tf.function: the device the op was placed on
             return out
         return run
 

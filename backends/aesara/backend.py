@@ -86,7 +86,7 @@ class _Function:
 
 def _loss_and_grads(model, ops, p, x, y, reduce=at.mean):
     """The graph of the loss (per-example losses reduced by ``reduce``) and its gradient for each parameter."""
-    loss = reduce(model.loss(ops, model.forward(ops, p, x), y))
+    loss = reduce(model.losses(ops, p, x, y))
     return loss, dict(zip(p, aesara.grad(loss, list(p.values()), disconnected_inputs="ignore")))
 
 
@@ -94,8 +94,8 @@ def _training_step(model, optimizer, ops, p, x, y, slots, step):
     """The graph of one step: the loss, the new parameters and state, and whether the loss and every gradient are
     finite."""
     loss, grads = _loss_and_grads(model, ops, p, x, y)
-    new_params, new_state, finite = optimizer.update(ops, p, grads, slots, step)
-    return loss, new_params, new_state, at.and_(finite, ops.all_finite([loss]))
+    new_params, new_state, finite = ops.call(optimizer.update, p, grads, slots, step)
+    return loss, new_params, new_state, at.and_(finite, ops.call(type(ops).all_finite, [loss]))
 
 
 class _BySignature:
@@ -207,7 +207,7 @@ class _StackedStep:
 
         def build_update(params, grads, slots, step):
             symbols = optree.tree_map(_symbol, (params, grads, slots, step))
-            return symbols, optimizer.update(ops, *symbols)
+            return symbols, ops.call(optimizer.update, *symbols)
 
         self._gradient = _BySignature(build_gradient, dtype, "jax")
         self._update = _BySignature(build_update, dtype, "jax")
@@ -355,7 +355,7 @@ class Backend(interface.Backend):
 
             def build(inputs):
                 symbols = {name: _symbol(value, name) for name, value in inputs.items()}
-                return symbols, fn(ops, **symbols)
+                return symbols, ops.call(fn, **symbols)
 
             self._compiled[key] = _BySignature(build, dtype, self.linker)
         placed = {name: self.place(value, device) for name, value in inputs.items()}
@@ -382,7 +382,7 @@ class Backend(interface.Backend):
 
             def build(*args):
                 symbols = optree.tree_map(_symbol, args)
-                return symbols, optimizer.update(ops, *symbols)
+                return symbols, ops.call(optimizer.update, *symbols)
 
             compiled = _BySignature(build, dtype, self.linker)
             self._compiled[key] = lambda params, grads, state, step, device: compiled(
@@ -396,12 +396,12 @@ class Backend(interface.Backend):
 
             def build_forward(params, inputs):
                 symbols = optree.tree_map(_symbol, (params, inputs))
-                return symbols, fn(ops, symbols[0], *symbols[1])
+                return symbols, ops.call(fn, symbols[0], *symbols[1])
 
             def build_vjp(params, inputs, cotangent):
                 symbols = optree.tree_map(_symbol, (params, inputs, cotangent))
                 p, ins, c = symbols
-                output = fn(ops, p, *ins)
+                output = ops.call(fn, p, *ins)
                 floats = [i for i, x in enumerate(ins) if x.dtype.startswith("float")]
                 grads = aesara.grad(None, [*p.values(), *(ins[i] for i in floats)], known_grads={output: c},
                                     disconnected_inputs="ignore")

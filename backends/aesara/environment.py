@@ -74,6 +74,26 @@ def _add_jax_split() -> None:
         return split
 
 
+def _add_jax_argmax() -> None:
+    """Aesara 2.9 has no JAX conversion for ``Argmax``. ``ops.argmax`` reduces one axis (or the flattened array), so
+    the conversion is ``jnp.argmax`` over that axis, in the dtype Aesara's graph declares."""
+    import jax.numpy as jnp
+    from aesara.link.jax.dispatch import jax_funcify
+    from aesara.tensor.math import Argmax
+
+    @jax_funcify.register(Argmax)
+    def jax_funcify_Argmax(op, node=None, **kwargs):
+        axes = op.axis
+        if axes is not None and len(axes) != 1:
+            raise NotImplementedError("JAX argmax over several axes; ops.argmax takes one axis")
+        dtype = node.outputs[0].dtype
+
+        def argmax(x):
+            return jnp.argmax(x, axis=None if axes is None else int(axes[0])).astype(dtype)
+
+        return argmax
+
+
 def _fix_jax_specify_shape() -> None:
     """Aesara 2.9's JAX ``SpecifyShape`` compares the whole shape, so a partly specified shape such as
     ``(1, None, None)`` (made by the gradient of ``stack``) fails on any real array. Check only the given sizes."""
@@ -109,6 +129,7 @@ def import_framework():
     jax.config.update("jax_enable_x64", True)
     _fix_jax_reductions()
     _add_jax_split()
+    _add_jax_argmax()
     _fix_jax_specify_shape()
     return aesara, jax
 

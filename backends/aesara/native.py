@@ -37,7 +37,7 @@ class FunctionWithUpdates:
             self._shared = {name: aesara.shared(np.asarray(value, dtype), name=name) for name, value in params.items()}
             x = at.tensor(dtype, shape=(None,) * batches.x.ndim, name="x")
             y = at.tensor(batches.y.dtype.name, shape=(None,) * batches.y.ndim, name="y")
-            loss = at.mean(model.loss(ops, model.forward(ops, self._shared, x), y))
+            loss = at.mean(model.losses(ops, self._shared, x, y))
             grads = aesara.grad(loss, list(self._shared.values()))
             step = np.asarray(lr, dtype)
             updates = [(p, p - step * g) for p, g in zip(self._shared.values(), grads)]

@@ -1,17 +1,22 @@
 """The neutral ops (:class:`toolkit.nn.ops.Ops`) as Aesara graph ops. They build symbolic graphs; the backend
-compiles them with the JAX linker (for devices) or the C linker."""
+compiles them with the JAX linker (for devices) or the C linker. Arguments arrive as variables of the dtypes the
+core chose (see ``toolkit.nn.ops.ARGUMENTS``)."""
 
 from __future__ import annotations
 
 import functools
 
+import numpy as np
+
 from toolkit.backends.aesara.environment import import_framework
-from toolkit.nn.ops import Ops, check_padding, check_pool_size, same_padding
+from toolkit.nn.ops import Ops, check_conv, output_size, same_padding, window
 
 import_framework()
 
 import aesara.tensor as at  # noqa: E402
+from aesara.tensor.sharedvar import TensorSharedVariable  # noqa: E402
 from aesara.tensor.special import log_softmax, softmax  # noqa: E402
+from aesara.tensor.var import TensorVariable  # noqa: E402
 
 
 def _shape(x) -> list:
@@ -20,9 +25,117 @@ def _shape(x) -> list:
     return [size if size is not None else x.shape[axis] for axis, size in enumerate(x.type.shape)]
 
 
+def _index(indices, size: int):
+    """Negative indices counted from the end, out-of-range ones clipped (JAX's gather clips; TensorFlow's is made
+    to, so both backends agree)."""
+    return at.clip(at.switch(at.lt(indices, 0), indices + size, indices), 0, size - 1)
+
+
+def _padded(x, pads, value):
+    """``x`` inside a constant ``value`` frame, ``pads[i] = (before, after)`` per axis: plain allocation and
+    ``set_subtensor``, which every linker runs and differentiates."""
+    shape = _shape(x)
+    frame = at.alloc(at.constant(value, dtype=x.dtype), *[s + a + b for s, (a, b) in zip(shape, pads)])
+    return at.set_subtensor(frame[tuple(slice(a, a + s) for s, (a, _) in zip(shape, pads))], x)
+
+
+def _windows(x, size, strides, dilation, out):
+    """The strided, dilated slices of an NHWC input, one per kernel offset ``(i, j)``: each ``[n, out_h, out_w, c]``.
+    A convolution or a pooling is then a sum or a reduction over them: no gather, no scatter."""
+    return {(i, j): x[:, i * dilation[0]:i * dilation[0] + (out[0] - 1) * strides[0] + 1:strides[0],
+                      j * dilation[1]:j * dilation[1] + (out[1] - 1) * strides[1] + 1:strides[1], :]
+            for i in range(size[0]) for j in range(size[1])}
+
+
+def _frame(x, size, strides, dilation, padding, value):
+    """``x`` padded for a window op (TensorFlow's "same" placement), and the output's height and width."""
+    n, h, w, c = _shape(x)
+    if padding == "same":
+        pads = [same_padding(h, size[0], strides[0], dilation[0]), same_padding(w, size[1], strides[1], dilation[1])]
+        x = _padded(x, [(0, 0), *pads, (0, 0)], value)
+    return x, (output_size(h, size[0], strides[0], dilation[0], padding),
+               output_size(w, size[1], strides[1], dilation[1], padding))
+
+
 class AesaraOps(Ops):
-    def matmul(self, a, b):
-        return at.dot(a, b)
+    def is_native(self, value):
+        return isinstance(value, (TensorVariable, TensorSharedVariable))
+
+    def constant(self, value):
+        return at.constant(value, dtype=value.dtype.name)
+
+    def native_dtype(self, value):
+        return value.dtype
+
+    def native_shape(self, value):
+        return tuple(value.type.shape)
+
+    def native_cast(self, value, dtype):
+        return at.cast(value, dtype)
+
+    def add(self, x1, x2):
+        return at.add(x1, x2)
+
+    def subtract(self, x1, x2):
+        return at.sub(x1, x2)
+
+    def multiply(self, x1, x2):
+        return at.mul(x1, x2)
+
+    def divide(self, x1, x2):
+        return at.true_divide(x1, x2)
+
+    def floor_divide(self, x1, x2):
+        return at.floor_div(x1, x2)
+
+    def mod(self, x1, x2):
+        return at.mod(x1, x2)
+
+    def power(self, x1, x2):
+        return at.pow(x1, x2)
+
+    def negative(self, x):
+        return at.neg(x)
+
+    def abs(self, x):
+        return at.abs(x)
+
+    def maximum(self, x1, x2):
+        # switch, not at.maximum: Aesara's maximum gives both operands the whole gradient at a tie, TensorFlow x1.
+        return at.switch(at.ge(x1, x2), x1, x2)
+
+    def minimum(self, x1, x2):
+        return at.switch(at.le(x1, x2), x1, x2)
+
+    def greater(self, x1, x2):
+        return at.gt(x1, x2)
+
+    def greater_equal(self, x1, x2):
+        return at.ge(x1, x2)
+
+    def less(self, x1, x2):
+        return at.lt(x1, x2)
+
+    def less_equal(self, x1, x2):
+        return at.le(x1, x2)
+
+    def equal(self, x1, x2):
+        return at.eq(x1, x2)
+
+    def not_equal(self, x1, x2):
+        return at.neq(x1, x2)
+
+    def logical_and(self, x1, x2):
+        return at.and_(x1, x2)
+
+    def logical_or(self, x1, x2):
+        return at.or_(x1, x2)
+
+    def logical_not(self, x):
+        return at.invert(x)
+
+    def where(self, condition, x1, x2):
+        return at.switch(condition, x1, x2)
 
     def relu(self, x):
         # switch, not maximum: maximum's gradient at x == 0 is not the 0 TensorFlow uses.
@@ -33,12 +146,6 @@ class AesaraOps(Ops):
 
     def sigmoid(self, x):
         return at.sigmoid(x)
-
-    def softmax(self, x, axis=-1):
-        return softmax(x, axis=axis)
-
-    def log_softmax(self, x, axis=-1):
-        return log_softmax(x, axis=axis)
 
     def exp(self, x):
         return at.exp(x)
@@ -52,6 +159,15 @@ class AesaraOps(Ops):
     def square(self, x):
         return at.square(x)
 
+    def erf(self, x):
+        return at.erf(x)
+
+    def softmax(self, x, axis=-1):
+        return softmax(x, axis=axis)
+
+    def log_softmax(self, x, axis=-1):
+        return log_softmax(x, axis=axis)
+
     def sum(self, x, axis=None, keepdims=False):
         return at.sum(x, axis=axis, keepdims=keepdims)
 
@@ -61,58 +177,136 @@ class AesaraOps(Ops):
     def max(self, x, axis=None, keepdims=False):
         return at.max(x, axis=axis, keepdims=keepdims)
 
-    def conv2d(self, x, kernel, padding="valid"):
-        # Aesara's own conv ops have no JAX conversion, so the convolution is an im2col: the kernel-offset slices of
-        # the input side by side, times the flattened kernel. Plain slicing, concatenation and one matmul, which
-        # every linker runs and differentiates. The kernel's shape must be static (parameters always are).
-        x, kernel = at.as_tensor_variable(x), at.as_tensor_variable(kernel)
-        kh, kw, cin, cout = kernel.type.shape
-        if None in (kh, kw, cin, cout):
-            raise ValueError("conv2d needs a kernel of static shape")
-        if check_padding(padding) == "same":
-            (top, bottom), (left, right) = same_padding(kh), same_padding(kw)
-            n, h, w, c = _shape(x)
-            padded = at.zeros((n, h + top + bottom, w + left + right, c), dtype=x.dtype)
-            x = at.set_subtensor(padded[:, top:top + h, left:left + w, :], x)
-        n, h, w, _ = _shape(x)
-        out_h, out_w = h - kh + 1, w - kw + 1
-        patches = at.concatenate([x[:, i:i + out_h, j:j + out_w, :] for i in range(kh) for j in range(kw)], axis=3)
-        out = at.dot(at.reshape(patches, (n * out_h * out_w, kh * kw * cin)), at.reshape(kernel, (kh * kw * cin, cout)))
-        return at.reshape(out, (n, out_h, out_w, cout))
+    def min(self, x, axis=None, keepdims=False):
+        return at.min(x, axis=axis, keepdims=keepdims)
 
-    def max_pool2d(self, x, size):
-        size = check_pool_size(size)
-        x = at.as_tensor_variable(x)
-        n, h, w, c = _shape(x)
-        rows, cols = h // size, w // size
-        windows = at.reshape(x[:, :rows * size, :cols * size, :], (n, rows, size, cols, size, c))
-        return at.max(windows, axis=(2, 4))
+    def argmax(self, x, axis=None, keepdims=False):
+        # Aesara's Argmax has no JAX conversion in 2.9; environment.py adds one.
+        if axis is None:
+            found = at.argmax(at.flatten(x), axis=0)
+            return at.cast(at.reshape(found, [1] * x.ndim) if keepdims else found, "int32")
+        return at.cast(at.argmax(x, axis=axis, keepdims=keepdims), "int32")
+
+    def cumsum(self, x, axis=None):
+        return at.cumsum(x, axis=axis)
+
+    def matmul(self, x1, x2):
+        # at.matmul has no gradient in Aesara 2.9 (and computes float32 in float64); batch axes are broadcast and
+        # folded into one for batched_dot, which has both, and runs on every linker.
+        a = at.shape_padleft(x1) if x1.ndim == 1 else x1
+        b = at.shape_padright(x2) if x2.ndim == 1 else x2
+        if a.ndim == 2 and b.ndim == 2:
+            out = at.dot(a, b)
+        else:
+            batch = tuple(np.broadcast_shapes(tuple(_shape(a)[:-2]), tuple(_shape(b)[:-2])))
+            a = at.broadcast_to(a, (*batch, *_shape(a)[-2:]))
+            b = at.broadcast_to(b, (*batch, *_shape(b)[-2:]))
+            count = int(np.prod(batch))
+            out = at.batched_dot(at.reshape(a, (count, *_shape(a)[-2:])), at.reshape(b, (count, *_shape(b)[-2:])))
+            out = at.reshape(out, (*batch, *_shape(out)[-2:]))
+        if x2.ndim == 1:
+            out = out[..., 0]
+        return out[..., 0, :] if x1.ndim == 1 else out
 
     def reshape(self, x, shape):
         return at.reshape(x, tuple(shape))
 
-    def concat(self, xs, axis=0):
+    def transpose(self, x, axes=None):
+        return at.transpose(x, axes)
+
+    def expand_dims(self, x, axis):
+        return at.expand_dims(x, axis)
+
+    def squeeze(self, x, axis=None):
+        return at.squeeze(x, axis=axis)
+
+    def broadcast_to(self, x, shape):
+        return at.broadcast_to(x, tuple(shape))
+
+    def cast(self, x, dtype):
+        return at.cast(x, dtype)
+
+    def concatenate(self, xs, axis=0):
         return at.concatenate(list(xs), axis=axis)
 
     def stack(self, xs, axis=0):
         return at.stack(list(xs), axis=axis)
 
-    def squeeze(self, x, axis=None):
-        return at.squeeze(x, axis=axis)
+    def pad(self, x, pad_width, constant_values=0):
+        return _padded(x, [tuple(p) for p in pad_width], constant_values)
+
+    def getitem(self, x, key):
+        if any(isinstance(k, (list, np.ndarray)) or self.is_native(k) for k in (key if isinstance(key, tuple) else
+                                                                                 (key,))):
+            raise TypeError("indexing with arrays is ops.take or ops.take_along_axis")
+        return x[key]
+
+    def take(self, x, indices, axis=None):
+        if axis is None:
+            x, axis = at.flatten(x), 0
+        return at.take(x, _index(indices, _shape(x)[axis]), axis=axis)
+
+    def take_along_axis(self, x, indices, axis=None):
+        if axis is None:
+            x, indices, axis = at.flatten(x), at.flatten(indices), 0
+        return at.take_along_axis(x, _index(indices, _shape(x)[axis]), axis=axis)
 
     def ones_like(self, x):
-        x = at.as_tensor_variable(x)
         return at.ones(_shape(x), dtype=x.dtype)
 
     def zeros_like(self, x):
-        x = at.as_tensor_variable(x)
         return at.zeros(_shape(x), dtype=x.dtype)
 
     def one_hot(self, indices, depth):
         # A comparison with a constant arange, not indexing with arange(n): the JAX linker needs static arange bounds.
         return at.eq(at.shape_padright(indices), at.arange(depth)).astype(self.dtype)
 
+    def conv(self, inputs, kernel, strides=1, padding="valid", dilation_rate=1):
+        # Aesara's own conv ops have no JAX conversion, so the convolution is an im2col: the kernel-offset slices of
+        # the input side by side, times the flattened kernel. Plain slicing, concatenation and one matmul, which
+        # every linker runs and differentiates. The kernel's shape must be static (parameters always are).
+        strides, dilation, padding = check_conv(inputs.ndim, kernel.ndim, strides, dilation_rate, padding)
+        kh, kw, cin, cout = kernel.type.shape
+        if None in (kh, kw, cin, cout):
+            raise ValueError("ops.conv needs a kernel of static shape")
+        x, out = _frame(inputs, (kh, kw), strides, dilation, padding, 0)
+        n = _shape(x)[0]
+        patches = at.concatenate(list(_windows(x, (kh, kw), strides, dilation, out).values()), axis=3)
+        flat = at.dot(at.reshape(patches, (n * out[0] * out[1], kh * kw * cin)), at.reshape(kernel, (kh * kw * cin,
+                                                                                                     cout)))
+        return at.reshape(flat, (n, *out, cout))
+
+    def max_pool(self, inputs, pool_size, strides=None, padding="valid"):
+        size, strides, padding = window(pool_size, strides, padding)
+        x, out = _frame(inputs, size, strides, (1, 1), padding, -np.inf)
+        if strides == size and padding == "valid":  # disjoint windows: one reshape, one reduction
+            n, _, _, c = _shape(x)
+            blocks = at.reshape(x[:, :out[0] * size[0], :out[1] * size[1], :], (n, out[0], size[0], out[1], size[1],
+                                                                                c))
+            return at.max(blocks, axis=(2, 4))
+        return functools.reduce(lambda a, b: at.switch(at.ge(a, b), a, b),
+                                _windows(x, size, strides, (1, 1), out).values())
+
+    def average_pool(self, inputs, pool_size, strides=None, padding="valid"):
+        size, strides, padding = window(pool_size, strides, padding)
+        x, out = _frame(inputs, size, strides, (1, 1), padding, 0)
+        total = functools.reduce(at.add, _windows(x, size, strides, (1, 1), out).values())
+        # How many entries of each window lie inside the input: a constant, computed with NumPy the same way.
+        _, h, w, _ = _shape(inputs)
+        ones, _ = _frame_numpy(np.ones((1, h, w, 1)), size, strides, padding)
+        count = sum(ones[:, i:i + (out[0] - 1) * strides[0] + 1:strides[0], j:j + (out[1] - 1) * strides[1] + 1:
+                         strides[1], :] for i in range(size[0]) for j in range(size[1]))
+        return total / at.constant(count.astype(x.dtype))
+
     def all_finite(self, xs):
         # Aesara 2.9 has isnan and isinf but no isfinite.
         finite = [at.all(at.invert(at.or_(at.isnan(x), at.isinf(x)))) for x in xs]
         return functools.reduce(at.and_, finite)
+
+
+def _frame_numpy(x: np.ndarray, size, strides, padding):
+    """:func:`_frame` for a NumPy array (zeros around it for "same")."""
+    if padding != "same":
+        return x, None
+    pads = [same_padding(x.shape[1], size[0], strides[0]), same_padding(x.shape[2], size[1], strides[1])]
+    return np.pad(x, [(0, 0), *pads, (0, 0)]), None

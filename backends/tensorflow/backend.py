@@ -110,7 +110,7 @@ class Backend(interface.Backend):
 
     def call(self, fn, device, inputs, dtype):
         with tf.device(self.native_name(device)):
-            return fn(self.ops(dtype), **inputs)
+            return self.ops(dtype).call(fn, **inputs)
 
     def compile_gradient(self, model, dtype):
         key = ("gradient", model, dtype)
@@ -120,7 +120,7 @@ class Backend(interface.Backend):
             def loss_and_gradients(params, x, y):
                 with tf.GradientTape() as tape:
                     tape.watch(params)
-                    loss = tf.reduce_mean(model.loss(ops, model.forward(ops, params, x), y))
+                    loss = tf.reduce_mean(model.losses(ops, params, x, y))
                 grads = tape.gradient(loss, params)
                 # A parameter the loss does not use gets a zero gradient, as in the Aesara backend.
                 return loss, {k: tf.zeros_like(params[k]) if g is None else g for k, g in grads.items()}
@@ -135,7 +135,7 @@ class Backend(interface.Backend):
             ops = self.ops(dtype)
 
             def update(params, grads, state, step):
-                return optimizer.update(ops, params, grads, state, step)
+                return ops.call(optimizer.update, params, grads, state, step)
 
             per_device = _PerDevice(self, update)
             self._compiled[key] = lambda params, grads, state, step, device: per_device(
@@ -151,13 +151,13 @@ class Backend(interface.Backend):
                 floats = [x for x in inputs if x.dtype.is_floating]
                 with tf.GradientTape() as tape:
                     tape.watch([params, floats])
-                    output = fn(ops, params, *inputs)
+                    output = ops.call(fn, params, *inputs)
                 grads, float_grads = tape.gradient(output, (params, floats), output_gradients=cotangent)
                 grads = {k: tf.zeros_like(params[k]) if g is None else g for k, g in grads.items()}
                 float_grads = iter(tf.zeros_like(x) if g is None else g for x, g in zip(floats, float_grads))
                 return output, grads, [next(float_grads) if x.dtype.is_floating else None for x in inputs]
 
-            forward = _PerDevice(self, lambda params, inputs: fn(ops, params, *inputs))
+            forward = _PerDevice(self, lambda params, inputs: ops.call(fn, params, *inputs))
             backward = _PerDevice(self, vjp)
             self._compiled[key] = _Part(forward, backward)
         return self._compiled[key]
@@ -175,7 +175,7 @@ class Backend(interface.Backend):
                 with tf.device(replica_devices[index]):
                     replica = {name: params[name].replicas[index].value for name in names}
                     with tf.GradientTape() as tape:
-                        loss = tf.reduce_mean(model.loss(ops, model.forward(ops, replica, x), y))
+                        loss = tf.reduce_mean(model.losses(ops, replica, x, y))
                     found = tape.gradient(loss, replica)
                     losses.append(loss)
                     grads.append({k: tf.zeros_like(replica[k]) if g is None else g for k, g in found.items()})
@@ -184,7 +184,7 @@ class Backend(interface.Backend):
                 mean = {k: tf.add_n([weights[i] * g[k] for i, g in enumerate(grads)]) for k in names}
                 current = {name: params[name].replicas[0].value for name in names}
                 slots = {slot: {name: var.value for name, var in values.items()} for slot, values in state.items()}
-                new_params, new_state, finite = optimizer.update(ops, current, mean, slots, step)
+                new_params, new_state, finite = ops.call(optimizer.update, current, mean, slots, step)
                 finite = tf.logical_and(finite, tf.math.is_finite(loss))
 
             def write():
@@ -223,10 +223,10 @@ class Backend(interface.Backend):
                     values = dict(inputs)
                     for part in parts:
                         with tf.device(names[part.name]):
-                            values[part.name] = part.fn(ops, {k: params[k] for k in part.params},
-                                                        *(values[i] for i in part.inputs))
+                            values[part.name] = ops.call(part.fn, {k: params[k] for k in part.params},
+                                                         *(values[i] for i in part.inputs))
                     with tf.device(names[last.name]):
-                        loss = tf.reduce_mean(model.loss(ops, values[last.name], y))
+                        loss = tf.reduce_mean(ops.call(model.loss, values[last.name], y))
                 grads = tape.gradient(loss, params)
                 return loss, {k: tf.zeros_like(params[k]) if g is None else g for k, g in grads.items()}
 

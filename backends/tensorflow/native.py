@@ -52,7 +52,7 @@ class MirroredCustomLoop:
         def replica_step(batch):
             x, y = batch
             with tf.GradientTape() as tape:
-                per_example = model.loss(ops, model.forward(ops, self._vars, x), y)
+                per_example = model.losses(ops, self._vars, x, y)
                 loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
             self._optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
             return loss
@@ -84,7 +84,7 @@ class ToolkitModel(keras.Model):
             weight.assign(np.asarray(value, dtype))
 
     def call(self, x):
-        return self._model.forward(self._ops, {k: w.value for k, w in zip(self._names, self._weights)}, x)
+        return self._ops.call(self._model.forward, {k: w.value for k, w in zip(self._names, self._weights)}, x)
 
 
 class KerasFit:
@@ -96,7 +96,7 @@ class KerasFit:
 
         class Loss(keras.losses.Loss):  # a Loss subclass: a plain function's loss would compute in float32
             def call(self, y_true, y_pred):  # Keras hands the labels over as floats
-                return model.loss(ops, y_pred, tf.cast(y_true, "int32") if integer_labels else y_true)
+                return ops.call(model.loss, y_pred, tf.cast(y_true, "int32") if integer_labels else y_true)
 
         with _strategy(native_names).scope():
             self._model = ToolkitModel(model, params, ops, dtype)

@@ -1,16 +1,99 @@
-"""The neutral ops (:class:`toolkit.nn.ops.Ops`) as TensorFlow ops."""
+"""The neutral ops (:class:`toolkit.nn.ops.Ops`) as TensorFlow ops. Arguments arrive as tensors of the dtypes the
+core chose (see ``toolkit.nn.ops.ARGUMENTS``)."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from toolkit.backends.tensorflow.environment import import_framework
-from toolkit.nn.ops import Ops, check_padding, check_pool_size
+from toolkit.nn.ops import Ops, check_conv, window
 
 tf = import_framework()
 
 
+def _index(indices, size: int):
+    """Negative indices counted from the end, out-of-range ones clipped (what JAX does, so both backends agree)."""
+    return tf.clip_by_value(tf.where(indices < 0, indices + size, indices), 0, size - 1)
+
+
 class TensorFlowOps(Ops):
-    def matmul(self, a, b):
-        return tf.linalg.matmul(a, b)
+    def is_native(self, value):
+        return isinstance(value, (tf.Tensor, tf.Variable))
+
+    def constant(self, value):
+        return tf.constant(value)
+
+    def native_dtype(self, value):
+        return value.dtype.name
+
+    def native_shape(self, value):
+        return tuple(value.shape.as_list()) if value.shape.rank is not None else ()
+
+    def native_cast(self, value, dtype):
+        return tf.cast(value, dtype)
+
+    def add(self, x1, x2):
+        return tf.math.add(x1, x2)
+
+    def subtract(self, x1, x2):
+        return tf.math.subtract(x1, x2)
+
+    def multiply(self, x1, x2):
+        return tf.math.multiply(x1, x2)
+
+    def divide(self, x1, x2):
+        return tf.math.divide(x1, x2)
+
+    def floor_divide(self, x1, x2):
+        return tf.math.floordiv(x1, x2)
+
+    def mod(self, x1, x2):
+        return tf.math.floormod(x1, x2)
+
+    def power(self, x1, x2):
+        return tf.math.pow(x1, x2)
+
+    def negative(self, x):
+        return tf.math.negative(x)
+
+    def abs(self, x):
+        return tf.math.abs(x)
+
+    def maximum(self, x1, x2):
+        return tf.math.maximum(x1, x2)
+
+    def minimum(self, x1, x2):
+        return tf.math.minimum(x1, x2)
+
+    def greater(self, x1, x2):
+        return tf.math.greater(x1, x2)
+
+    def greater_equal(self, x1, x2):
+        return tf.math.greater_equal(x1, x2)
+
+    def less(self, x1, x2):
+        return tf.math.less(x1, x2)
+
+    def less_equal(self, x1, x2):
+        return tf.math.less_equal(x1, x2)
+
+    def equal(self, x1, x2):
+        return tf.math.equal(x1, x2)
+
+    def not_equal(self, x1, x2):
+        return tf.math.not_equal(x1, x2)
+
+    def logical_and(self, x1, x2):
+        return tf.math.logical_and(x1, x2)
+
+    def logical_or(self, x1, x2):
+        return tf.math.logical_or(x1, x2)
+
+    def logical_not(self, x):
+        return tf.math.logical_not(x)
+
+    def where(self, condition, x1, x2):
+        return tf.where(condition, x1, x2)
 
     def relu(self, x):
         return tf.nn.relu(x)
@@ -20,12 +103,6 @@ class TensorFlowOps(Ops):
 
     def sigmoid(self, x):
         return tf.math.sigmoid(x)
-
-    def softmax(self, x, axis=-1):
-        return tf.nn.softmax(x, axis=axis)
-
-    def log_softmax(self, x, axis=-1):
-        return tf.nn.log_softmax(x, axis=axis)
 
     def exp(self, x):
         return tf.math.exp(x)
@@ -39,6 +116,15 @@ class TensorFlowOps(Ops):
     def square(self, x):
         return tf.math.square(x)
 
+    def erf(self, x):
+        return tf.math.erf(x)
+
+    def softmax(self, x, axis=-1):
+        return tf.nn.softmax(x, axis=axis)
+
+    def log_softmax(self, x, axis=-1):
+        return tf.nn.log_softmax(x, axis=axis)
+
     def sum(self, x, axis=None, keepdims=False):
         return tf.math.reduce_sum(x, axis=axis, keepdims=keepdims)
 
@@ -48,24 +134,70 @@ class TensorFlowOps(Ops):
     def max(self, x, axis=None, keepdims=False):
         return tf.math.reduce_max(x, axis=axis, keepdims=keepdims)
 
-    def conv2d(self, x, kernel, padding="valid"):
-        return tf.nn.conv2d(x, kernel, strides=1, padding=check_padding(padding).upper())
+    def min(self, x, axis=None, keepdims=False):
+        return tf.math.reduce_min(x, axis=axis, keepdims=keepdims)
 
-    def max_pool2d(self, x, size):
-        size = check_pool_size(size)
-        return tf.nn.max_pool2d(x, ksize=size, strides=size, padding="VALID")
+    def argmax(self, x, axis=None, keepdims=False):
+        if axis is None:
+            found = tf.math.argmax(tf.reshape(x, [-1]), axis=0, output_type=tf.int32)
+            return tf.reshape(found, [1] * x.shape.rank) if keepdims else found
+        found = tf.math.argmax(x, axis=axis, output_type=tf.int32)
+        return tf.expand_dims(found, axis) if keepdims else found
+
+    def cumsum(self, x, axis=None):
+        return tf.math.cumsum(tf.reshape(x, [-1]) if axis is None else x, axis=0 if axis is None else axis)
+
+    def matmul(self, x1, x2):
+        # tf.linalg.matmul broadcasts batch axes but refuses vectors; NumPy's vector rule is applied around it.
+        a = x1[None, :] if x1.shape.rank == 1 else x1
+        b = x2[:, None] if x2.shape.rank == 1 else x2
+        out = tf.linalg.matmul(a, b)
+        if x2.shape.rank == 1:
+            out = out[..., 0]
+        return out[..., 0, :] if x1.shape.rank == 1 else out
 
     def reshape(self, x, shape):
         return tf.reshape(x, shape)
 
-    def concat(self, xs, axis=0):
+    def transpose(self, x, axes=None):
+        return tf.transpose(x, perm=axes)
+
+    def expand_dims(self, x, axis):
+        return tf.expand_dims(x, axis)
+
+    def squeeze(self, x, axis=None):
+        return tf.squeeze(x, axis=axis)
+
+    def broadcast_to(self, x, shape):
+        return tf.broadcast_to(x, shape)
+
+    def cast(self, x, dtype):
+        return tf.cast(x, dtype)
+
+    def concatenate(self, xs, axis=0):
         return tf.concat(list(xs), axis=axis)
 
     def stack(self, xs, axis=0):
         return tf.stack(list(xs), axis=axis)
 
-    def squeeze(self, x, axis=None):
-        return tf.squeeze(x, axis=axis)
+    def pad(self, x, pad_width, constant_values=0):
+        return tf.pad(x, pad_width, constant_values=constant_values)
+
+    def getitem(self, x, key):
+        if any(isinstance(k, (list, np.ndarray)) or self.is_native(k) for k in (key if isinstance(key, tuple) else
+                                                                                 (key,))):
+            raise TypeError("indexing with arrays is ops.take or ops.take_along_axis")
+        return x[key]
+
+    def take(self, x, indices, axis=None):
+        if axis is None:
+            x, axis = tf.reshape(x, [-1]), 0
+        return tf.gather(x, _index(indices, x.shape[axis]), axis=axis)
+
+    def take_along_axis(self, x, indices, axis=None):
+        if axis is None:
+            x, indices, axis = tf.reshape(x, [-1]), tf.reshape(indices, [-1]), 0
+        return tf.experimental.numpy.take_along_axis(x, _index(indices, x.shape[axis]), axis=axis)
 
     def ones_like(self, x):
         return tf.ones_like(x)
@@ -76,5 +208,19 @@ class TensorFlowOps(Ops):
     def one_hot(self, indices, depth):
         return tf.one_hot(indices, depth, dtype=self.dtype)
 
+    def conv(self, inputs, kernel, strides=1, padding="valid", dilation_rate=1):
+        strides, dilations, padding = check_conv(inputs.shape.rank, kernel.shape.rank, strides, dilation_rate,
+                                                 padding)
+        return tf.nn.conv2d(inputs, kernel, strides=strides, padding=padding.upper(), dilations=dilations)
+
+    def max_pool(self, inputs, pool_size, strides=None, padding="valid"):
+        size, strides, padding = window(pool_size, strides, padding)
+        return tf.nn.max_pool2d(inputs, ksize=size, strides=strides, padding=padding.upper())
+
+    def average_pool(self, inputs, pool_size, strides=None, padding="valid"):
+        size, strides, padding = window(pool_size, strides, padding)
+        return tf.nn.avg_pool2d(inputs, ksize=size, strides=strides, padding=padding.upper())
+
     def all_finite(self, xs):
         return tf.reduce_all([tf.reduce_all(tf.math.is_finite(x)) for x in xs])
+

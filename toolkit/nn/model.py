@@ -39,3 +39,8 @@ class Model:
                 raise TypeError(f"Model.{field} must be callable, got {getattr(self, field)!r}")
         if not self.name:
             object.__setattr__(self, "name", getattr(self.forward, "__name__", "model"))
+
+    def losses(self, ops: Ops, params: Mapping[str, Any], x: Any, y: Any) -> Any:
+        """The per-example losses ``loss(ops, forward(ops, params, x), y)`` with native arrays in and out: how a
+        backend runs the model (through :meth:`~toolkit.nn.ops.Ops.call`, so the model code sees Tensors)."""
+        return ops.call(lambda o, p, x, y: self.loss(o, self.forward(o, p, x), y), params, x, y)

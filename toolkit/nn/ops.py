@@ -1,28 +1,92 @@
 """The neutral op namespace that model code is written against.
 
-A model's ``forward(ops, params, x)`` and ``loss(ops, outputs, y)`` call only these methods and Python arithmetic
-(``+ - * / ** @``, unary minus, comparisons are not part of the contract). Each backend implements the class with its
-framework's native ops, so one Python function builds a TensorFlow computation or an Aesara graph.
+A model's ``forward(ops, params, x)`` and ``loss(ops, outputs, y)`` use these methods, Python operators and basic
+indexing on the :class:`~toolkit.nn.tensor.Tensor` values they receive (the rules of operators, constants and dtypes
+are in :mod:`toolkit.nn.tensor`). Each backend implements the primitives with its framework's native ops, so one
+Python function builds a TensorFlow computation or an Aesara graph with the same shapes, dtypes and values.
 
-Shapes follow NumPy: axis numbers may be negative, ``keepdims`` keeps reduced axes with size 1. Basic indexing
-with ints and slices (``x[:, t]``, ``z[:, :units]``) is part of the contract too.
+Names, signatures and semantics are ``keras.ops``' wherever Keras has the op (``tests/test_ops.py`` checks them
+against Keras' values where Keras is installed, and against NumPy everywhere). Shapes follow NumPy: axes may be
+negative, ``keepdims`` keeps reduced axes, elementwise ops broadcast. Ops the two frameworks would do differently
+are either made the same here or refused with a typed error (:class:`~toolkit.ShapeError`, a ``ValueError``).
+
+How a backend implements the interface: every method in :data:`ARGUMENTS` receives native arrays, already converted
+(constants made, dtypes promoted) and returns natives; the base class wraps it so model code sees ``Tensor`` values
+(``__init_subclass__``). The other public methods are written once here, from those primitives.
 """
 
 from __future__ import annotations
 
+import functools
+import math
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-Tensor = Any  # a backend's native array: tf.Tensor, or an Aesara symbolic variable
+import numpy as np
+import optree
 
+from toolkit.errors import DTypeError, ShapeError
+from toolkit.nn.tensor import INT_DTYPE, Tensor, constant_dtype, is_weak, result_dtype
+
+Native = Any  # a backend's native array: tf.Tensor, or an Aesara symbolic variable
+Axis = int | Sequence[int] | None
 
 PADDINGS = ("valid", "same")
 
+#: How each primitive's positional arguments are converted before the backend sees them, one letter per argument:
+#: ``e`` promoted together with the op's other ``e`` arguments (elementwise ops, :func:`~toolkit.nn.tensor.
+#: result_dtype`), ``f`` the same and then made floating (the computation dtype if integer or boolean), ``t`` one
+#: tensor (a constant gets its own dtype), ``i`` integer indices (int32), ``b`` a boolean condition, ``L`` a list of
+#: tensors promoted together, ``T`` a list of tensors each as it is. Later arguments are not arrays (shapes, axes).
+ARGUMENTS: dict[str, str] = {
+    **dict.fromkeys(("add", "subtract", "multiply", "floor_divide", "mod", "power", "maximum", "minimum", "greater",
+                     "greater_equal", "less", "less_equal", "equal", "not_equal", "matmul"), "ee"),
+    "divide": "ff", "logical_and": "bb", "logical_or": "bb", "logical_not": "b", "where": "bee",
+    **dict.fromkeys(("negative", "abs", "square", "relu"), "e"),
+    **dict.fromkeys(("exp", "log", "sqrt", "tanh", "sigmoid", "erf", "softmax", "log_softmax"), "f"),
+    **dict.fromkeys(("sum", "max", "min", "transpose", "reshape", "expand_dims", "squeeze", "broadcast_to", "cast",
+                     "cumsum", "argmax", "ones_like", "zeros_like", "getitem", "pad", "max_pool", "average_pool"),
+                    "t"),
+    "mean": "f", "concatenate": "L", "stack": "L", "take": "ti", "take_along_axis": "ti", "one_hot": "i",
+    "conv": "ff", "all_finite": "T",
+}
 
-def same_padding(kernel: int) -> tuple[int, int]:
-    """Zeros before and after an axis for "same" padding at stride 1, as TensorFlow places them."""
-    return (kernel - 1) // 2, kernel - 1 - (kernel - 1) // 2
+
+def same_padding(size: int, kernel: int, stride: int = 1, dilation: int = 1) -> tuple[int, int]:
+    """Zeros before and after an axis of ``size`` for "same" padding, as TensorFlow places them: the output has
+    ``ceil(size / stride)`` positions, and an odd total puts the extra zero after."""
+    span = (kernel - 1) * dilation + 1
+    total = max((math.ceil(size / stride) - 1) * stride + span - size, 0)
+    return total // 2, total - total // 2
+
+
+def output_size(size: int, kernel: int, stride: int, dilation: int, padding: str) -> int:
+    """Positions along an axis of ``size`` after a window op (convolution, pooling)."""
+    if padding == "same":
+        return math.ceil(size / stride)
+    return (size - (kernel - 1) * dilation - 1) // stride + 1
+
+
+def _pair(value: int | Sequence[int], name: str) -> tuple[int, int]:
+    pair = (value, value) if isinstance(value, int) and not isinstance(value, bool) else tuple(value)
+    if len(pair) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in pair):
+        raise ValueError(f"{name} must be an int >= 1 or a pair of them, got {value!r}")
+    return pair  # type: ignore[return-value]
+
+
+def check_conv(input_rank: int, kernel_rank: int, strides, dilation_rate, padding: str):
+    """Checked convolution arguments: the convolutions every backend runs the same, 2-D and channels last, with
+    strides and dilation not both above 1 (TensorFlow refuses that). Returns the strides and dilation pairs and the
+    padding."""
+    strides, dilations = _pair(strides, "strides"), _pair(dilation_rate, "dilation_rate")
+    if input_rank != 4 or kernel_rank != 4:
+        raise ShapeError(f"ops.conv takes 4-D inputs [batch, height, width, channels] and a 4-D kernel, got ranks "
+                         f"{input_rank} and {kernel_rank}")
+    if max(strides) > 1 and max(dilations) > 1:
+        raise ValueError(f"ops.conv: strides {strides} and dilation_rate {dilations} above 1 together are not "
+                         "supported (TensorFlow refuses them); use one or the other")
+    return strides, dilations, check_padding(padding)
 
 
 def check_padding(padding: str) -> str:
@@ -37,117 +101,398 @@ def check_pool_size(size: int) -> int:
     return size
 
 
+def window(pool_size, strides, padding) -> tuple[tuple[int, int], tuple[int, int], str]:
+    """Checked pooling arguments, as Keras reads them: ``strides`` None means ``pool_size``."""
+    size = _pair(pool_size, "pool_size")
+    return size, _pair(size if strides is None else strides, "strides"), check_padding(padding)
+
+
+def _boundary(name: str, spec: str, impl: Callable) -> Callable:
+    """Wrap a backend's primitive: convert its array arguments by ``spec`` (see :data:`ARGUMENTS`), call it on
+    natives, and hand its results back as Tensors."""
+
+    @functools.wraps(impl)
+    def op(self: Ops, *args, **kwargs):
+        args = list(args)  # the arguments after the spec's are not arrays (shapes, axes, options)
+        promoted = [i for i, kind in enumerate(spec[:len(args)]) if kind in "ef"]
+        if promoted:
+            dtype = self._result_dtype([args[i] for i in promoted], floating=spec[promoted[0]] == "f")
+            for i in promoted:
+                args[i] = self._native(args[i], dtype)
+        for i, kind in enumerate(spec[:len(args)]):
+            if kind == "t":
+                args[i] = self._native(args[i])
+            elif kind == "i":
+                args[i] = self._indices(args[i], name)
+            elif kind == "b":
+                args[i] = self._native(args[i], "bool") if self._dtype_of_value(args[i]) != "bool" \
+                    else self._native(args[i])
+            elif kind == "L":
+                dtype = self._result_dtype(list(args[i]))
+                args[i] = [self._native(v, dtype) for v in args[i]]
+            elif kind == "T":
+                args[i] = [self._native(v) for v in args[i]]
+        return optree.tree_map(lambda leaf: self.wrap(leaf) if self.is_native(leaf) else leaf,
+                               impl(self, *args, **kwargs), is_leaf=self.is_native)
+
+    return op
+
+
 class Ops(ABC):
     """Neutral ops. ``dtype`` is the floating dtype of the computation (``"float32"`` or ``"float64"``)."""
 
     def __init__(self, dtype: str) -> None:
         self.dtype = dtype
 
-    # --- linear algebra and activations --------------------------------------------------------------------------
-    @abstractmethod
-    def matmul(self, a: Tensor, b: Tensor) -> Tensor:
-        """Matrix product of 2-D ``a`` and ``b``."""
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        for name, spec in ARGUMENTS.items():
+            if name in cls.__dict__:
+                setattr(cls, name, _boundary(name, spec, cls.__dict__[name]))
+
+    # ----------------------------------------------------------------------------------------------------------------
+    # The boundary between model code and the framework.
+
+    def call(self, fn: Callable, *args, **kwargs) -> Any:
+        """``fn(self, *args, **kwargs)`` with the native arrays of ``args`` (any pytree) given to ``fn`` as Tensors,
+        and the Tensors of its result given back as natives: how a backend runs model, layer and optimizer code."""
+        return self.unwrap(fn(self, *self.wrap_tree(args), **self.wrap_tree(kwargs)))
+
+    def wrap(self, native: Native) -> Tensor:
+        return native if isinstance(native, Tensor) else Tensor(native, self)
+
+    def wrap_tree(self, tree: Any) -> Any:
+        return optree.tree_map(lambda leaf: self.wrap(leaf) if self.is_native(leaf) else leaf, tree,
+                               is_leaf=self.is_native)
+
+    @staticmethod
+    def unwrap(tree: Any) -> Any:
+        return optree.tree_map(lambda leaf: leaf.native if isinstance(leaf, Tensor) else leaf, tree,
+                               is_leaf=lambda leaf: isinstance(leaf, Tensor))
+
+    def _dtype_of_value(self, value: Any) -> str:
+        if isinstance(value, Tensor):
+            value = value.native
+        if self.is_native(value):
+            return self.native_dtype(value)
+        if is_weak(value):
+            return result_dtype([], [value], self.dtype)
+        return constant_dtype(value, self.dtype)
+
+    def _result_dtype(self, values: Sequence[Any], floating: bool = False) -> str:
+        strong = [self._dtype_of_value(v) for v in values if not is_weak(v)]
+        dtype = result_dtype(strong, [v for v in values if is_weak(v)], self.dtype)
+        return self.dtype if floating and np.dtype(dtype).kind != "f" else dtype
+
+    def _native(self, value: Any, dtype: str | None = None) -> Native:
+        """``value`` (a Tensor, a native, a Python number, a NumPy array) as a native of ``dtype`` (default: its
+        own; a constant's from :func:`~toolkit.nn.tensor.constant_dtype`)."""
+        if isinstance(value, Tensor):
+            value = value.native
+        if self.is_native(value):
+            return value if dtype is None or self.native_dtype(value) == dtype else self.native_cast(value, dtype)
+        return self.constant(np.asarray(value, dtype or self._dtype_of_value(value)))
+
+    def _indices(self, value: Any, name: str) -> Native:
+        dtype = self._dtype_of_value(value)
+        if np.dtype(dtype).kind not in "iu":
+            raise DTypeError(f"ops.{name} needs integer indices, got dtype {dtype}")
+        return self._native(value, INT_DTYPE)
+
+    # ----------------------------------------------------------------------------------------------------------------
+    # What a backend provides besides the ops: natives, constants, shapes and dtypes.
 
     @abstractmethod
-    def relu(self, x: Tensor) -> Tensor:
-        """``max(x, 0)``, with gradient 0 at ``x == 0`` on every backend."""
+    def is_native(self, value: Any) -> bool:
+        """Whether ``value`` is one of the framework's arrays (not a Tensor, not a NumPy array)."""
 
     @abstractmethod
-    def tanh(self, x: Tensor) -> Tensor:
-        """Hyperbolic tangent."""
+    def constant(self, value: np.ndarray) -> Native:
+        """A native constant holding ``value`` with its dtype."""
 
     @abstractmethod
-    def sigmoid(self, x: Tensor) -> Tensor:
-        """``1 / (1 + exp(-x))``."""
+    def native_dtype(self, value: Native) -> str:
+        """The NumPy name of a native's dtype."""
 
     @abstractmethod
-    def softmax(self, x: Tensor, axis: int = -1) -> Tensor:
-        """``exp(x) / sum(exp(x), axis)``, computed stably."""
+    def native_shape(self, value: Native) -> tuple[int | None, ...]:
+        """A native's static shape, None where unknown."""
 
     @abstractmethod
-    def log_softmax(self, x: Tensor, axis: int = -1) -> Tensor:
-        """``x - logsumexp(x, axis)``, computed stably."""
+    def native_cast(self, value: Native, dtype: str) -> Native:
+        """A native converted to ``dtype``."""
 
-    # --- elementwise -----------------------------------------------------------------------------------------------
-    @abstractmethod
-    def exp(self, x: Tensor) -> Tensor:
-        """Elementwise ``e**x``."""
+    def shape(self, x: Any) -> tuple[int | None, ...]:
+        """The static shape of ``x`` (a Tensor, a native or a constant)."""
+        if isinstance(x, Tensor):
+            x = x.native
+        return self.native_shape(x) if self.is_native(x) else np.shape(x)
+
+    def dtype_of(self, x: Any) -> str:
+        """The dtype of ``x`` as model code sees it (constants: by the rules of :mod:`toolkit.nn.tensor`)."""
+        return self._dtype_of_value(x)
+
+    # ----------------------------------------------------------------------------------------------------------------
+    # Elementwise arithmetic and comparisons (NumPy broadcasting; dtypes by toolkit.nn.tensor's rules).
 
     @abstractmethod
-    def log(self, x: Tensor) -> Tensor:
-        """Elementwise natural logarithm."""
+    def add(self, x1, x2): """``x1 + x2``."""
+    @abstractmethod
+    def subtract(self, x1, x2): """``x1 - x2``."""
+    @abstractmethod
+    def multiply(self, x1, x2): """``x1 * x2``."""
+    @abstractmethod
+    def divide(self, x1, x2): """``x1 / x2``, a true division (integers divide into the computation dtype)."""
+    @abstractmethod
+    def floor_divide(self, x1, x2): """``x1 // x2`` (NumPy: rounds towards minus infinity)."""
+    @abstractmethod
+    def mod(self, x1, x2): """``x1 % x2`` (NumPy: the sign of the divisor)."""
+    @abstractmethod
+    def power(self, x1, x2): """``x1 ** x2``."""
+    @abstractmethod
+    def negative(self, x): """``-x``."""
+    @abstractmethod
+    def abs(self, x): """``|x|``; its gradient at 0 is 0 on every backend."""
+    @abstractmethod
+    def maximum(self, x1, x2): """Elementwise maximum; at a tie the whole gradient goes to ``x1`` on every backend."""
+    @abstractmethod
+    def minimum(self, x1, x2): """Elementwise minimum; at a tie the whole gradient goes to ``x1``."""
+    @abstractmethod
+    def greater(self, x1, x2): """``x1 > x2``, booleans."""
+    @abstractmethod
+    def greater_equal(self, x1, x2): """``x1 >= x2``, booleans."""
+    @abstractmethod
+    def less(self, x1, x2): """``x1 < x2``, booleans."""
+    @abstractmethod
+    def less_equal(self, x1, x2): """``x1 <= x2``, booleans."""
+    @abstractmethod
+    def equal(self, x1, x2): """``x1 == x2``, booleans."""
+    @abstractmethod
+    def not_equal(self, x1, x2): """``x1 != x2``, booleans."""
+    @abstractmethod
+    def logical_and(self, x1, x2): """Booleans: both true."""
+    @abstractmethod
+    def logical_or(self, x1, x2): """Booleans: either true."""
+    @abstractmethod
+    def logical_not(self, x): """Booleans: not ``x``."""
+    @abstractmethod
+    def where(self, condition, x1, x2): """``x1`` where ``condition`` holds, else ``x2`` (all broadcast)."""
+
+    def clip(self, x, x_min, x_max):
+        """``x`` limited to ``[x_min, x_max]`` (``keras.ops.clip``): ``minimum(maximum(x, x_min), x_max)``."""
+        return self.minimum(self.maximum(x, x_min), x_max)
+
+    # --- activations and elementwise functions ----------------------------------------------------------------------
+    @abstractmethod
+    def relu(self, x): """``max(x, 0)``, with gradient 0 at ``x == 0`` on every backend."""
+    @abstractmethod
+    def tanh(self, x): """Hyperbolic tangent."""
+    @abstractmethod
+    def sigmoid(self, x): """``1 / (1 + exp(-x))``."""
+    @abstractmethod
+    def exp(self, x): """Elementwise ``e**x``."""
+    @abstractmethod
+    def log(self, x): """Elementwise natural logarithm."""
+    @abstractmethod
+    def sqrt(self, x): """Elementwise square root."""
+    @abstractmethod
+    def square(self, x): """Elementwise ``x * x``."""
+    @abstractmethod
+    def erf(self, x): """The error function."""
 
     @abstractmethod
-    def sqrt(self, x: Tensor) -> Tensor:
-        """Elementwise square root (used by the optimizers)."""
-
+    def softmax(self, x, axis=-1): """``exp(x) / sum(exp(x), axis)``, computed stably."""
     @abstractmethod
-    def square(self, x: Tensor) -> Tensor:
-        """Elementwise ``x * x``."""
+    def log_softmax(self, x, axis=-1): """``x - logsumexp(x, axis)``, computed stably."""
+
+    def gelu(self, x, approximate: bool = True):
+        """Gaussian error linear unit (``keras.ops.gelu``; Keras' default is the tanh approximation):
+        exact ``x/2 * (1 + erf(x / sqrt(2)))``; approximate ``x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))``."""
+        x = self.wrap(self._native(x, self._result_dtype([x], floating=True)))
+        if approximate:
+            return 0.5 * x * (1.0 + self.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x * x * x)))
+        return 0.5 * x * (1.0 + self.erf(x / math.sqrt(2.0)))
+
+    def silu(self, x):
+        """``x * sigmoid(x)`` (``keras.ops.silu``, also called swish)."""
+        return x * self.sigmoid(x)
+
+    def softplus(self, x):
+        """``log(1 + exp(x))``, computed as ``max(x, 0) + log(1 + exp(-|x|))`` so large ``|x|`` neither overflows
+        nor loses the gradient."""
+        return self.relu(x) + self.log(1.0 + self.exp(-self.abs(x)))
 
     # --- reductions ------------------------------------------------------------------------------------------------
     @abstractmethod
-    def sum(self, x: Tensor, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
-        """Sum over ``axis`` (all axes when None)."""
+    def sum(self, x, axis: Axis = None, keepdims: bool = False): """Sum over ``axis`` (all axes when None)."""
+    @abstractmethod
+    def mean(self, x, axis: Axis = None, keepdims: bool = False): """Mean over ``axis`` (all axes when None)."""
 
     @abstractmethod
-    def mean(self, x: Tensor, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
-        """Mean over ``axis`` (all axes when None)."""
-
-    @abstractmethod
-    def max(self, x: Tensor, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
+    def max(self, x, axis: Axis = None, keepdims: bool = False):
         """Maximum over ``axis`` (all axes when None). Where several entries tie for the maximum, frameworks split
         the gradient differently (TensorFlow shares it, Aesara gives each the whole); ties at a ReLU's zero, the
         common case, get no gradient on either."""
 
-    # --- convolution and pooling (NHWC) ----------------------------------------------------------------------------
     @abstractmethod
-    def conv2d(self, x: Tensor, kernel: Tensor, padding: str = "valid") -> Tensor:
-        """2-D cross-correlation, stride 1, as ``tf.nn.conv2d``.
-
-        Args:
-            x: ``[batch, height, width, in_channels]``.
-            kernel: ``[kernel_height, kernel_width, in_channels, out_channels]``.
-            padding: ``"valid"`` (no padding: the output shrinks by ``kernel - 1``) or ``"same"`` (zero padding so
-                the output keeps the input's size; an even kernel pads one more row/column at the bottom/right).
-        """
+    def min(self, x, axis: Axis = None, keepdims: bool = False): """Minimum over ``axis`` (ties: as :meth:`max`)."""
 
     @abstractmethod
-    def max_pool2d(self, x: Tensor, size: int) -> Tensor:
-        """Max pooling over ``size x size`` windows with stride ``size`` ("valid": rows/columns that do not fill a
-        window are dropped), NHWC."""
+    def argmax(self, x, axis: int | None = None, keepdims: bool = False):
+        """Index of the first maximum along ``axis`` (of the flattened array when None), int32."""
+
+    @abstractmethod
+    def cumsum(self, x, axis: int | None = None): """Running sum along ``axis`` (of the flattened array when None)."""
+
+    def logsumexp(self, x, axis: Axis = None, keepdims: bool = False):
+        """``log(sum(exp(x), axis))``, computed stably (the maximum is taken out first, its gradient stopped by
+        construction: it cancels)."""
+        peak = self.max(x, axis=axis, keepdims=True)
+        total = self.log(self.sum(self.exp(x - peak), axis=axis, keepdims=True)) + peak
+        return total if keepdims else self.squeeze(total, axis=_reduced_axes(axis, self.shape(x)))
+
+    def moments(self, x, axes: Axis, keepdims: bool = False):
+        """Mean and (biased) variance over ``axes`` (``keras.ops.moments``): ``(mean(x), mean((x - mean)**2))``."""
+        mean = self.mean(x, axis=axes, keepdims=True)
+        variance = self.mean(self.square(x - mean), axis=axes, keepdims=True)
+        if keepdims:
+            return mean, variance
+        axes = _reduced_axes(axes, self.shape(x))
+        return self.squeeze(mean, axis=axes), self.squeeze(variance, axis=axes)
+
+    # --- linear algebra -------------------------------------------------------------------------------------------
+    @abstractmethod
+    def matmul(self, x1, x2):
+        """Matrix product with NumPy's rules: the last two axes multiply, leading (batch) axes broadcast; a 1-D
+        operand is a vector (its axis is added, then removed from the result)."""
 
     # --- shapes ----------------------------------------------------------------------------------------------------
     @abstractmethod
-    def reshape(self, x: Tensor, shape: Sequence[int]) -> Tensor:
-        """Reshape; one entry of ``shape`` may be -1."""
+    def reshape(self, x, shape: Sequence[int]): """Reshape; one entry of ``shape`` may be -1."""
+    @abstractmethod
+    def transpose(self, x, axes: Sequence[int] | None = None): """Permute axes (reverse them when None)."""
+    @abstractmethod
+    def expand_dims(self, x, axis: int): """A new axis of size 1 at ``axis``."""
+    @abstractmethod
+    def squeeze(self, x, axis: Axis = None): """Drop size-1 axes ``axis`` (every size-1 axis when None)."""
+    @abstractmethod
+    def broadcast_to(self, x, shape: Sequence[int]): """``x`` broadcast to ``shape`` (NumPy's rules)."""
+    @abstractmethod
+    def cast(self, x, dtype: str): """``x`` converted to ``dtype`` (floats to integers round towards zero)."""
+    @abstractmethod
+    def concatenate(self, xs, axis: int = 0): """Join arrays along an existing axis (dtypes promoted)."""
+    @abstractmethod
+    def stack(self, xs, axis: int = 0): """Join arrays along a new axis (dtypes promoted)."""
+
+    def concat(self, xs, axis: int = 0):
+        """The toolkit's earlier name of :meth:`concatenate`."""
+        return self.concatenate(xs, axis=axis)
 
     @abstractmethod
-    def concat(self, xs: Sequence[Tensor], axis: int = 0) -> Tensor:
-        """Join arrays along an existing axis."""
+    def pad(self, x, pad_width, constant_values=0):
+        """``x`` with ``pad_width[i] = (before, after)`` constant entries around axis ``i`` (``keras.ops.pad``,
+        constant mode)."""
 
     @abstractmethod
-    def stack(self, xs: Sequence[Tensor], axis: int = 0) -> Tensor:
-        """Join arrays along a new axis."""
+    def getitem(self, x, key):
+        """Basic indexing: ints, slices (with steps), ``None`` and ``...``. Indexing with arrays is
+        :meth:`take` / :meth:`take_along_axis` (a TypeError says so)."""
+
+    # --- gathering ------------------------------------------------------------------------------------------------
+    @abstractmethod
+    def take(self, x, indices, axis: int | None = None):
+        """Entries of ``x`` at ``indices`` along ``axis`` (of the flattened array when None): an embedding lookup
+        is ``take(table, ids, axis=0)``. The gradient adds up into the rows taken. Indices are int32 in
+        ``[-n, n)``; negative ones count from the end, and out-of-range ones are clipped to the nearest row on every
+        backend (TensorFlow would fail, JAX would clip: the toolkit clips on both)."""
 
     @abstractmethod
-    def squeeze(self, x: Tensor, axis: int | None = None) -> Tensor:
-        """Drop axis ``axis`` (which must have size 1), or every size-1 axis when None."""
+    def take_along_axis(self, x, indices, axis: int | None = None):
+        """``x``'s entries at ``indices`` along ``axis``, ``indices`` shaped like ``x`` but along that axis
+        (``numpy.take_along_axis``); indices as in :meth:`take`."""
 
     # --- constructors ----------------------------------------------------------------------------------------------
     @abstractmethod
-    def ones_like(self, x: Tensor) -> Tensor:
-        """Ones with the shape and dtype of ``x``."""
+    def ones_like(self, x): """Ones with the shape and dtype of ``x``."""
+    @abstractmethod
+    def zeros_like(self, x): """Zeros with the shape and dtype of ``x``."""
 
     @abstractmethod
-    def zeros_like(self, x: Tensor) -> Tensor:
-        """Zeros with the shape and dtype of ``x``."""
-
-    @abstractmethod
-    def one_hot(self, indices: Tensor, depth: int) -> Tensor:
+    def one_hot(self, indices, depth: int):
         """``indices`` (ints) as one-hot rows of length ``depth`` in ``self.dtype``; out-of-range rows are all 0."""
+
+    # --- convolution and pooling (channels last) -------------------------------------------------------------------
+    @abstractmethod
+    def conv(self, inputs, kernel, strides=1, padding: str = "valid", dilation_rate=1):
+        """2-D cross-correlation (``keras.ops.conv``, channels last).
+
+        Args:
+            inputs: ``[batch, height, width, in_channels]``.
+            kernel: ``[kernel_height, kernel_width, in_channels, out_channels]``.
+            strides, dilation_rate: an int or a pair; strides and dilation above 1 together are refused, as
+                TensorFlow refuses them.
+            padding: ``"valid"`` (no padding) or ``"same"`` (zeros so the output has ``ceil(size / stride)``
+                positions, the odd one after, as TensorFlow places them).
+        """
+
+    def conv2d(self, x, kernel, padding: str = "valid"):
+        """The toolkit's earlier name: :meth:`conv` with stride 1."""
+        return self.conv(x, kernel, padding=padding)
+
+    @abstractmethod
+    def max_pool(self, inputs, pool_size, strides=None, padding: str = "valid"):
+        """Maximum over ``pool_size`` windows moved by ``strides`` (default ``pool_size``), channels last
+        (``keras.ops.max_pool``); "same" pads with minus infinity."""
+
+    @abstractmethod
+    def average_pool(self, inputs, pool_size, strides=None, padding: str = "valid"):
+        """Mean over windows (``keras.ops.average_pool``); with "same" padding a window's mean counts only the
+        entries inside the input, as TensorFlow and Keras do."""
+
+    def max_pool2d(self, x, size: int):
+        """The toolkit's earlier name: :meth:`max_pool` of ``size x size`` windows, stride ``size``, "valid"."""
+        return self.max_pool(x, check_pool_size(size))
+
+    # --- attention -------------------------------------------------------------------------------------------------
+    def dot_product_attention(self, query, key, value, mask=None, scale: float | None = None,
+                              is_causal: bool = False):
+        """Scaled dot-product attention (``keras.ops.dot_product_attention``).
+
+        Args:
+            query: ``[batch, target, heads, depth]``; key, value: ``[batch, source, heads, depth]``.
+            mask: booleans broadcastable to ``[batch, heads, target, source]``: True where a query may attend.
+            scale: default ``1 / sqrt(depth)``.
+            is_causal: a query attends only to sources at its position or before.
+
+        ``softmax(scale * q k^T)`` over the sources, masked entries set to the dtype's lowest finite value before
+        the softmax (a fully masked row attends uniformly, as in Keras), then times ``value``: ``[batch, target,
+        heads, depth]``.
+        """
+        q_shape, k_shape = self.shape(query), self.shape(key)
+        if len(q_shape) != 4 or len(k_shape) != 4:
+            raise ShapeError(f"dot_product_attention needs [batch, sequence, heads, depth] arrays, got query "
+                             f"{q_shape} and key {k_shape}")
+        depth = q_shape[-1]
+        scale = 1.0 / math.sqrt(depth) if scale is None else scale
+        logits = self.matmul(self.transpose(query, (0, 2, 1, 3)), self.transpose(key, (0, 2, 3, 1))) * scale
+        allowed = None if mask is None else self.wrap(self._native(mask, "bool"))
+        if is_causal:
+            target, source = q_shape[1], k_shape[1]
+            causal = np.tril(np.ones((target, source), bool), k=source - target)
+            allowed = causal if allowed is None else self.logical_and(allowed, causal)
+        if allowed is not None:
+            logits = self.where(allowed, logits, float(np.finfo(self._result_dtype([logits])).min))
+        weights = self.softmax(logits, axis=-1)
+        return self.transpose(self.matmul(weights, self.transpose(value, (0, 2, 1, 3))), (0, 2, 1, 3))
 
     # --- checks ----------------------------------------------------------------------------------------------------
     @abstractmethod
-    def all_finite(self, xs: Sequence[Tensor]) -> Tensor:
+    def all_finite(self, xs):
         """A boolean scalar: no NaN or Inf in any of ``xs`` (used by the training step's NaN policy)."""
+
+
+def _reduced_axes(axis: Axis, shape: Sequence[int | None]) -> tuple[int, ...]:
+    if axis is None:
+        return tuple(range(len(shape)))
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    return tuple(a % len(shape) for a in axes)
