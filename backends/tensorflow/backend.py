@@ -27,6 +27,12 @@ def _traced(fn):
     return function
 
 
+def _dense(grad, like):
+    """A gradient as a dense tensor: zeros where the loss does not use the value (as the Aesara backend gives), and
+    ``tf.gather``'s IndexedSlices (the gradient of ``ops.take``) added up into a tensor."""
+    return tf.zeros_like(like) if grad is None else tf.convert_to_tensor(grad)
+
+
 class _PerDevice:
     """One ``tf.function`` per device, made on first use. The ``tf.device`` scope sits inside the traced body, so
     every op of the function is pinned to its device whatever the caller's scope; the call is made under the same
@@ -123,7 +129,7 @@ class Backend(interface.Backend):
                     loss = tf.reduce_mean(model.losses(ops, params, x, y))
                 grads = tape.gradient(loss, params)
                 # A parameter the loss does not use gets a zero gradient, as in the Aesara backend.
-                return loss, {k: tf.zeros_like(params[k]) if g is None else g for k, g in grads.items()}
+                return loss, {k: _dense(g, params[k]) for k, g in grads.items()}
 
             per_device = _PerDevice(self, loss_and_gradients)
             self._compiled[key] = lambda params, x, y, device: per_device(params, x, y, device=device)
@@ -153,8 +159,8 @@ class Backend(interface.Backend):
                     tape.watch([params, floats])
                     output = ops.call(fn, params, *inputs)
                 grads, float_grads = tape.gradient(output, (params, floats), output_gradients=cotangent)
-                grads = {k: tf.zeros_like(params[k]) if g is None else g for k, g in grads.items()}
-                float_grads = iter(tf.zeros_like(x) if g is None else g for x, g in zip(floats, float_grads))
+                grads = {k: _dense(g, params[k]) for k, g in grads.items()}
+                float_grads = iter(_dense(g, x) for x, g in zip(floats, float_grads))
                 return output, grads, [next(float_grads) if x.dtype.is_floating else None for x in inputs]
 
             forward = _PerDevice(self, lambda params, inputs: ops.call(fn, params, *inputs))
@@ -178,7 +184,7 @@ class Backend(interface.Backend):
                         loss = tf.reduce_mean(model.losses(ops, replica, x, y))
                     found = tape.gradient(loss, replica)
                     losses.append(loss)
-                    grads.append({k: tf.zeros_like(replica[k]) if g is None else g for k, g in found.items()})
+                    grads.append({k: _dense(g, replica[k]) for k, g in found.items()})
             with tf.device(home):
                 loss = tf.add_n([weights[i] * losses[i] for i in range(len(losses))])
                 mean = {k: tf.add_n([weights[i] * g[k] for i, g in enumerate(grads)]) for k in names}
@@ -228,7 +234,7 @@ class Backend(interface.Backend):
                     with tf.device(names[last.name]):
                         loss = tf.reduce_mean(ops.call(model.loss, values[last.name], y))
                 grads = tape.gradient(loss, params)
-                return loss, {k: tf.zeros_like(params[k]) if g is None else g for k, g in grads.items()}
+                return loss, {k: _dense(g, params[k]) for k, g in grads.items()}
 
             function = _traced(loss_and_gradients)
 

@@ -211,7 +211,9 @@ class TensorFlowOps(Ops):
     def conv(self, inputs, kernel, strides=1, padding="valid", dilation_rate=1):
         strides, dilations, padding = check_conv(inputs.shape.rank, kernel.shape.rank, strides, dilation_rate,
                                                  padding)
-        return tf.nn.conv2d(inputs, kernel, strides=strides, padding=padding.upper(), dilations=dilations)
+        # tf.nn.convolution runs a dilated convolution as space_to_batch around a plain one: TensorFlow's CPU kernels
+        # have no gradient for conv2d's own dilations.
+        return tf.nn.convolution(inputs, kernel, strides=strides, padding=padding.upper(), dilations=dilations)
 
     def max_pool(self, inputs, pool_size, strides=None, padding="valid"):
         size, strides, padding = window(pool_size, strides, padding)

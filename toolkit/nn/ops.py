@@ -462,7 +462,7 @@ class Ops(ABC):
             query: ``[batch, target, heads, depth]``; key, value: ``[batch, source, heads, depth]``.
             mask: booleans broadcastable to ``[batch, heads, target, source]``: True where a query may attend.
             scale: default ``1 / sqrt(depth)``.
-            is_causal: a query attends only to sources at its position or before.
+            is_causal: the query at position ``t`` attends only to sources ``0..t`` (aligned at the start, as Keras).
 
         ``softmax(scale * q k^T)`` over the sources, masked entries set to the dtype's lowest finite value before
         the softmax (a fully masked row attends uniformly, as in Keras), then times ``value``: ``[batch, target,
@@ -478,7 +478,7 @@ class Ops(ABC):
         allowed = None if mask is None else self.wrap(self._native(mask, "bool"))
         if is_causal:
             target, source = q_shape[1], k_shape[1]
-            causal = np.tril(np.ones((target, source), bool), k=source - target)
+            causal = np.tril(np.ones((target, source), bool))
             allowed = causal if allowed is None else self.logical_and(allowed, causal)
         if allowed is not None:
             logits = self.where(allowed, logits, float(np.finfo(self._result_dtype([logits])).min))
