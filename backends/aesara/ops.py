@@ -9,7 +9,7 @@ import functools
 import numpy as np
 
 from toolkit.backends.aesara.environment import import_framework
-from toolkit.nn.ops import Ops, check_conv, output_size, same_padding, window
+from toolkit.nn.ops import Ops, check_conv, check_matmul, output_size, same_padding, window
 
 import_framework()
 
@@ -193,6 +193,7 @@ class AesaraOps(Ops):
     def matmul(self, x1, x2):
         # at.matmul has no gradient in Aesara 2.9 (and computes float32 in float64); batch axes are broadcast and
         # folded into one for batched_dot, which has both, and runs on every linker.
+        check_matmul(self.native_shape(x1), self.native_shape(x2))
         a = at.shape_padleft(x1) if x1.ndim == 1 else x1
         b = at.shape_padright(x2) if x2.ndim == 1 else x2
         if a.ndim == 2 and b.ndim == 2:

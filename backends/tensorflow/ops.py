@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from toolkit.backends.tensorflow.environment import import_framework
-from toolkit.nn.ops import Ops, check_conv, window
+from toolkit.nn.ops import Ops, check_conv, check_matmul, window
 
 tf = import_framework()
 
@@ -149,6 +149,7 @@ class TensorFlowOps(Ops):
 
     def matmul(self, x1, x2):
         # tf.linalg.matmul broadcasts batch axes but refuses vectors; NumPy's vector rule is applied around it.
+        check_matmul(self.native_shape(x1), self.native_shape(x2))
         a = x1[None, :] if x1.shape.rank == 1 else x1
         b = x2[:, None] if x2.shape.rank == 1 else x2
         out = tf.linalg.matmul(a, b)

@@ -89,6 +89,17 @@ def check_conv(input_rank: int, kernel_rank: int, strides, dilation_rate, paddin
     return strides, dilations, check_padding(padding)
 
 
+def check_matmul(shape1: Sequence[int | None], shape2: Sequence[int | None]) -> None:
+    """Refuse, while the model is traced, a product whose inner sizes differ (one error on every backend, where
+    TensorFlow would raise its own and JAX would fail only when the compiled function runs)."""
+    if not shape1 or not shape2:
+        raise ShapeError(f"ops.matmul needs arrays of rank >= 1, got shapes {tuple(shape1)} and {tuple(shape2)}")
+    inner1, inner2 = shape1[-1], shape2[-2] if len(shape2) > 1 else shape2[0]
+    if None not in (inner1, inner2) and inner1 != inner2:
+        raise ShapeError(f"ops.matmul: shapes {tuple(shape1)} and {tuple(shape2)} do not align ({inner1} != "
+                         f"{inner2})")
+
+
 def check_padding(padding: str) -> str:
     if padding not in PADDINGS:
         raise ValueError(f"padding must be one of {PADDINGS}, got {padding!r}")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import os
+import traceback
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -52,6 +53,28 @@ def _as_dtype(dtype: Any) -> str:
     if name not in DTYPES:
         raise DTypeError(f"dtype must be one of {DTYPES}, got {dtype!r}")
     return name
+
+
+def _is_user_code(filename: str) -> bool:
+    """Whether a traceback frame is the user's: not the toolkit's (its backends included), not an installed
+    package's, not Python's, not the module Aesara writes for a compiled JAX function (a ``tmp...`` file)."""
+    import toolkit.backends
+
+    ours = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))), os.path.dirname(toolkit.backends.__file__))
+    base = os.path.basename(filename)
+    return not (filename.startswith(ours) or f"{os.sep}site-packages{os.sep}" in filename
+                or filename.startswith("<frozen ") or (base.startswith("tmp") and "." not in base))
+
+
+def _user_line(error: BaseException) -> str | None:
+    """``file:line in function: code`` of the innermost frame of user code in ``error``'s traceback: the model's
+    line that failed while it was traced. None when there is none (an error raised while a compiled function ran
+    carries only the framework's frames; its message names the op)."""
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if _is_user_code(f.filename)]
+    if not frames:
+        return None
+    frame = frames[-1]
+    return f"{frame.filename}:{frame.lineno} in {frame.name}: {(frame.line or '').strip()}"
 
 
 def _count_non_finite(array: np.ndarray) -> int:
@@ -276,8 +299,9 @@ class Trainer:
 
     def _compute_error(self, where: Any, shapes: str, error: Exception) -> ComputeError:
         message = str(error).strip().splitlines()[0][:500] if str(error).strip() else ""
-        return ComputeError(f"{self.model.name} failed on {where} ({shapes}): {type(error).__name__}: {message}; "
-                            "the trainer is unchanged")
+        line = _user_line(error)
+        return ComputeError(f"{self.model.name} failed on {where} ({shapes}): {type(error).__name__}: {message}"
+                            f"{f' (at {line})' if line else ''}; the trainer is unchanged")
 
     def _check_batch(self, x: Any, y: Any) -> tuple[Any, np.ndarray]:
         """Check and cast a batch: ``x`` an array or a dict of arrays, ``y`` an array, all of one length."""
