@@ -358,3 +358,16 @@ def test_a_failure_in_model_code_names_the_line(backend_name):
     assert "AttributeError" in message and "no_such_op" in message
     assert f"test_op_vocabulary.py:{forward.__code__.co_firstlineno + 1} in forward" in message
     assert trainer.step_count == 0
+
+
+def test_static_shapes_are_known_on_every_backend(backend):
+    seen = {}
+
+    def fn(o, x, w):
+        product = o.matmul(x, o.reshape(w, (8, -1)))
+        seen.update(product=product.shape, reshaped=o.reshape(product, (-1, 5, 2, 3)).shape,
+                    pooled=o.max_pool(o.reshape(product, (2, 5, 6, 1)), 2, padding="same").shape)
+        return product
+
+    _traced(backend, fn, x=np.ones((2, 5, 8), np.float32), w=np.ones((8, 2, 3), np.float32))
+    assert seen == {"product": (2, 5, 6), "reshaped": (2, 5, 2, 3), "pooled": (2, 3, 3, 1)}

@@ -354,11 +354,11 @@ class Backend(interface.Backend):
             ops = self.ops(dtype)
 
             def build(inputs):
-                symbols = {name: _symbol(value, name) for name, value in inputs.items()}
+                symbols = optree.tree_map(_symbol, inputs)
                 return symbols, ops.call(fn, **symbols)
 
             self._compiled[key] = _BySignature(build, dtype, self.linker)
-        placed = {name: self.place(value, device) for name, value in inputs.items()}
+        placed = optree.tree_map(lambda value: self.place(value, device), dict(inputs))
         return self._compiled[key](placed, device=self._jax_device(device))
 
     def compile_gradient(self, model, dtype):

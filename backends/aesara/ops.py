@@ -204,12 +204,18 @@ class AesaraOps(Ops):
             b = at.broadcast_to(b, (*batch, *_shape(b)[-2:]))
             count = int(np.prod(batch))
             out = at.batched_dot(at.reshape(a, (count, *_shape(a)[-2:])), at.reshape(b, (count, *_shape(b)[-2:])))
-            out = at.reshape(out, (*batch, *_shape(out)[-2:]))
+            out = at.reshape(out, (*batch, _shape(a)[-2], _shape(b)[-1]))  # sizes from the inputs: static
         if x2.ndim == 1:
             out = out[..., 0]
         return out[..., 0, :] if x1.ndim == 1 else out
 
     def reshape(self, x, shape):
+        # A -1 is resolved here when the input's shape is static (as the backend compiles): Aesara would leave that
+        # axis unknown, and later ops that need static sizes (matmul's batch axes, conv kernels) could not read it.
+        shape, known = [int(s) for s in shape], x.type.shape
+        if -1 in shape and None not in known:
+            rest = int(np.prod([s for s in shape if s != -1]))
+            shape[shape.index(-1)] = int(np.prod(known)) // rest if rest else 0
         return at.reshape(x, tuple(shape))
 
     def transpose(self, x, axes=None):
@@ -285,8 +291,9 @@ class AesaraOps(Ops):
             blocks = at.reshape(x[:, :out[0] * size[0], :out[1] * size[1], :], (n, out[0], size[0], out[1], size[1],
                                                                                 c))
             return at.max(blocks, axis=(2, 4))
-        return functools.reduce(lambda a, b: at.switch(at.ge(a, b), a, b),
-                                _windows(x, size, strides, (1, 1), out).values())
+        pooled = functools.reduce(lambda a, b: at.switch(at.ge(a, b), a, b),
+                                  _windows(x, size, strides, (1, 1), out).values())
+        return at.specify_shape(pooled, (_shape(inputs)[0], *out, _shape(inputs)[3]))  # Aesara loses it in slices
 
     def average_pool(self, inputs, pool_size, strides=None, padding="valid"):
         size, strides, padding = window(pool_size, strides, padding)
@@ -297,7 +304,8 @@ class AesaraOps(Ops):
         ones, _ = _frame_numpy(np.ones((1, h, w, 1)), size, strides, padding)
         count = sum(ones[:, i:i + (out[0] - 1) * strides[0] + 1:strides[0], j:j + (out[1] - 1) * strides[1] + 1:
                          strides[1], :] for i in range(size[0]) for j in range(size[1]))
-        return total / at.constant(count.astype(x.dtype))
+        return at.specify_shape(total / at.constant(count.astype(x.dtype)), (_shape(inputs)[0], *out,
+                                                                             _shape(inputs)[3]))
 
     def all_finite(self, xs):
         # Aesara 2.9 has isnan and isinf but no isfinite.

@@ -1,0 +1,36 @@
+"""Layers written once with :class:`toolkit.nn.ops.Ops`: the same arithmetic on every backend.
+
+Each layer is an ``*_init(rng, ...)`` returning a dict of NumPy arrays, with Keras' default initialisers and Keras'
+parameter shapes (so weights move between a Keras layer and the toolkit unchanged), and a function
+``layer(ops, params, x, ...)``. Parameter dicts are flat; ``prefix`` keeps the names of several layers apart.
+"""
+
+from toolkit.nn.layers.attention import multi_head_attention, multi_head_attention_init
+from toolkit.nn.layers.convolutional import (
+    average_pool2d,
+    conv2d,
+    conv2d_init,
+    global_average_pool2d,
+    global_max_pool2d,
+    max_pool2d,
+)
+from toolkit.nn.layers.core import (
+    activate,
+    dense,
+    dense_init,
+    embedding,
+    embedding_init,
+    fans,
+    flatten,
+    glorot_uniform,
+    orthogonal,
+)
+from toolkit.nn.layers.normalization import layer_norm, layer_norm_init
+from toolkit.nn.layers.recurrent import lstm, lstm_init
+
+__all__ = [
+    "activate", "average_pool2d", "conv2d", "conv2d_init", "dense", "dense_init", "embedding", "embedding_init",
+    "fans", "flatten", "global_average_pool2d", "global_max_pool2d", "glorot_uniform", "layer_norm",
+    "layer_norm_init", "lstm", "lstm_init", "max_pool2d", "multi_head_attention", "multi_head_attention_init",
+    "orthogonal",
+]

@@ -1,0 +1,59 @@
+"""Multi-head attention (Keras ``MultiHeadAttention``), with an optional mask and a causal mask."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from toolkit.nn.layers.core import glorot_uniform
+
+
+def multi_head_attention_init(rng: np.random.Generator, query_dim: int, num_heads: int, key_dim: int,
+                              value_dim: int | None = None, key_source_dim: int | None = None,
+                              prefix: str = "mha") -> dict[str, np.ndarray]:
+    """Keras ``MultiHeadAttention``'s weights in Keras' shapes: ``query``, ``key``, ``value`` kernels
+    ``[input_dim, heads, depth]`` with biases ``[heads, depth]``, and ``attention_output`` ``[heads, value_dim,
+    query_dim]`` with bias ``[query_dim]``; Glorot-uniform kernels (Keras' fans), zero biases. ``key_source_dim``:
+    the width of the key/value input (default ``query_dim``)."""
+    value_dim = value_dim or key_dim
+    source = key_source_dim or query_dim
+    params = {}
+    for name, width, depth in (("query", query_dim, key_dim), ("key", source, key_dim), ("value", source, value_dim)):
+        params[f"{prefix}/{name}/kernel"] = glorot_uniform(rng, (width, num_heads, depth))
+        params[f"{prefix}/{name}/bias"] = np.zeros((num_heads, depth))
+    params[f"{prefix}/attention_output/kernel"] = glorot_uniform(rng, (num_heads, value_dim, query_dim))
+    params[f"{prefix}/attention_output/bias"] = np.zeros(query_dim)
+    return params
+
+
+def _project(ops, params, x, name: str):
+    """``x`` ``[batch, length, width]`` through a ``[width, heads, depth]`` kernel, plus bias: ``[batch, length,
+    heads, depth]``."""
+    width, heads, depth = ops.shape(params[name + "/kernel"])
+    flat = ops.matmul(x, ops.reshape(params[name + "/kernel"], (width, heads * depth)))
+    return ops.reshape(flat, (-1, ops.shape(x)[1], heads, depth)) + params[name + "/bias"]
+
+
+def multi_head_attention(ops, params, query, value, key=None, attention_mask=None, use_causal_mask: bool = False,
+                         prefix: str = "mha"):
+    """Multi-head attention as Keras computes it::
+
+        q, k, v = query W_q + b_q, key W_k + b_k, value W_v + b_v        (per head)
+        heads   = dot_product_attention(q, k, v, mask, is_causal)      (softmax(q k^T / sqrt(key_dim)) v)
+        output  = heads W_o + b_o                                      (the heads' outputs joined)
+
+    Args:
+        query: ``[batch, target, query_dim]``; value: ``[batch, source, dim]``; key: default ``value``.
+        attention_mask: booleans ``[batch, target, source]``, True where a query may attend.
+        use_causal_mask: the query at position ``t`` attends only to sources ``0..t``.
+    """
+    key = value if key is None else key
+    q = _project(ops, params, query, f"{prefix}/query")
+    k = _project(ops, params, key, f"{prefix}/key")
+    v = _project(ops, params, value, f"{prefix}/value")
+    mask = None if attention_mask is None else ops.expand_dims(attention_mask, 1)  # one mask for every head
+    heads = ops.dot_product_attention(q, k, v, mask=mask, is_causal=use_causal_mask)
+    kernel = params[f"{prefix}/attention_output/kernel"]
+    num_heads, value_dim, out_dim = ops.shape(kernel)
+    joined = ops.reshape(heads, (-1, ops.shape(query)[1], num_heads * value_dim))
+    return ops.matmul(joined, ops.reshape(kernel, (num_heads * value_dim, out_dim))) + \
+        params[f"{prefix}/attention_output/bias"]
