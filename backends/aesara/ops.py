@@ -86,7 +86,7 @@ class AesaraOps(Ops):
         return at.true_divide(x1, x2)
 
     def floor_divide(self, x1, x2):
-        return at.floor_div(x1, x2)
+        return at.floor_divide(x1, x2)
 
     def mod(self, x1, x2):
         return at.mod(x1, x2)
