@@ -242,12 +242,6 @@ class AesaraOps(Ops):
     def pad(self, x, pad_width, constant_values=0):
         return _padded(x, [tuple(p) for p in pad_width], constant_values)
 
-    def getitem(self, x, key):
-        if any(isinstance(k, (list, np.ndarray)) or self.is_native(k) for k in (key if isinstance(key, tuple) else
-                                                                                 (key,))):
-            raise TypeError("indexing with arrays is ops.take or ops.take_along_axis")
-        return x[key]
-
     def take(self, x, indices, axis=None):
         if axis is None:
             x, axis = at.flatten(x), 0

@@ -3,8 +3,6 @@ core chose (see ``toolkit.nn.ops.ARGUMENTS``)."""
 
 from __future__ import annotations
 
-import numpy as np
-
 from toolkit.backends.tensorflow.environment import import_framework
 from toolkit.nn.ops import Ops, check_conv, check_matmul, window
 
@@ -183,12 +181,6 @@ class TensorFlowOps(Ops):
 
     def pad(self, x, pad_width, constant_values=0):
         return tf.pad(x, pad_width, constant_values=constant_values)
-
-    def getitem(self, x, key):
-        if any(isinstance(k, (list, np.ndarray)) or self.is_native(k) for k in (key if isinstance(key, tuple) else
-                                                                                 (key,))):
-            raise TypeError("indexing with arrays is ops.take or ops.take_along_axis")
-        return x[key]
 
     def take(self, x, indices, axis=None):
         if axis is None:

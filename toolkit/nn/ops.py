@@ -46,7 +46,7 @@ ARGUMENTS: dict[str, str] = {
     **dict.fromkeys(("negative", "abs", "square", "relu"), "e"),
     **dict.fromkeys(("exp", "log", "sqrt", "tanh", "sigmoid", "erf", "softmax", "log_softmax"), "f"),
     **dict.fromkeys(("sum", "max", "min", "transpose", "reshape", "expand_dims", "squeeze", "broadcast_to", "cast",
-                     "cumsum", "argmax", "ones_like", "zeros_like", "getitem", "pad", "max_pool", "average_pool"),
+                     "cumsum", "argmax", "ones_like", "zeros_like", "pad", "max_pool", "average_pool"),
                     "t"),
     "mean": "f", "concatenate": "L", "stack": "L", "take": "ti", "take_along_axis": "ti", "one_hot": "i",
     "conv": "ff", "all_finite": "T",
@@ -404,10 +404,15 @@ class Ops(ABC):
         """``x`` with ``pad_width[i] = (before, after)`` constant entries around axis ``i`` (``keras.ops.pad``,
         constant mode)."""
 
-    @abstractmethod
     def getitem(self, x, key):
-        """Basic indexing: ints, slices (with steps), ``None`` and ``...``. Indexing with arrays is
-        :meth:`take` / :meth:`take_along_axis` (a TypeError says so)."""
+        """Basic indexing: ints, slices (with steps), ``None`` and ``...``, the same native indexing on every backend.
+        Indexing with arrays is :meth:`take` / :meth:`take_along_axis` (a TypeError says so)."""
+        for part in key if isinstance(key, tuple) else (key,):
+            if not (part is None or part is Ellipsis or isinstance(part, slice) or
+                    (isinstance(part, (int, np.integer)) and not isinstance(part, bool))):
+                raise TypeError(f"indexing with {type(part).__name__} {part!r}: only ints, slices, None and ... "
+                                "index a tensor; indexing with arrays is ops.take or ops.take_along_axis")
+        return self.wrap(self._native(x)[key])
 
     # --- gathering ------------------------------------------------------------------------------------------------
     @abstractmethod

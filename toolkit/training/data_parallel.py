@@ -18,7 +18,7 @@ import numpy as np
 import optree
 
 from toolkit.backend import Backend
-from toolkit.errors import ToolkitError
+from toolkit.errors import ComputeError
 from toolkit.nn.model import Model
 from toolkit.placement.splitting import shard_bounds, split_sizes
 from toolkit.processes import distributed
@@ -78,7 +78,7 @@ class DataParallel(Trainer):
         step = np.asarray(self.step_count + 1, dtype=self.dtype)
         try:
             result = self._fused_step(indices, xs, ys, [len(shard) / len(y) for shard in ys], step)
-        except ToolkitError:
+        except ComputeError:
             raise
         except Exception as error:
             self._loss_and_gradients(x, y)  # the composed computation names the failing device (ComputeError)

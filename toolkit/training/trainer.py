@@ -289,12 +289,13 @@ class Trainer:
             raise NonFiniteError(f"{what}: NaN or Inf in parameters {bad} (name: count)")
 
     def _compute(self, device: Any, shapes: str, run, *args):
-        """``run(*args)``, one device's share; a framework error becomes a ComputeError naming the device."""
+        """``run(*args)``, one device's share; an error in it (the framework's, or a typed one the ops raised while
+        the model was traced, such as a ShapeError) becomes a ComputeError naming the device, the error its cause."""
         try:
             return run(*args)
-        except ToolkitError:
+        except ComputeError:
             raise
-        except Exception as error:  # the framework's own error, whatever its type: report it as ours
+        except Exception as error:  # whatever its type: report it as ours
             raise self._compute_error(device, shapes, error) from error
 
     def _compute_error(self, where: Any, shapes: str, error: Exception) -> ComputeError:
