@@ -4,6 +4,7 @@ installed wheel trains on two devices from outside the checkout."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -19,7 +20,11 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
-    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out), str(ROOT)],
+    # Built from a copy: setuptools leaves build/ in the source tree, and a stale build/ would leak into the wheel.
+    source = tmp_path_factory.mktemp("source") / "multigpu-toolkit"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(".git", ".venv", ".nox", "build", "dist", "results",
+                                                                "*.egg-info", "__pycache__"))
+    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out), str(source)],
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     (found,) = out.glob("multigpu_toolkit-*.whl")

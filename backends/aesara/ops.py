@@ -9,7 +9,8 @@ import functools
 import numpy as np
 
 from toolkit.backends.aesara.environment import import_framework
-from toolkit.nn.ops import Ops, check_conv, check_matmul, output_size, same_padding, window
+from toolkit.nn.ops import Ops
+from toolkit.nn.shapes import check_conv, check_matmul, output_size, same_padding, window
 
 import_framework()
 

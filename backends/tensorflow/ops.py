@@ -4,7 +4,8 @@ core chose (see ``toolkit.nn.ops.ARGUMENTS``)."""
 from __future__ import annotations
 
 from toolkit.backends.tensorflow.environment import import_framework
-from toolkit.nn.ops import Ops, check_conv, check_matmul, window
+from toolkit.nn.ops import Ops
+from toolkit.nn.shapes import check_conv, check_matmul, window
 
 tf = import_framework()
 
