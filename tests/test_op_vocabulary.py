@@ -371,3 +371,10 @@ def test_static_shapes_are_known_on_every_backend(backend):
 
     _traced(backend, fn, x=np.ones((2, 5, 8), np.float32), w=np.ones((8, 2, 3), np.float32))
     assert seen == {"product": (2, 5, 6), "reshaped": (2, 5, 2, 3), "pooled": (2, 3, 3, 1)}
+
+
+def test_array_arguments_may_come_by_keyword(backend):
+    m, ids = np.arange(12, dtype=np.float32).reshape(3, 4), np.array([2, 0], np.int32)
+    out = _traced(backend, lambda o, m, ids: o.take(m, indices=ids, axis=0) + o.where(condition=m[:2] > 5, x1=m[:2],
+                                                                                        x2=0.0), m=m, ids=ids)
+    np.testing.assert_array_equal(out, m[[2, 0]] + np.where(m[:2] > 5, m[:2], 0))

@@ -18,6 +18,7 @@ How a backend implements the interface: every method in :data:`ARGUMENTS` receiv
 from __future__ import annotations
 
 import functools
+import inspect
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
@@ -54,11 +55,15 @@ ARGUMENTS: dict[str, str] = {
 
 def _boundary(name: str, spec: str, impl: Callable) -> Callable:
     """Wrap a backend's primitive: convert its array arguments by ``spec`` (see :data:`ARGUMENTS`), call it on
-    natives, and hand its results back as Tensors."""
+    natives, and hand its results back as Tensors. Array arguments may also come by keyword (``take(x,
+    indices=ids)``)."""
+    names = list(inspect.signature(impl).parameters)[1:len(spec) + 1]  # after self
 
     @functools.wraps(impl)
     def op(self: Ops, *args, **kwargs):
         args = list(args)  # the arguments after the spec's are not arrays (shapes, axes, options)
+        while len(args) < len(names) and names[len(args)] in kwargs:
+            args.append(kwargs.pop(names[len(args)]))
         promoted = [i for i, kind in enumerate(spec[:len(args)]) if kind in "ef"]
         if promoted:
             dtype = self._result_dtype([args[i] for i in promoted], floating=spec[promoted[0]] == "f")
@@ -70,8 +75,7 @@ def _boundary(name: str, spec: str, impl: Callable) -> Callable:
             elif kind == "i":
                 args[i] = self._indices(args[i], name)
             elif kind == "b":
-                args[i] = self._native(args[i], "bool") if self._dtype_of_value(args[i]) != "bool" \
-                    else self._native(args[i])
+                args[i] = self._native(args[i], "bool")
             elif kind == "L":
                 dtype = self._result_dtype(list(args[i]))
                 args[i] = [self._native(v, dtype) for v in args[i]]
