@@ -378,3 +378,13 @@ def test_array_arguments_may_come_by_keyword(backend):
     out = _traced(backend, lambda o, m, ids: o.take(m, indices=ids, axis=0) + o.where(condition=m[:2] > 5, x1=m[:2],
                                                                                         x2=0.0), m=m, ids=ids)
     np.testing.assert_array_equal(out, m[[2, 0]] + np.where(m[:2] > 5, m[:2], 0))
+
+
+def test_take_counts_negative_indices_from_the_end_and_clips_out_of_range_ones(backend):
+    m, ids = np.arange(12, dtype=np.float32).reshape(3, 4), np.array([7, -1, -9, 1], np.int32)
+    np.testing.assert_array_equal(_traced(backend, lambda o, m, ids: o.take(m, ids, axis=0), m=m, ids=ids),
+                                  m[[2, 2, 0, 1]])
+    np.testing.assert_array_equal(_traced(backend, lambda o, m, ids: o.take(m, ids), m=m, ids=ids), [7, 11, 3, 1])
+    along = np.array([[5], [-1], [0]], np.int32)
+    np.testing.assert_array_equal(_traced(backend, lambda o, m, i: o.take_along_axis(m, i, axis=1), m=m, i=along),
+                                  [[3], [7], [8]])

@@ -26,12 +26,6 @@ def _shape(x) -> list:
     return [size if size is not None else x.shape[axis] for axis, size in enumerate(x.type.shape)]
 
 
-def _index(indices, size: int):
-    """Negative indices counted from the end, out-of-range ones clipped (JAX's gather clips; TensorFlow's is made
-    to, so both backends agree)."""
-    return at.clip(at.switch(at.lt(indices, 0), indices + size, indices), 0, size - 1)
-
-
 def _padded(x, pads, value):
     """``x`` inside a constant ``value`` frame, ``pads[i] = (before, after)`` per axis: plain allocation and
     ``set_subtensor``, which every linker runs and differentiates."""
@@ -243,15 +237,11 @@ class AesaraOps(Ops):
     def pad(self, x, pad_width, constant_values=0):
         return _padded(x, [tuple(p) for p in pad_width], constant_values)
 
-    def take(self, x, indices, axis=None):
-        if axis is None:
-            x, axis = at.flatten(x), 0
-        return at.take(x, _index(indices, _shape(x)[axis]), axis=axis)
+    def _take(self, x, indices, axis):
+        return at.take(x, indices, axis=axis)
 
-    def take_along_axis(self, x, indices, axis=None):
-        if axis is None:
-            x, indices, axis = at.flatten(x), at.flatten(indices), 0
-        return at.take_along_axis(x, _index(indices, _shape(x)[axis]), axis=axis)
+    def _take_along_axis(self, x, indices, axis):
+        return at.take_along_axis(x, indices, axis=axis)
 
     def ones_like(self, x):
         return at.ones(_shape(x), dtype=x.dtype)

@@ -10,11 +10,6 @@ from toolkit.nn.shapes import check_conv, check_matmul, window
 tf = import_framework()
 
 
-def _index(indices, size: int):
-    """Negative indices counted from the end, out-of-range ones clipped (what JAX does, so both backends agree)."""
-    return tf.clip_by_value(tf.where(indices < 0, indices + size, indices), 0, size - 1)
-
-
 class TensorFlowOps(Ops):
     def is_native(self, value):
         return isinstance(value, (tf.Tensor, tf.Variable))
@@ -183,15 +178,11 @@ class TensorFlowOps(Ops):
     def pad(self, x, pad_width, constant_values=0):
         return tf.pad(x, pad_width, constant_values=constant_values)
 
-    def take(self, x, indices, axis=None):
-        if axis is None:
-            x, axis = tf.reshape(x, [-1]), 0
-        return tf.gather(x, _index(indices, x.shape[axis]), axis=axis)
+    def _take(self, x, indices, axis):
+        return tf.gather(x, indices, axis=axis)
 
-    def take_along_axis(self, x, indices, axis=None):
-        if axis is None:
-            x, indices, axis = tf.reshape(x, [-1]), tf.reshape(indices, [-1]), 0
-        return tf.experimental.numpy.take_along_axis(x, _index(indices, x.shape[axis]), axis=axis)
+    def _take_along_axis(self, x, indices, axis):
+        return tf.experimental.numpy.take_along_axis(x, indices, axis=axis)
 
     def ones_like(self, x):
         return tf.ones_like(x)

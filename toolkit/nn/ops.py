@@ -48,7 +48,7 @@ ARGUMENTS: dict[str, str] = {
     **dict.fromkeys(("sum", "max", "min", "transpose", "reshape", "expand_dims", "squeeze", "broadcast_to", "cast",
                      "cumsum", "argmax", "ones_like", "zeros_like", "pad", "max_pool", "average_pool"),
                     "t"),
-    "mean": "f", "concatenate": "L", "stack": "L", "take": "ti", "take_along_axis": "ti", "one_hot": "i",
+    "mean": "f", "concatenate": "L", "stack": "L", "_take": "ti", "_take_along_axis": "ti", "one_hot": "i",
     "conv": "ff", "all_finite": "T",
 }
 
@@ -353,17 +353,39 @@ class Ops(ABC):
         return self.wrap(self._native(x)[key])
 
     # --- gathering ------------------------------------------------------------------------------------------------
-    @abstractmethod
     def take(self, x, indices, axis: int | None = None):
         """Entries of ``x`` at ``indices`` along ``axis`` (of the flattened array when None): an embedding lookup
         is ``take(table, ids, axis=0)``. The gradient adds up into the rows taken. Indices are int32 in
         ``[-n, n)``; negative ones count from the end, and out-of-range ones are clipped to the nearest row on every
         backend (TensorFlow would fail, JAX would clip: the toolkit clips on both)."""
+        x, axis = self._gather_axis(x, axis)
+        return self._take(x, self._clipped(indices, x.shape[axis], "take"), axis)
 
-    @abstractmethod
     def take_along_axis(self, x, indices, axis: int | None = None):
         """``x``'s entries at ``indices`` along ``axis``, ``indices`` shaped like ``x`` but along that axis
         (``numpy.take_along_axis``); indices as in :meth:`take`."""
+        if axis is None:
+            indices = self.reshape(self.wrap(self._indices(indices, "take_along_axis")), (-1,))
+        x, axis = self._gather_axis(x, axis)
+        return self._take_along_axis(x, self._clipped(indices, x.shape[axis], "take_along_axis"), axis)
+
+    def _gather_axis(self, x, axis: int | None):
+        """``x`` as a Tensor, flattened when ``axis`` is None, and the axis to gather along."""
+        x = self.wrap(self._native(x))
+        return (self.reshape(x, (-1,)), 0) if axis is None else (x, axis)
+
+    def _clipped(self, indices, size: int, name: str):
+        """Indices into an axis of ``size``: negative ones counted from the end, out-of-range ones clipped."""
+        indices = self.wrap(self._indices(indices, name))
+        return self.clip(self.where(indices < 0, indices + size, indices), 0, size - 1)
+
+    @abstractmethod
+    def _take(self, x, indices, axis: int):
+        """The gather under :meth:`take`: ``indices`` already in range."""
+
+    @abstractmethod
+    def _take_along_axis(self, x, indices, axis: int):
+        """The gather under :meth:`take_along_axis`: ``indices`` already in range."""
 
     # --- constructors ----------------------------------------------------------------------------------------------
     @abstractmethod
