@@ -89,8 +89,8 @@ def test_parity_fails_with_a_diff_on_a_perturbed_backend(monkeypatch, capsys):
             inner = super().compile_gradient(model, dtype)
 
             def perturbed(params, x, y, device):
-                loss, grads = inner(params, x, y, device)
-                return loss, {k: g * 1.0001 for k, g in grads.items()}
+                loss, grads, model_state = inner(params, x, y, device)
+                return loss, {k: g * 1.0001 for k, g in grads.items()}, model_state
 
             return perturbed
 
@@ -107,7 +107,7 @@ def test_parity_fails_with_a_diff_on_a_perturbed_backend(monkeypatch, capsys):
 
 
 @pytest.mark.parametrize("argv, words", [
-    (["compare", "--model", "resnet"], "unknown model 'resnet'"),
+    (["compare", "--model", "vgg16"], "unknown model 'vgg16'"),
     (["compare", "--model", "no_such_module:make"], "cannot load model 'no_such_module:make'"),
     (["compare", "--model", "json:dumps"], "cannot load model"),
     (["compare", "--backends", "torch"], "unknown backend(s) ['torch']"),

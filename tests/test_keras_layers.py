@@ -22,6 +22,8 @@ X = {
     "query": RNG.normal(size=(2, 5, 8)),
     "value": RNG.normal(size=(2, 6, 8)),
     "mask": RNG.random((2, 5, 6)) > 0.3,
+    # Keras' mask_zero rule: padded (False) steps after each sequence's end, one in the middle, none in row 0.
+    "seq_mask": np.array([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0], [1, 0, 1, 1, 0], [1, 1, 0, 0, 0]], bool),
 }
 #: Where Keras' TensorFlow backend rounds part of a float64 layer to float32, and how close it then is: its max
 #: pooling returns float32; its MultiHeadAttention scales the queries by 1/sqrt(key_dim) through ops.cast of a Python
@@ -78,6 +80,15 @@ CASES = {
     "lstm": (lambda k: k.layers.LSTM(4, dtype="float64"), lambda layer, t: layer(t["seq"]),
              lambda o, p, t: layers.lstm(o, p, t["seq"], steps=5, units=4),
              ["lstm/kernel", "lstm/recurrent", "lstm/bias"], lambda rng: layers.lstm_init(rng, 6, 4)),
+    "lstm_masked": (lambda k: k.layers.LSTM(4, dtype="float64"), lambda layer, t: layer(t["seq"], mask=t["seq_mask"]),
+                    lambda o, p, t: layers.lstm(o, p, t["seq"], steps=5, units=4, mask=t["seq_mask"]),
+                    ["lstm/kernel", "lstm/recurrent", "lstm/bias"], None),
+    "gru": (lambda k: k.layers.GRU(4, dtype="float64"), lambda layer, t: layer(t["seq"]),
+            lambda o, p, t: layers.gru(o, p, t["seq"], steps=5, units=4),
+            ["gru/kernel", "gru/recurrent", "gru/bias"], lambda rng: layers.gru_init(rng, 6, 4)),
+    "gru_masked": (lambda k: k.layers.GRU(4, dtype="float64"), lambda layer, t: layer(t["seq"], mask=t["seq_mask"]),
+                   lambda o, p, t: layers.gru(o, p, t["seq"], steps=5, units=4, mask=t["seq_mask"]),
+                   ["gru/kernel", "gru/recurrent", "gru/bias"], None),
 }
 
 

@@ -366,11 +366,15 @@ def test_static_shapes_are_known_on_every_backend(backend):
     def fn(o, x, w):
         product = o.matmul(x, o.reshape(w, (8, -1)))
         seen.update(product=product.shape, reshaped=o.reshape(product, (-1, 5, 2, 3)).shape,
-                    pooled=o.max_pool(o.reshape(product, (2, 5, 6, 1)), 2, padding="same").shape)
+                    pooled=o.max_pool(o.reshape(product, (2, 5, 6, 1)), 2, padding="same").shape,
+                    disjoint=o.max_pool(o.reshape(product, (2, 5, 6, 1)), 2).shape,
+                    taken=o.take(w, np.array([[0, 1, 1]]), axis=1).shape,
+                    along=o.take_along_axis(x, np.zeros((2, 1, 8), np.int32), axis=1).shape)
         return product
 
     _traced(backend, fn, x=np.ones((2, 5, 8), np.float32), w=np.ones((8, 2, 3), np.float32))
-    assert seen == {"product": (2, 5, 6), "reshaped": (2, 5, 2, 3), "pooled": (2, 3, 3, 1)}
+    assert seen == {"product": (2, 5, 6), "reshaped": (2, 5, 2, 3), "pooled": (2, 3, 3, 1), "disjoint": (2, 2, 3, 1),
+                    "taken": (8, 1, 3, 3), "along": (2, 1, 8)}
 
 
 def test_array_arguments_may_come_by_keyword(backend):
@@ -388,3 +392,21 @@ def test_take_counts_negative_indices_from_the_end_and_clips_out_of_range_ones(b
     along = np.array([[5], [-1], [0]], np.int32)
     np.testing.assert_array_equal(_traced(backend, lambda o, m, i: o.take_along_axis(m, i, axis=1), m=m, i=along),
                                   [[3], [7], [8]])
+
+
+def test_max_pool_gives_a_tied_window_maximum_gradient_to_its_first_entry(backend):
+    """Ties are common in max pooling (ReLU outputs of constant image regions): the whole gradient goes to the
+    first maximal entry of each window in row-major order, as TensorFlow's MaxPoolGrad gives it, on every backend."""
+    image = np.array([[1., 3., 3., 0.], [3., 2., 3., 3.], [5., 5., 1., 1.], [5., 5., 1., 1.]])
+    model = toolkit.Model(lambda rng: {"image": image[..., None]},
+                          lambda ops, p, x: ops.max_pool(ops.expand_dims(p["image"], 0), 2, strides=1, padding="same"),
+                          lambda ops, out, y: ops.sum(ops.reshape(out, (1, -1)), axis=1))
+    trainer = toolkit.DataParallel(model, backend, 1, toolkit.optim.SGD(0.1), dtype="float64")
+    counts = np.zeros_like(image)  # how many windows pick each entry, first maximum first
+    padded = np.pad(image, ((0, 1), (0, 1)), constant_values=-np.inf)
+    for i in range(4):
+        for j in range(4):
+            window = padded[i:i + 2, j:j + 2].ravel()
+            di, dj = divmod(int(np.argmax(window)), 2)  # numpy's argmax: the first maximum
+            counts[i + di, j + dj] += 1
+    np.testing.assert_array_equal(trainer.gradients(np.zeros((1, 1)), np.zeros(1))["image"][..., 0], counts)

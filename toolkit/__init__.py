@@ -32,12 +32,13 @@ from toolkit.errors import (
     DeviceSpecError,
     DTypeError,
     LogicalDevicesError,
+    ModelStateError,
     NonFiniteError,
     ParamsError,
     ShapeError,
     ToolkitError,
 )
-from toolkit.nn.model import Model
+from toolkit.nn.model import Model, State
 from toolkit.nn.ops import Ops
 from toolkit.placement.devices import Device, parse_device, use_logical_devices
 from toolkit.placement.splitting import split_sizes
@@ -92,12 +93,14 @@ __all__ = [
     "MirroredVariable",
     "Model",
     "ModelParallel",
+    "ModelStateError",
     "NonFiniteError",
     "Ops",
     "ParamsError",
     "Part",
     "PartedModel",
     "ShapeError",
+    "State",
     "ToolkitError",
     "Variable",
     "available_backends",

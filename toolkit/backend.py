@@ -26,9 +26,11 @@ Native = Any  # a backend's array type
 
 
 class GradientFn(Protocol):
-    def __call__(self, params: Mapping[str, Native], x: Native, y: Native,
-                 device: Device) -> tuple[Native, dict[str, Native]]:
-        """Mean loss over the shard and its gradient for each parameter, computed on ``device``, left there."""
+    def __call__(self, params: Mapping[str, Native], batch: Mapping[str, Any], y: Native,
+                 device: Device) -> tuple[Native, dict[str, Native], dict[str, Native]]:
+        """A training run of the model on one shard (``batch`` from :func:`toolkit.nn.model.batch`: x, the examples'
+        keys, the model state): the mean loss, its gradient for each parameter, and the model state's new values
+        (:meth:`toolkit.nn.model.Model.train_losses`), computed on ``device``, left there."""
 
 
 class UpdateFn(Protocol):
@@ -264,18 +266,32 @@ class Backend(ABC):
         ]
         return optree.tree_map(lambda *parts: self._concat(parts, devices[0]), *outputs)
 
+    def compile_predict(self, model: Model, dtype: str) -> Callable:
+        """``fn(params, batch, device) -> outputs``: the model's inference run (:meth:`~toolkit.nn.model.Model.infer`:
+        moving statistics, no dropout) on one shard's ``batch`` (x and the model state), on ``device``.
+        Written once with :meth:`call`; a backend whose ``call`` does not compile may override it."""
+
+        def infer(ops, params, batch):
+            return model.infer(ops, params, batch)
+
+        return lambda params, batch, device: self.call(infer, device, {"params": params, "batch": batch}, dtype)
+
     def compile_fused_step(self, model: Model, optimizer: Optimizer, dtype: str, params: Mapping[str, Any],
-                           state: Mapping[str, Mapping[str, Variable]]) -> Callable | None:
+                           state: Mapping[str, Mapping[str, Variable]],
+                           model_state: Mapping[str, MirroredVariable]) -> Callable | None:
         """Optional: a whole data-parallel step as one compiled call, for backends where per-call overhead dominates.
 
         Returns ``fn(indices, xs, ys, weights, step) -> (mean loss, finite)`` or None (the default: the trainer
         composes the step from the primitives above). ``params`` maps names to :class:`MirroredVariable` (first
-        replica: home), ``state[slot][name]`` are the optimizer's variables at home; ``xs``/``ys`` are the non-empty
-        shards as NumPy arrays, ``indices`` the replica each runs on, ``weights`` their share of the batch (shard
-        size / batch), ``step`` the update's number as a NumPy scalar of the dtype.
-        It must do exactly what the composed step does: per-device gradients, the weighted average on the home
-        device, ``optimizer.update``, and, only if the loss and every gradient are finite, write the new values to
-        every replica and the state; ``finite`` says which happened. ``fn`` may instead return None, changing
+        replica: home), ``state[slot][name]`` are the optimizer's variables at home, ``model_state`` the model
+        state's mirrored variables; ``xs`` are the non-empty shards' model batches (:func:`toolkit.nn.model.batch`,
+        NumPy arrays and the replicas' state values), ``ys`` their targets, ``indices`` the replica each runs on,
+        ``weights`` their share of the batch (shard size / batch), ``step`` the update's number as a NumPy scalar of
+        the dtype.
+        It must do exactly what the composed step does: per-device gradients and new model state, their weighted
+        averages on the home device, ``optimizer.update``, and, only if the loss and every gradient are finite,
+        write the new values to every replica, the optimizer state and the model state; ``finite`` says which
+        happened. ``fn`` may instead return None, changing
         nothing, for a split it does not take (the Aesara backend takes only equal shards): the trainer then composes
         that step.
         """

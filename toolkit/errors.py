@@ -54,3 +54,8 @@ class ComputeError(ToolkitError, RuntimeError):
 
 class CheckpointError(ToolkitError, ValueError):
     """A checkpoint is missing, truncated, corrupted, or does not fit the trainer it is restored into."""
+
+
+class ModelStateError(ToolkitError, ValueError):
+    """Model state or randomness used where a run does not provide it: an undeclared state name, a new value of the
+    wrong shape, or a random draw in training without per-example keys."""

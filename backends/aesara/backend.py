@@ -84,18 +84,21 @@ class _Function:
         return [o if o.dtype == d else jax.device_put(np.asarray(o, d), device) for o, d in zip(outputs, self._dtypes)]
 
 
-def _loss_and_grads(model, ops, p, x, y, reduce=at.mean):
-    """The graph of the loss (per-example losses reduced by ``reduce``) and its gradient for each parameter."""
-    loss = reduce(model.losses(ops, p, x, y))
-    return loss, dict(zip(p, aesara.grad(loss, list(p.values()), disconnected_inputs="ignore")))
+def _loss_and_grads(model, ops, p, batch, y, reduce=at.mean):
+    """The graph of a training run: the loss (per-example losses reduced by ``reduce``), its gradient for each
+    parameter, and the model state's new values."""
+    losses, model_state = model.train_losses(ops, p, batch, y)
+    loss = reduce(losses)
+    return loss, dict(zip(p, aesara.grad(loss, list(p.values()), disconnected_inputs="ignore"))), model_state
 
 
-def _training_step(model, optimizer, ops, p, x, y, slots, step):
-    """The graph of one step: the loss, the new parameters and state, and whether the loss and every gradient are
-    finite."""
-    loss, grads = _loss_and_grads(model, ops, p, x, y)
+def _training_step(model, optimizer, ops, p, batch, y, slots, step):
+    """The graph of one step: the loss, the new parameters and optimizer state, whether the loss, every gradient
+    and the new model state are finite, and the model state's new values."""
+    loss, grads, model_state = _loss_and_grads(model, ops, p, batch, y)
     new_params, new_state, finite = ops.call(optimizer.update, p, grads, slots, step)
-    return loss, new_params, new_state, at.and_(finite, ops.call(type(ops).all_finite, [loss]))
+    finite = at.and_(finite, ops.call(type(ops).all_finite, [loss, *model_state.values()]))
+    return loss, new_params, new_state, finite, model_state
 
 
 class _BySignature:
@@ -141,41 +144,51 @@ class _SharedStep:
     arrays; one written from outside (``set_params``, ``restore``) is given back to its shared variable before the
     next step. Passing parameters in and out of the function instead cost 25% more than the native step."""
 
-    def __init__(self, backend, model, optimizer, dtype, params, state) -> None:
+    def __init__(self, backend, model, optimizer, dtype, params, state, model_state) -> None:
         self._model, self._optimizer, self._dtype, self._ops = model, optimizer, dtype, backend.ops(dtype)
-        self._params, self._slots = params, state
+        self._params, self._slots, self._model_state = params, state, model_state
         self._pairs = [(var, aesara.shared(var.value, name=name, borrow=True)) for name, var in params.items()]
         self._pairs += [(var, aesara.shared(var.value, name=f"{slot}/{name}", borrow=True))
                         for slot, values in state.items() for name, var in values.items()]
         self._functions: dict = {}
 
-    def _function(self, x, y):
-        key = (x.dtype, x.shape, y.dtype, y.shape)
+    def _function(self, batch, y):
+        leaves, structure = optree.tree_flatten((batch, y))
+        key = (structure, tuple((leaf.dtype, leaf.shape) for leaf in leaves))
         if key not in self._functions:
             shared = iter(s for _, s in self._pairs)
             p = {name: next(shared) for name in self._params}
             slots = {slot: {name: next(shared) for name in values} for slot, values in self._slots.items()}
             with _building(self._dtype):
-                xs, ys, step = _symbol(x, "x"), _symbol(y, "y"), at.scalar("step", dtype=self._dtype)
-                loss, new_params, new_state, ok = _training_step(self._model, self._optimizer, self._ops, p, xs, ys,
-                                                                 slots, step)
+                symbols = optree.tree_map(_symbol, (batch, y))
+                step = at.scalar("step", dtype=self._dtype)
+                # A shared variable's type has no static shape; the model sees the parameters with theirs (layers
+                # read sizes from them), and the updates go to the shared variables.
+                typed = {k: at.specify_shape(v, self._params[k].shape) for k, v in p.items()}
+                loss, new_params, new_state, ok, model_state = _training_step(
+                    self._model, self._optimizer, self._ops, typed, *symbols, slots, step)
                 updates = [(p[k], at.switch(ok, v, p[k])) for k, v in new_params.items()]
                 updates += [(slots[slot][k], at.switch(ok, v, slots[slot][k]))
                             for slot, values in new_state.items() for k, v in values.items()]
-                function = aesara.function([xs, ys, step], [loss, ok], updates=updates, mode="FAST_RUN",
+                function = aesara.function([*optree.tree_leaves(symbols), step],
+                                           [loss, ok, *(model_state[k] for k in self._model_state)],
+                                           updates=updates, mode="FAST_RUN",
                                            on_unused_input="ignore")  # SGD does not read the step
             function.trust_input = True  # the signature is the one compiled for
             self._functions[key] = function
-        return self._functions[key]
+        return leaves, self._functions[key]
 
     def __call__(self, indices, xs, ys, weights, step):
-        function = self._function(xs[0], ys[0])
+        leaves, function = self._function(xs[0], ys[0])
         for var, shared in self._pairs:
             if shared.get_value(borrow=True) is not var.value:
                 shared.set_value(var.value, borrow=True)
-        loss, ok = function(xs[0], ys[0], step)
+        loss, ok, *model_state = function(*leaves, step)
         for var, shared in self._pairs:
             var._value = shared.get_value(borrow=True)  # the new value, or the old one if not ok
+        if ok:
+            for var, value in zip(self._model_state.values(), model_state):
+                var._write(value)
         return loss, ok
 
 
@@ -194,8 +207,8 @@ class _StackedStep:
 
     _AXIS = "devices"
 
-    def __init__(self, backend, model, optimizer, dtype, replicas, state) -> None:
-        self._dtype, self._replicas, self._state = dtype, replicas, state
+    def __init__(self, backend, model, optimizer, dtype, replicas, state, model_state) -> None:
+        self._dtype, self._replicas, self._state, self._model_state = dtype, replicas, state, model_state
         self._names = list(replicas)
         self._devices = [backend._jax_device(r.device) for r in replicas[self._names[0]]]
         ops = backend.ops(dtype)
@@ -242,9 +255,14 @@ class _StackedStep:
                 return optree.tree_unflatten(spec, [jnp.asarray(o, d) for o, d in zip(outputs, function._dtypes)])
 
             def replica(params, x, y, scale, state, step):
-                loss, grads = _psum_flat(run(gradient, gradient_spec, params, x, y, scale), self._AXIS)
+                loss, grads, model_state = run(gradient, gradient_spec, params, x, y, scale)
+                # Equal shards: the mean of the replicas' new model state is their sum over the device count.
+                loss, grads, model_state = _psum_flat((loss, grads, {k: v / len(self._devices) for k, v in
+                                                                     model_state.items()}), self._AXIS)
                 new_params, new_state, finite = run(update, update_spec, params, grads, state, step)
-                return loss, new_params, new_state, jnp.logical_and(finite, jnp.isfinite(loss))
+                finite = jnp.logical_and(finite, jnp.all(jnp.array([jnp.all(jnp.isfinite(v)) for v in
+                                                                    (loss, *model_state.values())])))
+                return loss, new_params, new_state, finite, model_state
 
             self._mapped[key] = jax.pmap(replica, axis_name=self._AXIS, in_axes=(0, 0, 0, None, 0, None),
                                          devices=self._devices)
@@ -257,9 +275,12 @@ class _StackedStep:
         x, y = optree.tree_map(lambda *a: np.stack(a), *xs), np.stack(ys)
         params, state = self._stack()
         scale = np.asarray(1.0 / (len(ys) * len(ys[0])), self._dtype)
-        loss, new_params, new_state, finite = self._mapped_step(params, x, y, scale, state, step)
+        loss, new_params, new_state, finite, model_state = self._mapped_step(params, x, y, scale, state, step)
         written = bool(finite[0])
         if written:
+            for name, var in self._model_state.items():
+                for i, replica in enumerate(var.replicas):
+                    replica._defer(lambda a=model_state[name], i=i: a[i])
             for name in self._names:
                 for i, replica in enumerate(self._replicas[name]):
                     replica._defer(lambda a=new_params[name], i=i: a[i])
@@ -411,14 +432,15 @@ class Backend(interface.Backend):
                                         _BySignature(build_vjp, dtype, self.linker))
         return self._compiled[key]
 
-    def compile_fused_step(self, model, optimizer, dtype, params, state):
+    def compile_fused_step(self, model, optimizer, dtype, params, state, model_state):
         # One device: the loss, the gradient and the update in one compiled call, where composing took a gradient
         # call, eager averaging ops and an update call. Several JAX devices: one jax.pmap (see _StackedStep).
         replicas = {name: var.replicas for name, var in params.items()}
         if len(next(iter(replicas.values()))) > 1:
-            return _StackedStep(self, model, optimizer, dtype, replicas, state)
+            return _StackedStep(self, model, optimizer, dtype, replicas, state, model_state)
         if self.linker == "c":
-            return _SharedStep(self, model, optimizer, dtype, {name: r[0] for name, r in replicas.items()}, state)
+            return _SharedStep(self, model, optimizer, dtype, {name: r[0] for name, r in replicas.items()}, state,
+                               {name: var.replicas[0] for name, var in model_state.items()})
         ops, names = self.ops(dtype), list(params)
 
         def build(current, x, y, slots, step):
@@ -434,9 +456,12 @@ class Backend(interface.Backend):
             # device, faster than a jax.device_put each.
             current = {name: replicas[name][0].value for name in names}
             slots = {slot: {name: var.value for name, var in values.items()} for slot, values in state.items()}
-            loss, new_params, new_state, finite = whole_step(current, xs[0], ys[0], slots, step, device=device)
+            loss, new_params, new_state, finite, new_model_state = whole_step(current, xs[0], ys[0], slots, step,
+                                                                              device=device)
             written = bool(np.asarray(finite))
             if written:
+                for name, value in new_model_state.items():
+                    model_state[name].replicas[0]._write(value)
                 for name in names:
                     replicas[name][0]._write(new_params[name])
                 for slot, values in new_state.items():

@@ -9,6 +9,7 @@ import functools
 import numpy as np
 
 from toolkit.backends.aesara.environment import import_framework
+from toolkit.nn.context import MIX32_STEPS, UNIFORM_BITS
 from toolkit.nn.ops import Ops
 from toolkit.nn.shapes import check_conv, check_matmul, output_size, same_padding, window
 
@@ -238,10 +239,16 @@ class AesaraOps(Ops):
         return _padded(x, [tuple(p) for p in pad_width], constant_values)
 
     def _take(self, x, indices, axis):
-        return at.take(x, indices, axis=axis)
+        # Aesara's take forgets the static shape, which later ops (dropout's noise, attention) need.
+        axis = axis % x.ndim
+        shape = (*_shape(x)[:axis], *_shape(indices), *_shape(x)[axis + 1:])
+        return at.specify_shape(at.take(x, indices, axis=axis), shape)
 
     def _take_along_axis(self, x, indices, axis):
-        return at.take_along_axis(x, indices, axis=axis)
+        axis = axis % x.ndim
+        shape = [i if a == axis else (s if s != 1 else i)
+                 for a, (s, i) in enumerate(zip(_shape(x), _shape(indices)))]
+        return at.specify_shape(at.take_along_axis(x, indices, axis=axis), shape)
 
     def ones_like(self, x):
         return at.ones(_shape(x), dtype=x.dtype)
@@ -271,11 +278,9 @@ class AesaraOps(Ops):
     def max_pool(self, inputs, pool_size, strides=None, padding="valid"):
         size, strides, padding = window(pool_size, strides, padding)
         x, out = _frame(inputs, size, strides, (1, 1), padding, -np.inf)
-        if strides == size and padding == "valid":  # disjoint windows: one reshape, one reduction
-            n, _, _, c = _shape(x)
-            blocks = at.reshape(x[:, :out[0] * size[0], :out[1] * size[1], :], (n, out[0], size[0], out[1], size[1],
-                                                                                c))
-            return at.max(blocks, axis=(2, 4))
+        # A chain of switch(a >= b, a, b) over the window's offsets in row-major order: where entries tie, the
+        # gradient goes to the first, as TensorFlow's MaxPoolGrad gives it (at.max would give it to every tied entry,
+        # and ReLU outputs of constant image regions do tie).
         pooled = functools.reduce(lambda a, b: at.switch(at.ge(a, b), a, b),
                                   _windows(x, size, strides, (1, 1), out).values())
         return at.specify_shape(pooled, (_shape(inputs)[0], *out, _shape(inputs)[3]))  # Aesara loses it in slices
@@ -291,6 +296,19 @@ class AesaraOps(Ops):
                          strides[1], :] for i in range(size[0]) for j in range(size[1]))
         return at.specify_shape(total / at.constant(count.astype(x.dtype)), (_shape(inputs)[0], *out,
                                                                              _shape(inputs)[3]))
+
+    def _hash_uniform(self, keys, counters):
+        def uint32(value):
+            return at.constant(np.uint32(value))
+
+        # Aesara has no shift op: x >> k is the floor division by 2**k, exact on unsigned integers.
+        x = at.bitwise_xor(keys, counters)
+        for shift, multiplier in MIX32_STEPS:
+            x = at.bitwise_xor(x, at.floor_divide(x, uint32(1 << shift)))
+            if multiplier is not None:
+                x = x * uint32(multiplier)  # uint32 products wrap modulo 2**32 (NumPy and JAX)
+        top = at.floor_divide(x, uint32(1 << (32 - UNIFORM_BITS)))
+        return at.cast(top, self.dtype) * at.constant(np.asarray(2.0 ** -UNIFORM_BITS, self.dtype))
 
     def all_finite(self, xs):
         # Aesara 2.9 has isnan and isinf but no isfinite.

@@ -123,16 +123,25 @@ class Backend(interface.Backend):
         if key not in self._compiled:
             ops = self.ops(dtype)
 
-            def loss_and_gradients(params, x, y):
+            def loss_and_gradients(params, batch, y):
                 with tf.GradientTape() as tape:
                     tape.watch(params)
-                    loss = tf.reduce_mean(model.losses(ops, params, x, y))
+                    losses, model_state = model.train_losses(ops, params, batch, y)
+                    loss = tf.reduce_mean(losses)
                 grads = tape.gradient(loss, params)
                 # A parameter the loss does not use gets a zero gradient, as in the Aesara backend.
-                return loss, {k: _dense(g, params[k]) for k, g in grads.items()}
+                return loss, {k: _dense(g, params[k]) for k, g in grads.items()}, model_state
 
             per_device = _PerDevice(self, loss_and_gradients)
             self._compiled[key] = lambda params, x, y, device: per_device(params, x, y, device=device)
+        return self._compiled[key]
+
+    def compile_predict(self, model, dtype):
+        key = ("predict", model, dtype)
+        if key not in self._compiled:
+            ops = self.ops(dtype)
+            per_device = _PerDevice(self, lambda params, batch: model.infer(ops, params, batch))
+            self._compiled[key] = lambda params, batch, device: per_device(params, batch, device=device)
         return self._compiled[key]
 
     def compile_update(self, optimizer, dtype):
@@ -168,7 +177,7 @@ class Backend(interface.Backend):
             self._compiled[key] = _Part(forward, backward)
         return self._compiled[key]
 
-    def compile_fused_step(self, model, optimizer, dtype, params, state):
+    def compile_fused_step(self, model, optimizer, dtype, params, state, model_state):
         # One tf.function for the whole step, with the variables captured rather than passed: TensorFlow's per-call
         # cost (argument canonicalisation, one dispatch per eager op) was most of a small model's step time.
         ops, names = self.ops(dtype), list(params)
@@ -176,22 +185,27 @@ class Backend(interface.Backend):
         home = replica_devices[0]
 
         def step_fn(indices, xs, ys, weights, step):
-            losses, grads = [], []
-            for index, x, y in zip(indices, xs, ys):
+            losses, grads, new_states = [], [], []
+            for index, batch, y in zip(indices, xs, ys):
                 with tf.device(replica_devices[index]):
                     replica = {name: params[name].replicas[index].value for name in names}
                     with tf.GradientTape() as tape:
-                        loss = tf.reduce_mean(model.losses(ops, replica, x, y))
+                        per_example, new_state = model.train_losses(ops, replica, batch, y)
+                        loss = tf.reduce_mean(per_example)
                     found = tape.gradient(loss, replica)
                     losses.append(loss)
                     grads.append({k: _dense(g, replica[k]) for k, g in found.items()})
+                    new_states.append(new_state)
             with tf.device(home):
                 loss = tf.add_n([weights[i] * losses[i] for i in range(len(losses))])
                 mean = {k: tf.add_n([weights[i] * g[k] for i, g in enumerate(grads)]) for k in names}
+                mean_state = {k: tf.add_n([weights[i] * s[k] for i, s in enumerate(new_states)]) for k in model_state}
                 current = {name: params[name].replicas[0].value for name in names}
                 slots = {slot: {name: var.value for name, var in values.items()} for slot, values in state.items()}
                 new_params, new_state, finite = ops.call(optimizer.update, current, mean, slots, step)
                 finite = tf.logical_and(finite, tf.math.is_finite(loss))
+                for value in mean_state.values():
+                    finite = tf.logical_and(finite, tf.reduce_all(tf.math.is_finite(value)))
 
             def write():
                 for name in names:
@@ -201,6 +215,10 @@ class Backend(interface.Backend):
                 for slot, values in new_state.items():
                     for name, value in values.items():
                         state[slot][name].value.assign(value)
+                for name, value in mean_state.items():
+                    for replica in model_state[name].replicas:
+                        with tf.device(self.native_name(replica.device)):
+                            replica.value.assign(value)
                 return tf.constant(True)
 
             with tf.device(home):

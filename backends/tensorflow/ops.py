@@ -4,6 +4,7 @@ core chose (see ``toolkit.nn.ops.ARGUMENTS``)."""
 from __future__ import annotations
 
 from toolkit.backends.tensorflow.environment import import_framework
+from toolkit.nn.context import MIX32_STEPS, UNIFORM_BITS
 from toolkit.nn.ops import Ops
 from toolkit.nn.shapes import check_conv, check_matmul, window
 
@@ -211,3 +212,11 @@ class TensorFlowOps(Ops):
     def all_finite(self, xs):
         return tf.reduce_all([tf.reduce_all(tf.math.is_finite(x)) for x in xs])
 
+    def _hash_uniform(self, keys, counters):
+        x = tf.bitwise.bitwise_xor(keys, counters)
+        for shift, multiplier in MIX32_STEPS:
+            x = tf.bitwise.bitwise_xor(x, tf.bitwise.right_shift(x, tf.constant(shift, tf.uint32)))
+            if multiplier is not None:
+                x = x * tf.constant(multiplier, tf.uint32)  # uint32 products wrap modulo 2**32
+        top = tf.bitwise.right_shift(x, tf.constant(32 - UNIFORM_BITS, tf.uint32))
+        return tf.cast(top, self.dtype) * tf.constant(2.0 ** -UNIFORM_BITS, self.dtype)

@@ -8,11 +8,21 @@ from typing import Any
 
 import numpy as np
 
+from toolkit.nn import context
 from toolkit.nn.ops import Ops, Tensor
 
 InitFn = Callable[[np.random.Generator], Mapping[str, np.ndarray]]
 ForwardFn = Callable[[Ops, Mapping[str, Tensor], Tensor], Any]
 LossFn = Callable[[Ops, Any, Tensor], Tensor]
+
+
+@dataclass(frozen=True)
+class State:
+    """Marks an entry of ``init``'s dict as model state rather than a parameter: not trained, read by ``forward``
+    like a parameter, given a new value by a training step through ``ops.update_state`` (batch normalization's
+    moving mean and variance). ``toolkit.layers.batch_norm_init`` makes its statistics this way."""
+
+    value: Any
 
 
 @dataclass(frozen=True, eq=False)
@@ -24,6 +34,11 @@ class Model:
         forward: ``forward(ops, params, x) -> outputs``, written with :class:`toolkit.nn.ops.Ops` and Python arithmetic.
         loss: ``loss(ops, outputs, y) -> per-example losses`` (shape ``[batch]``); training minimises their mean.
         name: shown in reports; defaults to the forward function's name.
+
+    ``init`` may mark entries with :class:`State`: the trainer keeps them apart from the parameters (``state()``),
+    passes them to ``forward`` in ``params``, and writes the new values a training step gives them.
+    ``forward`` learns whether it runs for training from ``ops.training``, and draws per-example noise with
+    ``ops.example_uniform`` (see :mod:`toolkit.nn.context`).
 
     Models compare by identity, so backends can cache what they compile for one.
     """
@@ -44,3 +59,28 @@ class Model:
         """The per-example losses ``loss(ops, forward(ops, params, x), y)`` with native arrays in and out: how a
         backend runs the model (through :meth:`~toolkit.nn.ops.Ops.call`, so the model code sees Tensors)."""
         return ops.call(lambda o, p, x, y: self.loss(o, self.forward(o, p, x), y), params, x, y)
+
+    def train_losses(self, ops: Ops, params: Mapping[str, Any], batch: Mapping[str, Any], y: Any) -> tuple[Any, dict]:
+        """A training run, natives in and out: ``(per-example losses, new model state)``.
+
+        ``batch`` is what a trainer passes for one shard (:func:`batch`): ``x``, the examples' ``keys`` and the
+        ``state`` values. The new state has an entry for every state name (its old value where ``forward`` gave
+        it none)."""
+        run = context.RunContext(training=True, keys=batch["keys"], state=batch["state"])
+        with context.running(run):
+            losses = ops.call(lambda o, p, x, y: self.loss(o, self.forward(o, p, x), y),
+                              {**params, **batch["state"]}, batch["x"], y)
+        return losses, {name: run.updates.get(name, value) for name, value in batch["state"].items()}
+
+    def infer(self, ops: Ops, params: Mapping[str, Any], batch: Mapping[str, Any]) -> Any:
+        """An inference run, natives in and out: ``forward``'s outputs with ``ops.training`` False (moving
+        statistics, no dropout)."""
+        with context.running(context.RunContext(training=False, state=batch["state"])):
+            return ops.call(lambda o, p, x: self.forward(o, p, x), {**params, **batch["state"]}, batch["x"])
+
+
+def batch(x: Any, keys: Any, state: Mapping[str, Any]) -> dict[str, Any]:
+    """One shard's inputs to a model run, as a pytree the backends compile for like any input: ``x`` (an array or
+    a dict of arrays), the examples' uint32 ``keys`` (see :func:`toolkit.nn.context.example_keys`) and the model
+    state's values on the shard's device."""
+    return {"x": x, "keys": keys, "state": dict(state)}

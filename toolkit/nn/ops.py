@@ -27,7 +27,8 @@ from typing import Any
 import numpy as np
 import optree
 
-from toolkit.errors import DTypeError, ShapeError
+from toolkit.errors import DTypeError, ModelStateError, ShapeError
+from toolkit.nn import context
 from toolkit.nn.shapes import check_pool_size
 from toolkit.nn.tensor import INT_DTYPE, Tensor, constant_dtype, is_weak, result_dtype
 
@@ -49,7 +50,7 @@ ARGUMENTS: dict[str, str] = {
                      "cumsum", "argmax", "ones_like", "zeros_like", "pad", "max_pool", "average_pool"),
                     "t"),
     "mean": "f", "concatenate": "L", "stack": "L", "_take": "ti", "_take_along_axis": "ti", "one_hot": "i",
-    "conv": "ff", "all_finite": "T",
+    "conv": "ff", "all_finite": "T", "_hash_uniform": "tt",
 }
 
 
@@ -460,6 +461,59 @@ class Ops(ABC):
             logits = self.where(allowed, logits, float(np.finfo(self._result_dtype([logits])).min))
         weights = self.softmax(logits, axis=-1)
         return self.transpose(self.matmul(weights, self.transpose(value, (0, 2, 1, 3))), (0, 2, 1, 3))
+
+    # --- training mode, model state and randomness (toolkit.nn.context) -----------------------------------------
+    @property
+    def training(self) -> bool:
+        """Whether the model runs for a training step (True) or for inference (False: predict, evaluation, model
+        code called outside a trainer). Layers read it: ``dropout`` is the identity and ``batch_norm`` uses its
+        moving statistics in inference."""
+        run = context.current()
+        return bool(run and run.training)
+
+    def update_state(self, name: str, value) -> None:
+        """Give the model state ``name`` (declared with :class:`~toolkit.State` in ``init``) its value after this
+        training step. The trainer writes it with the parameters, all or nothing, on every replica (the replicas'
+        values averaged, weighted by their share of the batch). Outside a training run it does nothing."""
+        run = context.current()
+        if run is None or not run.training:
+            return
+        if name not in run.state:
+            raise ModelStateError(f"update_state({name!r}): the model declares no state of that name; its state is "
+                                  f"{sorted(run.state)} (mark an init entry with toolkit.State(array))")
+        value = self._native(value, self.dtype)
+        if tuple(self.native_shape(value)) != tuple(self.shape(run.state[name])):
+            raise ModelStateError(f"update_state({name!r}): the new value has shape {self.native_shape(value)}, the "
+                                  f"state has {self.native_shape(run.state[name])}")
+        run.updates[name] = value
+
+    def example_uniform(self, shape: Sequence[int]):
+        """Uniform numbers in ``[0, 1)`` of ``shape``, whose axis 0 is the batch: each example's numbers come from
+        its key (the trainer's seed, the step and the example's index in the global batch) and from how many draws
+        this run made before, never from the device it runs on (see :mod:`toolkit.nn.context`). The same on every
+        backend, in the computation dtype, multiples of ``2**-24``.
+
+        Raises:
+            ModelStateError: outside a training run of a trainer (no keys).
+        """
+        run = context.current()
+        if run is None or run.keys is None:
+            raise ModelStateError("random numbers need a training step of DataParallel, which gives every example "
+                                  "its key (ModelParallel does not yet); in inference, layers that draw noise "
+                                  "(dropout) must not draw")
+        shape = tuple(shape)
+        if len(shape) < 1 or not all(isinstance(s, (int, np.integer)) and s > 0 for s in shape[1:]):
+            raise ShapeError(f"example_uniform needs a shape [batch, ...] with known sizes after the batch axis, "
+                             f"got {shape}")
+        counters = self.constant(context.element_counters(run.calls, tuple(int(s) for s in shape[1:])))
+        run.calls += 1
+        keys = self.reshape(self.wrap(self._native(run.keys, context.KEY_DTYPE)), (-1,) + (1,) * (len(shape) - 1))
+        return self._hash_uniform(keys, counters)
+
+    @abstractmethod
+    def _hash_uniform(self, keys, counters):
+        """``(mix32(keys ^ counters) >> 8) * 2**-24`` in the computation dtype, unsigned 32-bit arithmetic
+        broadcast as NumPy (:func:`toolkit.nn.context.mix32`)."""
 
     # --- checks ----------------------------------------------------------------------------------------------------
     @abstractmethod

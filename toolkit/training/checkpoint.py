@@ -4,6 +4,7 @@ Layout of the file (a NumPy ``.npz`` archive, read with ``allow_pickle=False``):
 
 - ``params/<i>``: the parameters, numbered; their names (any string) are in the metadata's ``params`` list;
 - ``state/<slot>/<i>``: the optimizer state, numbered like the parameters;
+- ``model_state/<i>``: the model state (batch-norm statistics), numbered; names in the metadata's ``model_state``;
 - ``__metadata__``: UTF-8 JSON as a ``uint8`` array (format version, parameter names, step, RNG state, dtype, model,
   optimizer, backend, toolkit version);
 - ``__checksum__``: the SHA-256, as hex in a ``uint8`` array, of every other entry (name, dtype, shape, bytes).
@@ -28,8 +29,8 @@ import numpy as np
 
 from toolkit.errors import CheckpointError
 
-#: Bumped when the layout changes; a reader refuses newer formats.
-FORMAT_VERSION = 1
+#: Bumped when the layout changes; a reader refuses newer formats. 2 added the model state.
+FORMAT_VERSION = 2
 _METADATA, _CHECKSUM = "__metadata__", "__checksum__"
 
 
@@ -40,13 +41,15 @@ class Checkpoint:
     Attributes:
         params: ``{name: array}``.
         state: optimizer state, ``{slot: {name: array}}``.
-        metadata: ``step``, ``skipped_steps``, ``rng_state``, ``dtype``, ``model``, ``optimizer``, ``backend``,
-            ``devices``, ``toolkit_version``, ``format_version``.
+        metadata: ``step``, ``skipped_steps``, ``rng_state``, ``seed``, ``dtype``, ``model``, ``optimizer``,
+            ``backend``, ``devices``, ``toolkit_version``, ``format_version``.
+        model_state: the model state (``trainer.state()``), ``{name: array}``; empty for a model without state.
     """
 
     params: dict[str, np.ndarray]
     state: dict[str, dict[str, np.ndarray]]
     metadata: dict[str, Any] = field(default_factory=dict)
+    model_state: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def step(self) -> int:
@@ -82,10 +85,13 @@ def save_checkpoint(path: str | os.PathLike, checkpoint: Checkpoint) -> Path:
             raise CheckpointError(f"optimizer state slot {slot!r} must name a value for each parameter, and no '/'")
         for i, name in enumerate(names):
             arrays[f"state/{slot}/{i}"] = np.asarray(values[name])
+    state_names = list(checkpoint.model_state)
+    for i, name in enumerate(state_names):
+        arrays[f"model_state/{i}"] = np.asarray(checkpoint.model_state[name])
     for key, array in arrays.items():
         if array.dtype.kind not in "biuf":
             raise CheckpointError(f"cannot store {key!r} of dtype {array.dtype}: values must be numeric arrays")
-    metadata = {**checkpoint.metadata, "format_version": FORMAT_VERSION, "params": names}
+    metadata = {**checkpoint.metadata, "format_version": FORMAT_VERSION, "params": names, "model_state": state_names}
     arrays[_METADATA] = _text_array(json.dumps(metadata, sort_keys=True))
     arrays[_CHECKSUM] = _text_array(_checksum(arrays))
 
@@ -137,10 +143,11 @@ def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
     names = metadata.get("params")
     try:
         params = {name: arrays.pop(f"params/{i}") for i, name in enumerate(names)}
+        model_state = {name: arrays.pop(f"model_state/{i}") for i, name in enumerate(metadata.get("model_state", []))}
         state: dict[str, dict[str, np.ndarray]] = {}
         for key in sorted(arrays):
             _, slot, index = key.split("/")
             state.setdefault(slot, {})[names[int(index)]] = arrays[key]
     except (TypeError, KeyError, ValueError, IndexError) as error:
         raise CheckpointError(f"checkpoint {str(path)!r} has an unexpected layout: {error}") from error
-    return Checkpoint(params, state, metadata)
+    return Checkpoint(params, state, metadata, model_state)

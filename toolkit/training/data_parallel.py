@@ -2,11 +2,14 @@
 
 A step (the rest is :class:`toolkit.training.trainer.Trainer`'s):
 
-1. split the checked global batch into shards (:func:`toolkit.split_sizes`) and place each on its device;
-2. on each device with a non-empty shard, the mean loss and its gradient against that device's replica;
+1. split the checked global batch into shards (:func:`toolkit.split_sizes`) and place each on its device, each
+   example with its random key (:mod:`toolkit.nn.context`), so noise follows the example, not the device;
+2. on each device with a non-empty shard, the mean loss and its gradient against that device's replica, and the
+   model state's new values (batch statistics of that shard: per-replica batch normalization);
 3. average the per-device results on the first device, weighted by shard size, which gives exactly the full-batch
-   mean loss and gradient (:meth:`toolkit.backend.Backend.average`);
-4. the optimizer update on the first device, where the state lives, then the new parameters go to every replica.
+   mean loss and gradient (:meth:`toolkit.backend.Backend.average`), and the shard-weighted mean of the new state;
+4. the optimizer update on the first device, where the state lives, then the new parameters and model state go to
+   every replica.
 """
 
 from __future__ import annotations
@@ -18,8 +21,8 @@ import numpy as np
 import optree
 
 from toolkit.backend import Backend
-from toolkit.errors import ComputeError
-from toolkit.nn.model import Model
+from toolkit.errors import ComputeError, ShapeError
+from toolkit.nn.model import Model, batch
 from toolkit.placement.splitting import shard_bounds, split_sizes
 from toolkit.processes import distributed
 from toolkit.registry import REGISTRY
@@ -58,14 +61,18 @@ class DataParallel(Trainer):
         self.weights = None if weights is None else list(weights)
         self._init_params(self.devices)
         self._gradient_fn = self.backend.compile_gradient(model, self.dtype)
-        self._fused_step = self.backend.compile_fused_step(model, optimizer, self.dtype, self._params, self._state)
-        self.cluster, self._all_reduce = None, None
+        self._predict_fn = None  # compiled on first use
+        self._fused_step = self.backend.compile_fused_step(model, optimizer, self.dtype, self._params, self._state,
+                                                           self._model_state)
+        self.cluster, self._all_reduce, self._row_offset = None, None, lambda count: 0
         joined = distributed.current()
         if joined is not None and joined[1].num_processes > 1:
             if joined[0] != self.backend.name:
                 raise distributed.DistributedError(f"this process joined a {joined[0]} job (toolkit.distributed."
                                                    f"initialize); the trainer uses {self.backend.name}")
             self.cluster, self._fused_step = joined[1], None  # the reduction between processes: a step of its own
+            # Examples are numbered from the process's first one as if every process passed a part of this size.
+            self._row_offset = lambda count: joined[1].process_id * count
             self._all_reduce = REGISTRY[self.backend.name].distributed().all_reduce_sum
 
     def step(self, x, y) -> float:
@@ -90,35 +97,73 @@ class DataParallel(Trainer):
         self._accept_input_spec()
         return self._finish_step(float(self.backend.to_numpy(loss)), bool(self.backend.to_numpy(written)))
 
+    def predict(self, x: Any, batch_size: int | None = None) -> Any:
+        """The model's outputs for ``x`` (an array or a dict of arrays) in inference mode: batch normalization
+        uses its moving statistics, dropout is off. Each batch of ``batch_size`` examples (default: all at once) is
+        split over the trainer's devices like a training batch; the outputs come back as NumPy arrays, in order.
+
+        Raises:
+            ShapeError, DTypeError, NonFiniteError: bad input, or ``batch_size`` < 1 (nothing runs).
+            ComputeError: the framework failed on a device.
+        """
+        x, _ = self._check_batch(x, None)
+        count = len(next(iter(x.values()))) if isinstance(x, Mapping) else len(x)
+        if batch_size is None:
+            batch_size = count
+        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+            raise ShapeError(f"batch_size must be an int >= 1 or None, got {batch_size!r}")
+        if self._predict_fn is None:
+            self._predict_fn = self.backend.compile_predict(self.model, self.dtype)
+        outputs = []
+        for start in range(0, count, int(batch_size)):
+            part = optree.tree_map(lambda a, start=start: a[start:start + batch_size], x)
+            sizes = split_sizes(min(batch_size, count - start), len(self.devices), self.weights)
+            for index, (device, (lo, hi)) in enumerate(zip(self.devices, shard_bounds(sizes))):
+                if hi == lo:
+                    continue
+                shard = optree.tree_map(lambda a, lo=lo, hi=hi: self.backend.place(a[lo:hi], device), part)
+                replica = {name: var.replicas[index].value for name, var in self._params.items()}
+                state = {name: var.replicas[index].value for name, var in self._model_state.items()}
+                result = self._compute(device, f"x {_shapes(shard)}", self._predict_fn, replica,
+                                       batch(shard, None, state), device)
+                outputs.append(optree.tree_map(self.backend.to_numpy, result))
+        return optree.tree_map(lambda *parts: np.concatenate(parts), *outputs)
+
     def replica_params(self) -> list[dict]:
         """The parameters as held by each device's replica, in device order (all equal after every step)."""
         return [{name: var.replicas[i].numpy() for name, var in self._params.items()}
                 for i in range(len(self.devices))]
 
-    def _shards(self, x, y) -> list[tuple[int, Any, Any, Any]]:
-        """``(replica index, device, x shard, y shard)`` for each non-empty shard of the batch, in device order. An
-        empty shard contributes nothing (and its mean would be NaN)."""
+    def _shards(self, x, y) -> list[tuple[int, Any, dict, Any]]:
+        """``(replica index, device, model batch, y shard)`` for each non-empty shard of the batch, in device order;
+        the model batch (:func:`toolkit.nn.model.batch`) holds the x shard, its examples' keys and the replica's
+        model state. An empty shard contributes nothing (and its mean would be NaN)."""
         sizes = split_sizes(len(y), len(self.devices), self.weights)
-        return [(index, device, optree.tree_map(lambda a, lo=lo, hi=hi: a[lo:hi], x), y[lo:hi])
+        keys = self._example_keys(len(y), self._row_offset(len(y)))
+        return [(index, device, batch(optree.tree_map(lambda a, lo=lo, hi=hi: a[lo:hi], x), keys[lo:hi],
+                                      {name: var.replicas[index].value for name, var in self._model_state.items()}),
+                 y[lo:hi])
                 for index, (device, (lo, hi)) in enumerate(zip(self.devices, shard_bounds(sizes))) if hi > lo]
 
     def _loss_and_gradients(self, x, y):
         results, shards = [], self._shards(x, y)
-        for index, device, shard_x, shard_y in shards:
+        for index, device, shard, shard_y in shards:
             replica = {name: var.replicas[index].value for name, var in self._params.items()}
-            shapes = f"shard x {_shapes(shard_x)}, y {tuple(shard_y.shape)}"
-            results.append(self._compute(device, shapes, self._shard_gradient, replica, shard_x, shard_y, device))
+            shapes = f"shard x {_shapes(shard['x'])}, y {tuple(shard_y.shape)}"
+            results.append(self._compute(device, shapes, self._shard_gradient, replica, shard, shard_y, device))
         result = self.backend.average(results, weights=[len(s[3]) for s in shards], device=self.devices[0])
         if self.cluster is not None:
             result = self._mean_over_processes(*result, len(y))
         self._accept_input_spec()
         return result
 
-    def _mean_over_processes(self, loss, grads, count: int):
+    def _mean_over_processes(self, loss, grads, model_state, count: int):
         """The mean over every process's examples: each process's mean times its example count, summed by the
         framework's all-reduce (in float64, as one vector), over the total count; each process passes only its own
-        part of the global batch, so the parts may differ in size."""
-        local = {"": self.backend.to_numpy(loss), **{k: self.backend.to_numpy(g) for k, g in grads.items()}}
+        part of the global batch, so the parts may differ in size. The model state's new values are averaged the
+        same way."""
+        local = {"": self.backend.to_numpy(loss), **{f"g{k}": self.backend.to_numpy(g) for k, g in grads.items()},
+                 **{f"s{k}": self.backend.to_numpy(v) for k, v in model_state.items()}}
         parts = [np.asarray(a, np.float64).ravel() for a in local.values()]
         total = self._all_reduce(np.concatenate([[float(count)], *(count * p for p in parts)]),
                                  f"the gradient reduction of step {self.step_count + 1}")
@@ -127,7 +172,8 @@ class DataParallel(Trainer):
         mean = {k: self.backend.place((total[end - p.size:end] / total[0]).reshape(np.shape(a)).astype(self.dtype),
                                       home)
                 for (k, a), p, end in zip(local.items(), parts, ends[1:])}
-        return mean.pop(""), mean
+        return (mean.pop(""), {k[1:]: v for k, v in mean.items() if k[0] == "g"},
+                {k[1:]: v for k, v in mean.items() if k[0] == "s"})
 
     def _shard_gradient(self, replica, x, y, device):
         x = optree.tree_map(lambda a: self.backend.place(a, device), x)

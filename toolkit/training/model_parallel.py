@@ -10,12 +10,15 @@ several devices (a shared encoder) is copied to them in the forward pass and its
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from toolkit.backend import Backend
 from toolkit.errors import DeviceSpecError, ParamsError, ShapeError
+from toolkit.nn import context
 from toolkit.nn.model import InitFn, LossFn, Model
 from toolkit.nn.ops import Ops, Tensor
 from toolkit.placement.devices import Device
@@ -87,6 +90,10 @@ class PartedModel(Model):
                                  f"parts; known so far: {known}")
             known.append(part.name)
 
+        # ModelParallel runs the parts outside a model run (no per-example keys, no state): they run as training,
+        # so a layer that needs keys (dropout) fails with a ModelStateError rather than silently doing nothing.
+        parts = tuple(dataclasses.replace(part, fn=_training_part(part.fn)) for part in parts)
+
         def forward(ops: Ops, params: Mapping[str, Tensor], x: Any) -> Tensor:
             values = _named_inputs(inputs, x)
             for part in parts:
@@ -102,6 +109,20 @@ class PartedModel(Model):
             for name in part.params:
                 users.setdefault(name, []).append(part.name)
         return users
+
+
+def _training_part(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
+    """``fn`` run in a training context without keys when no model run is current (ModelParallel's parts); in a
+    run (DataParallel training a PartedModel, or predicting with it) the run's context applies."""
+
+    @functools.wraps(fn)
+    def part(ops, *args):
+        if context.current() is not None:
+            return fn(ops, *args)
+        with context.running(context.RunContext(training=True)):
+            return fn(ops, *args)
+
+    return part
 
 
 def _named_inputs(names: tuple[str, ...], x: Any) -> dict[str, Any]:
@@ -153,6 +174,9 @@ class ModelParallel(Trainer):
             return [homes[name]]
 
         self._init_params(home_of)
+        if self._model_state:
+            raise ParamsError(f"ModelParallel does not carry model state yet; this model declares "
+                              f"{sorted(self._model_state)}: train it with DataParallel")
         if missing := sorted(set(homes) - set(self._params)):
             raise ParamsError(f"parts read parameters {missing} that model.init does not make")
         self._gradient_fn = self.backend.compile_parted_gradient(model, self.devices, self.dtype)
@@ -161,9 +185,9 @@ class ModelParallel(Trainer):
         inputs = _named_inputs(self.model.inputs, x)
         params = {name: var.replicas[0].value for name, var in self._params.items()}
         shapes = f"x {({k: tuple(v.shape) for k, v in inputs.items()})}, y {tuple(y.shape)}"
-        result = self._compute("its devices", shapes, self._gradient_fn, params, inputs, y)
+        loss, grads = self._compute("its devices", shapes, self._gradient_fn, params, inputs, y)
         self._accept_input_spec()
-        return result
+        return loss, grads, {}
 
     def __repr__(self) -> str:
         placed = ", ".join(f"{name}@{device}" for name, device in self.devices.items())

@@ -32,7 +32,8 @@ from toolkit.errors import (
     ShapeError,
     ToolkitError,
 )
-from toolkit.nn.model import Model
+from toolkit.nn.context import example_keys
+from toolkit.nn.model import Model, State
 from toolkit.registry import get_backend
 from toolkit.training.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from toolkit.training.optim import Optimizer
@@ -103,28 +104,37 @@ class Trainer:
         self.backend = get_backend(backend) if isinstance(backend, str) else backend
         self.model, self.optimizer, self.dtype, self.nan_policy = model, optimizer, _as_dtype(dtype), nan_policy
         self.step_count = self.skipped_steps = 0
-        self.rng = np.random.default_rng(seed)
+        self.seed = int(np.random.SeedSequence().entropy % 2**63) if seed is None else int(seed)
+        self.rng = np.random.default_rng(self.seed)
         self._input_spec: tuple | None = None  # shapes and kinds of the first good batch
 
     def _init_params(self, replicas: Callable[[str], Sequence[Any]] | Sequence[Any]) -> None:
         """Draw the initial parameters and place them: ``replicas(name)`` gives a parameter's devices (the first is
         its home, where its optimizer state lives and its update runs), or ``replicas`` is one device list for all."""
-        initial = self.model.init(self.rng)
-        if not isinstance(initial, Mapping) or not initial:
-            raise ParamsError(f"model.init must return a non-empty dict of arrays, got {type(initial).__name__}")
-        initial = {name: np.asarray(value, dtype=self.dtype) for name, value in initial.items()}
-        self._check_finite_params(initial, "model.init")
-        devices = {name: replicas(name) if callable(replicas) else replicas for name in initial}
+        made = self.model.init(self.rng)
+        if not isinstance(made, Mapping) or not made:
+            raise ParamsError(f"model.init must return a non-empty dict of arrays, got {type(made).__name__}")
+        initial = {name: np.asarray(value, dtype=self.dtype) for name, value in made.items()
+                   if not isinstance(value, State)}
+        model_state = {name: np.asarray(value.value, dtype=self.dtype) for name, value in made.items()
+                       if isinstance(value, State)}
+        if not initial:
+            raise ParamsError("model.init marks every entry as toolkit.State; a model needs parameters to train")
+        self._check_finite_params({**initial, **model_state}, "model.init")
+        devices = {name: replicas(name) if callable(replicas) else replicas for name in made}
         self._params = {name: self.backend.mirrored_variable(value, devices[name], name=name)
                         for name, value in initial.items()}
+        self._model_state = {name: self.backend.mirrored_variable(value, devices[name], name=name)
+                             for name, value in model_state.items()}
         homes = self.param_devices()
         self._state = {slot: {name: self.backend.variable(np.zeros_like(value), homes[name], name=f"{slot}/{name}")
                               for name, value in initial.items()}
                        for slot in self.optimizer.state_slots()}
         self._update_fn = self.backend.compile_update(self.optimizer, self.dtype)
 
-    def _loss_and_gradients(self, x: Any, y: Any) -> tuple[Any, dict[str, Any]]:
-        """The mean loss over the checked batch and each parameter's gradient, on the parameter's home device."""
+    def _loss_and_gradients(self, x: Any, y: Any) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+        """The mean loss over the checked batch, each parameter's gradient on the parameter's home device, and the
+        model state's new values (averaged over replicas, weighted by shard size)."""
         raise NotImplementedError
 
     # ------------------------------------------------------------------------------------------------------------------
@@ -140,7 +150,7 @@ class Trainer:
             NonFiniteError: with ``nan_policy="raise"``, a NaN or Inf loss or gradient.
             In every case the trainer is left exactly as it was.
         """
-        loss, grads = self._loss_and_gradients(*self._check_batch(x, y))
+        loss, grads, model_state = self._loss_and_gradients(*self._check_batch(x, y))
         new_params, new_state, finite = {}, {slot: {} for slot in self._state}, True
         for home, names in self._by_home().items():
             step = self.backend.place(np.asarray(self.step_count + 1, dtype=self.dtype), home)
@@ -152,13 +162,16 @@ class Trainer:
                 new_state[slot].update(values)
             finite = finite and bool(self.backend.to_numpy(group_finite))
         loss = float(self.backend.to_numpy(loss))
-        finite = finite and math.isfinite(loss)
+        finite = finite and math.isfinite(loss) and not any(
+            _count_non_finite(self.backend.to_numpy(value)) for value in model_state.values())
         if finite:
             for name, var in self._params.items():
                 var.assign(new_params[name])
             for slot, values in new_state.items():
                 for name, value in values.items():
                     self._state[slot][name].assign(value)
+            for name, value in model_state.items():
+                self._model_state[name].assign(value)
         return self._finish_step(loss, finite)
 
     def _finish_step(self, loss: float, written: bool) -> float:
@@ -175,17 +188,38 @@ class Trainer:
 
     def gradients(self, x: Any, y: Any) -> dict[str, np.ndarray]:
         """The gradient of the mean loss over the global batch; nothing is updated."""
-        _, grads = self._loss_and_gradients(*self._check_batch(x, y))
+        _, grads, _ = self._loss_and_gradients(*self._check_batch(x, y))
         return {name: self.backend.to_numpy(g) for name, g in grads.items()}
 
     def loss(self, x: Any, y: Any) -> float:
-        """The mean loss over the global batch with the current parameters."""
-        loss, _ = self._loss_and_gradients(*self._check_batch(x, y))
+        """The mean loss over the global batch with the current parameters, computed as a training step computes
+        it (training mode: batch statistics, and the dropout of the next step); nothing is updated."""
+        loss, _, _ = self._loss_and_gradients(*self._check_batch(x, y))
         return float(self.backend.to_numpy(loss))
 
     def params(self) -> dict[str, np.ndarray]:
         """The parameters, as NumPy arrays."""
         return {name: var.numpy() for name, var in self._params.items()}
+
+    def state(self) -> dict[str, np.ndarray]:
+        """The model state (the ``init`` entries marked :class:`~toolkit.State`), as NumPy arrays; empty for a
+        model without state."""
+        return {name: var.numpy() for name, var in self._model_state.items()}
+
+    def set_state(self, state: Mapping[str, Any]) -> None:
+        """Replace the model state on every replica. Keys and shapes must match; values are cast to the dtype.
+
+        Raises:
+            ParamsError: missing or extra keys, or a wrong shape; NonFiniteError: NaN or Inf. Nothing is changed.
+        """
+        arrays = self._check_arrays(self._model_state, state, "set_state")
+        for name, array in arrays.items():
+            self._model_state[name].assign(array)
+
+    def _example_keys(self, count: int, offset: int = 0) -> np.ndarray:
+        """The keys of the next step's examples ``offset .. offset + count - 1`` of the global batch (see
+        :func:`toolkit.nn.context.example_keys`)."""
+        return example_keys(self.seed, self.step_count + 1, np.arange(offset, offset + count))
 
     def param_devices(self) -> dict[str, Any]:
         """Where each parameter lives: its home device (replicas, if any, follow it)."""
@@ -213,11 +247,12 @@ class Trainer:
 
         metadata = {
             "step": self.step_count, "skipped_steps": self.skipped_steps, "rng_state": self.rng.bit_generator.state,
+            "seed": self.seed,
             "dtype": self.dtype, "model": self.model.name, "optimizer": type(self.optimizer).__name__,
             "optimizer_config": vars(self.optimizer), "backend": self.backend.name, "trainer": type(self).__name__,
             "devices": {name: str(d) for name, d in self.param_devices().items()}, "toolkit_version": __version__,
         }
-        save_checkpoint(path, Checkpoint(self.params(), self.optimizer_state(), metadata))
+        save_checkpoint(path, Checkpoint(self.params(), self.optimizer_state(), metadata, self.state()))
 
     def restore(self, path: str | os.PathLike | Checkpoint) -> None:
         """Load a checkpoint (from any backend, trainer kind and device count) into this trainer.
@@ -235,6 +270,7 @@ class Trainer:
                                   f"{type(self.optimizer).__name__}")
         try:
             params = self._check_params(checkpoint.params, "checkpoint")
+            model_state = self._check_arrays(self._model_state, checkpoint.model_state, "checkpoint model state")
         except ToolkitError as error:
             raise CheckpointError(str(error)) from error
         expected = {slot: {name: p.shape for name, p in params.items()} for slot in self.optimizer.state_slots()}
@@ -251,7 +287,9 @@ class Trainer:
         for slot, values in checkpoint.state.items():
             for name, value in values.items():
                 self._state[slot][name].assign(np.asarray(value, self.dtype))
-        self.rng = rng
+        for name, array in model_state.items():
+            self._model_state[name].assign(array)
+        self.rng, self.seed = rng, int(meta.get("seed", self.seed))
         self.step_count, self.skipped_steps = int(meta["step"]), int(meta.get("skipped_steps", 0))
 
     # ------------------------------------------------------------------------------------------------------------------
@@ -266,13 +304,16 @@ class Trainer:
         return params, {slot: {name: values[name].value for name in names} for slot, values in self._state.items()}
 
     def _check_params(self, params: Mapping[str, Any], what: str) -> dict[str, np.ndarray]:
+        return self._check_arrays(self._params, params, what)
+
+    def _check_arrays(self, variables: Mapping[str, Any], params: Mapping[str, Any], what: str) -> dict[str, np.ndarray]:
         if not isinstance(params, Mapping):
             raise ParamsError(f"{what} needs a dict of arrays, got {type(params).__name__}")
-        missing, extra = set(self._params) - set(params), set(params) - set(self._params)
+        missing, extra = set(variables) - set(params), set(params) - set(variables)
         if missing or extra:
             raise ParamsError(f"{what} keys differ from the model's: missing {sorted(missing)}, extra {sorted(extra)}")
         arrays = {}
-        for name, var in self._params.items():
+        for name, var in variables.items():
             array = np.asarray(params[name])
             if array.shape != var.shape:
                 raise ParamsError(f"{what}[{name!r}]: expected shape {var.shape}, got {array.shape}")
@@ -304,14 +345,15 @@ class Trainer:
         return ComputeError(f"{self.model.name} failed on {where} ({shapes}): {type(error).__name__}: {message}"
                             f"{f' (at {line})' if line else ''}; the trainer is unchanged")
 
-    def _check_batch(self, x: Any, y: Any) -> tuple[Any, np.ndarray]:
-        """Check and cast a batch: ``x`` an array or a dict of arrays, ``y`` an array, all of one length."""
+    def _check_batch(self, x: Any, y: Any) -> tuple[Any, np.ndarray | None]:
+        """Check and cast a batch: ``x`` an array or a dict of arrays, ``y`` an array (or None: inputs only, for
+        prediction), all of one length."""
         named = isinstance(x, Mapping)
         xs = {k: np.asarray(v) for k, v in x.items()} if named else {"x": np.asarray(x)}
-        y = np.asarray(y)
         if not xs:
             raise ShapeError("x is an empty dict; expected at least one input array")
-        arrays = {**({f"x[{k!r}]": v for k, v in xs.items()} if named else xs), "y": y}
+        arrays = {**({f"x[{k!r}]": v for k, v in xs.items()} if named else xs),
+                  **({} if y is None else {"y": np.asarray(y)})}
         for what, array in arrays.items():
             if array.ndim == 0:
                 raise ShapeError(f"x and y need a batch axis; got {what} of shape {array.shape}")
@@ -319,7 +361,7 @@ class Trainer:
         if len(set(lengths.values())) != 1:
             listed = " and ".join(str(n) for n in lengths.values())
             raise ShapeError(f"x and y must have the same number of examples; got {listed}")
-        if lengths["y"] == 0:
+        if next(iter(lengths.values())) == 0:
             raise ShapeError("the batch is empty (0 examples)")
         arrays = {what: self._cast_input(a, what) for what, a in arrays.items()}
         spec = {what: (a.shape[1:], a.dtype.kind) for what, a in arrays.items()}
@@ -336,8 +378,9 @@ class Trainer:
             if bad := _count_non_finite(array):
                 first = int(np.argwhere(~np.isfinite(array))[0][0])
                 raise NonFiniteError(f"{what} has {bad} NaN or Inf value(s), the first in example {first}")
-        self._pending_spec = spec
-        y = arrays.pop("y")
+        if y is not None:
+            self._pending_spec = spec
+        y = arrays.pop("y", None)
         x = {k: arrays[f"x[{k!r}]"] for k in xs} if named else arrays["x"]
         return x, y
 

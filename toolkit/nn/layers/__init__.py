@@ -25,12 +25,14 @@ from toolkit.nn.layers.core import (
     glorot_uniform,
     orthogonal,
 )
-from toolkit.nn.layers.normalization import layer_norm, layer_norm_init
-from toolkit.nn.layers.recurrent import lstm, lstm_init
+from toolkit.nn.layers.normalization import batch_norm, batch_norm_init, layer_norm, layer_norm_init
+from toolkit.nn.layers.recurrent import gru, gru_init, lstm, lstm_init
+from toolkit.nn.layers.regularization import dropout
 
 __all__ = [
-    "activate", "average_pool2d", "conv2d", "conv2d_init", "dense", "dense_init", "embedding", "embedding_init",
-    "fans", "flatten", "global_average_pool2d", "global_max_pool2d", "glorot_uniform", "layer_norm",
+    "activate", "average_pool2d", "batch_norm", "batch_norm_init", "conv2d", "conv2d_init", "dense", "dense_init",
+    "dropout", "embedding", "embedding_init",
+    "fans", "flatten", "global_average_pool2d", "gru", "gru_init", "global_max_pool2d", "glorot_uniform", "layer_norm",
     "layer_norm_init", "lstm", "lstm_init", "max_pool2d", "multi_head_attention", "multi_head_attention_init",
     "orthogonal",
 ]

@@ -1,11 +1,17 @@
-"""Normalization layers that keep no state: layer normalization (Keras ``LayerNormalization``)."""
+"""Normalization layers: layer normalization (Keras ``LayerNormalization``) and batch normalization (Keras
+``BatchNormalization``, with moving statistics kept as model state)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-#: Keras' LayerNormalization epsilon.
+from toolkit.nn.model import State
+
+#: Keras' LayerNormalization and BatchNormalization epsilon.
 LAYER_NORM_EPSILON = 1e-3
+BATCH_NORM_EPSILON = 1e-3
+#: Keras' BatchNormalization momentum: the moving statistics keep this share of their value at each step.
+BATCH_NORM_MOMENTUM = 0.99
 
 
 def layer_norm_init(rng: np.random.Generator, features: int, prefix: str = "layer_norm") -> dict[str, np.ndarray]:
@@ -22,3 +28,36 @@ def layer_norm(ops, params, x, prefix: str = "layer_norm", epsilon: float = LAYE
     """
     mean, variance = ops.moments(x, axes=-1, keepdims=True)
     return (x - mean) / ops.sqrt(variance + epsilon) * params[f"{prefix}/gamma"] + params[f"{prefix}/beta"]
+
+
+def batch_norm_init(rng: np.random.Generator, features: int, prefix: str = "batch_norm") -> dict:
+    """Keras ``BatchNormalization``'s weights over the last axis: ``gamma`` ones and ``beta`` zeros (parameters),
+    ``moving_mean`` zeros and ``moving_variance`` ones (model state, :class:`~toolkit.State`)."""
+    return {f"{prefix}/gamma": np.ones(features), f"{prefix}/beta": np.zeros(features),
+            f"{prefix}/moving_mean": State(np.zeros(features)), f"{prefix}/moving_variance": State(np.ones(features))}
+
+
+def batch_norm(ops, params, x, prefix: str = "batch_norm", momentum: float = BATCH_NORM_MOMENTUM,
+               epsilon: float = BATCH_NORM_EPSILON):
+    """Normalise each feature (the last axis) over every other axis, then scale and shift::
+
+        training:   mean, var = moments(x, axes=all but the last)            (the batch's, biased variance)
+                    moving_mean     <- moving_mean * momentum + mean * (1 - momentum)
+                    moving_variance <- moving_variance * momentum + var * (1 - momentum)
+        inference:  mean, var = moving_mean, moving_variance
+        y = (x - mean) / sqrt(var + epsilon) * gamma + beta
+
+    Under data parallelism the statistics are each replica's (what ``MirroredStrategy`` gives without
+    ``synchronized=True``); the trainer then averages the replicas' new moving statistics, weighted by their share of
+    the batch. With one device, or when every replica sees the same examples' distribution, this is Keras'
+    ``BatchNormalization``.
+    """
+    gamma, beta = params[f"{prefix}/gamma"], params[f"{prefix}/beta"]
+    moving_mean, moving_variance = params[f"{prefix}/moving_mean"], params[f"{prefix}/moving_variance"]
+    if ops.training:
+        mean, variance = ops.moments(x, axes=tuple(range(len(ops.shape(x)) - 1)))
+        ops.update_state(f"{prefix}/moving_mean", moving_mean * momentum + mean * (1.0 - momentum))
+        ops.update_state(f"{prefix}/moving_variance", moving_variance * momentum + variance * (1.0 - momentum))
+    else:
+        mean, variance = moving_mean, moving_variance
+    return (x - mean) / ops.sqrt(variance + epsilon) * gamma + beta

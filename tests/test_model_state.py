@@ -1,0 +1,295 @@
+"""Model state (batch-norm statistics), training and inference modes, and per-example randomness (dropout): the
+same numbers on every backend, device count, split and compiled path."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+
+import toolkit
+from tests.conftest import needs_backend
+from tests.helpers import max_abs_diff
+from toolkit import layers
+from toolkit.nn import context
+from toolkit.nn.models import sparse_softmax_cross_entropy
+from toolkit.tolerances import FLOAT64_ATOL
+
+RNG = np.random.default_rng(5)
+X, Y = RNG.normal(size=(12, 6)), RNG.integers(0, 3, size=12)
+STEPS = 3
+
+
+def _dropout_init(rng):
+    return {**layers.dense_init(rng, 6, 16, "d1"), **layers.dense_init(rng, 16, 3, "d2")}
+
+
+def _dropout_forward(ops, p, x):
+    h = layers.dropout(ops, ops.relu(layers.dense(ops, p, x, "d1")), 0.4)
+    return layers.dense(ops, p, layers.dropout(ops, h, 0.25, noise_shape=(None, 1)), "d2")
+
+
+def _bn_init(rng):
+    return {**layers.dense_init(rng, 6, 8, "d1"), **layers.batch_norm_init(rng, 8, "bn"),
+            **layers.dense_init(rng, 8, 3, "d2")}
+
+
+def _bn_forward(ops, p, x):
+    return layers.dense(ops, p, ops.relu(layers.batch_norm(ops, p, layers.dense(ops, p, x, "d1"), "bn")), "d2")
+
+
+DROPOUT = toolkit.Model(_dropout_init, _dropout_forward, sparse_softmax_cross_entropy(3), name="dropout-mlp")
+BATCH_NORM = toolkit.Model(_bn_init, _bn_forward, sparse_softmax_cross_entropy(3), name="bn-mlp")
+
+
+def _train(model, backend, devices, fused=True, weights=None, steps=STEPS, **options):
+    trainer = toolkit.DataParallel(model, backend, devices, toolkit.optim.Adam(0.01), dtype="float64", seed=7,
+                                   weights=weights, **options)
+    if not fused:
+        trainer._fused_step = None
+    return trainer, [trainer.step(X, Y) for _ in range(steps)]
+
+
+# --- the random numbers ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_example_uniform_equals_the_numpy_reference(backend, dtype):
+    keys = context.example_keys(seed=3, step=2, rows=np.arange(5))
+    device = backend.list_devices()[0]
+
+    def draw(ops, keys):
+        with context.running(context.RunContext(training=True, keys=ops.unwrap(keys))):
+            return ops.example_uniform((5, 3, 4)), ops.example_uniform((5, 7))
+
+    first, second = (backend.to_numpy(a) for a in backend.call(draw, device, {"keys": keys}, dtype))
+    assert first.dtype == dtype and second.dtype == dtype
+    np.testing.assert_array_equal(first, context.uniform_reference(keys, 0, (5, 3, 4)).astype(dtype))
+    np.testing.assert_array_equal(second, context.uniform_reference(keys, 1, (5, 7)).astype(dtype))
+
+
+def test_uniform_numbers_look_uniform_and_keys_differ():
+    keys = context.example_keys(seed=0, step=1, rows=np.arange(2000))
+    u = context.uniform_reference(keys, 0, (2000, 50))
+    assert 0.0 <= u.min() and u.max() < 1.0
+    assert abs(u.mean() - 0.5) < 0.005 and abs(u.var() - 1 / 12) < 0.002
+    assert abs(np.corrcoef(u[:, 0], u[:, 1])[0, 1]) < 0.1 and abs(np.corrcoef(u[:-1, 0], u[1:, 0])[0, 1]) < 0.1
+    assert len(set(keys.tolist())) == len(keys)  # an invertible hash of distinct rows
+    assert not np.array_equal(context.example_keys(0, 2, np.arange(10)), keys[:10])  # the step changes them
+    assert not np.array_equal(context.example_keys(1, 1, np.arange(10)), keys[:10])  # so does the seed
+
+
+# --- dropout ---------------------------------------------------------------------------------------------------------
+
+def test_dropout_zeroes_at_the_rate_and_scales_the_rest(backend):
+    x = np.ones((400, 50))
+    keys = context.example_keys(1, 1, np.arange(400))
+
+    def run(ops, x, keys, training):
+        with context.running(context.RunContext(training=training, keys=ops.unwrap(keys) if training else None)):
+            return layers.dropout(ops, x, 0.3), layers.dropout(ops, x, 0.3, noise_shape=(None, 1))
+
+    device = backend.list_devices()[0]
+    out, shared = (backend.to_numpy(a) for a in backend.call(lambda o, x, k: run(o, x, k, True), device,
+                                                              {"x": x, "k": keys}, "float64"))
+    assert set(np.unique(out)) <= {0.0, 1 / 0.7}
+    assert abs((out == 0).mean() - 0.3) < 0.01
+    assert all(len(np.unique(row)) == 1 for row in shared)  # one draw per example along the shared axis
+    inference = backend.call(lambda o, x, k: run(o, x, k, False), device, {"x": x, "k": keys}, "float64")
+    for a in inference:
+        np.testing.assert_array_equal(backend.to_numpy(a), x)
+
+
+@pytest.mark.parametrize("rate, noise_shape, message", [
+    (1.0, None, r"rate must be in \[0, 1\)"), (-0.1, None, r"rate must be in \[0, 1\)"),
+    (0.5, (None, 3), "does not broadcast"), (0.5, (None,), "does not broadcast"),
+])
+def test_dropout_refuses_bad_arguments(backend, rate, noise_shape, message):
+    def run(ops, x, keys):
+        with context.running(context.RunContext(training=True, keys=ops.unwrap(keys))):
+            return layers.dropout(ops, x, rate, noise_shape=noise_shape)
+
+    with pytest.raises(ValueError, match=message):
+        backend.call(run, backend.list_devices()[0], {"x": np.ones((4, 5)),
+                                                      "keys": context.example_keys(0, 1, np.arange(4))}, "float64")
+
+
+def test_random_numbers_outside_a_training_step_are_a_typed_error(backend):
+    def run(ops, x):
+        with context.running(context.RunContext(training=True)):
+            return ops.example_uniform((4, 5))
+
+    with pytest.raises(toolkit.ModelStateError, match="need a training step of DataParallel"):
+        backend.call(run, backend.list_devices()[0], {"x": np.ones((4, 5))}, "float64")
+
+
+def test_dropout_masks_follow_the_example_not_the_device(backend, n_devices):
+    """N devices equal 1 device (float64) with dropout on, on the fused and the composed step, and for an
+    uneven split."""
+    _, reference = _train(DROPOUT, backend, 1)
+    reference_params = _train(DROPOUT, backend, 1)[0].params()
+    for fused in (True, False):
+        trainer, losses = _train(DROPOUT, backend, n_devices, fused=fused)
+        np.testing.assert_allclose(losses, reference, rtol=0, atol=FLOAT64_ATOL)
+        assert max_abs_diff(trainer.params(), reference_params) <= FLOAT64_ATOL
+    trainer, losses = _train(DROPOUT, backend, n_devices, weights=[1, 3, 1, 2][:n_devices])
+    np.testing.assert_allclose(losses, reference, rtol=0, atol=FLOAT64_ATOL)
+    without = toolkit.DataParallel(toolkit.Model(_dropout_init, lambda o, p, x: _dropout_forward(o, p, x) * 1.0,
+                                                 DROPOUT.loss), backend, 1, toolkit.optim.Adam(0.01),
+                                   dtype="float64", seed=7)
+    assert without.loss(X, Y) == pytest.approx(reference[0], abs=1e-12)  # same masks for the same seed and step
+
+
+def test_the_step_and_the_seed_change_the_masks(backend):
+    trainer = toolkit.DataParallel(DROPOUT, backend, 1, toolkit.optim.SGD(1e-300), dtype="float64", seed=7)
+    first = trainer.step(X, Y)
+    second = trainer.step(X, Y)  # lr 1e-300: the same parameters, the next step's masks
+    other = toolkit.DataParallel(DROPOUT, backend, 1, toolkit.optim.SGD(1e-300), dtype="float64", seed=7)
+    other.set_params(trainer.params())
+    other.seed = 8
+    assert first != second and other.loss(X, Y) != first
+
+
+@pytest.mark.parametrize("other", ["tensorflow", "aesara"])
+def test_restoring_a_checkpoint_replays_the_masks(backend, other, tmp_path):
+    needs = needs_backend(other)
+    if needs.args[0]:
+        pytest.skip(needs.kwargs["reason"])
+    trainer, _ = _train(DROPOUT, backend, 2, steps=2)
+    trainer.save(tmp_path / "c.npz")
+    continued = [trainer.step(X, Y) for _ in range(2)]
+    restored = toolkit.DataParallel(DROPOUT, other, 1, toolkit.optim.Adam(0.01), dtype="float64", seed=99)
+    restored.restore(tmp_path / "c.npz")
+    np.testing.assert_allclose([restored.step(X, Y) for _ in range(2)], continued, rtol=0, atol=FLOAT64_ATOL)
+
+
+# --- batch normalization and model state ---------------------------------------------------------------------------
+
+def _bn_numpy(p, state, x, training, momentum=0.99, epsilon=1e-3):
+    """The MLP with batch normalization in NumPy: outputs and the new moving statistics."""
+    h = x @ p["d1/kernel"] + p["d1/bias"]
+    mean, var = (h.mean(0), h.var(0)) if training else (state["bn/moving_mean"], state["bn/moving_variance"])
+    out = np.maximum((h - mean) / np.sqrt(var + epsilon) * p["bn/gamma"] + p["bn/beta"], 0) @ p["d2/kernel"]
+    new = {"bn/moving_mean": state["bn/moving_mean"] * momentum + mean * (1 - momentum),
+           "bn/moving_variance": state["bn/moving_variance"] * momentum + var * (1 - momentum)}
+    return out + p["d2/bias"], new
+
+
+def test_state_is_kept_apart_updated_and_predict_uses_it(backend, n_devices):
+    trainer = toolkit.DataParallel(BATCH_NORM, backend, n_devices, toolkit.optim.SGD(1e-300), dtype="float64", seed=1)
+    assert set(trainer.params()) == {"d1/kernel", "d1/bias", "bn/gamma", "bn/beta", "d2/kernel", "d2/bias"}
+    assert {k: v.tolist() for k, v in trainer.state().items()} == {"bn/moving_mean": [0.0] * 8,
+                                                                   "bn/moving_variance": [1.0] * 8}
+    params = trainer.params()
+    trainer.step(X, Y)  # lr 1e-300: only the state moves
+    # Per-replica statistics: each replica's moving statistics from its own shard, averaged by shard size.
+    shards = np.array_split(np.arange(len(X)), n_devices)
+    new = [_bn_numpy(params, {"bn/moving_mean": np.zeros(8), "bn/moving_variance": np.ones(8)}, X[s], True)[1]
+           for s in shards]
+    expected = {k: sum(len(s) * n[k] for s, n in zip(shards, new)) / len(X) for k in new[0]}
+    assert max_abs_diff(trainer.state(), expected) <= FLOAT64_ATOL
+    for replica in range(n_devices):
+        np.testing.assert_array_equal(trainer._model_state["bn/moving_mean"].replicas[replica].numpy(),
+                                      trainer.state()["bn/moving_mean"])
+    outputs, _ = _bn_numpy(params, trainer.state(), X, training=False)
+    np.testing.assert_allclose(trainer.predict(X, batch_size=5), outputs, rtol=0, atol=FLOAT64_ATOL)
+
+
+def test_per_replica_statistics_differ_from_one_device(backend):
+    """What plain MirroredStrategy gives: each replica normalises with its shard's statistics, so the loss and the
+    moving variance depend on the device count (the moving mean does not: a mean of shard means is the mean)."""
+    one, losses_one = _train(BATCH_NORM, backend, 1, steps=1)
+    two, losses_two = _train(BATCH_NORM, backend, 2, steps=1)
+    assert abs(losses_one[0] - losses_two[0]) > 1e-3
+    np.testing.assert_allclose(two.state()["bn/moving_mean"], one.state()["bn/moving_mean"], atol=FLOAT64_ATOL)
+    assert np.all(two.state()["bn/moving_variance"] < one.state()["bn/moving_variance"])  # within-shard variance
+
+
+def test_state_equals_on_every_compiled_path(backend, n_devices):
+    fused, losses = _train(BATCH_NORM, backend, n_devices)
+    composed, composed_losses = _train(BATCH_NORM, backend, n_devices, fused=False)
+    np.testing.assert_allclose(losses, composed_losses, rtol=0, atol=FLOAT64_ATOL)
+    assert max_abs_diff(fused.state(), composed.state()) <= FLOAT64_ATOL
+
+
+def test_a_skipped_step_leaves_the_state(backend):
+    """Inputs of 1e200 overflow the batch variance: the moving variance would become Inf while the loss stays
+    finite (the normalised values are 0); the step is skipped as a whole."""
+    trainer = toolkit.DataParallel(BATCH_NORM, backend, 2, toolkit.optim.SGD(0.1), dtype="float64",
+                                   nan_policy="skip")
+    before = trainer.state()
+    trainer.step(X * 1e200, Y)
+    assert trainer.skipped_steps == 1
+    assert max_abs_diff(trainer.state(), before) == 0.0
+
+
+def test_state_is_checkpointed_and_restored_on_another_backend(backend, tmp_path):
+    trainer, _ = _train(BATCH_NORM, backend, 2)
+    trainer.save(tmp_path / "bn.npz")
+    checkpoint = toolkit.load_checkpoint(tmp_path / "bn.npz")
+    assert max_abs_diff(checkpoint.model_state, trainer.state()) == 0.0
+    for other in toolkit.available_backends():
+        restored = toolkit.DataParallel(BATCH_NORM, other, 1, toolkit.optim.Adam(0.01), dtype="float64")
+        restored.restore(tmp_path / "bn.npz")
+        assert max_abs_diff(restored.state(), trainer.state()) == 0.0
+    restored.set_state({k: v + 1 for k, v in trainer.state().items()})
+    assert max_abs_diff(restored.state(), {k: v + 1 for k, v in trainer.state().items()}) == 0.0
+    with pytest.raises(toolkit.ParamsError, match="missing"):
+        restored.set_state({})
+
+
+def test_state_errors_are_typed(backend):
+    def writes_unknown(ops, p, x):
+        ops.update_state("nope", x)
+        return layers.dense(ops, p, x, "d1")
+
+    model = toolkit.Model(_bn_init, writes_unknown, sparse_softmax_cross_entropy(3))
+    trainer = toolkit.DataParallel(model, backend, 1, toolkit.optim.SGD(0.1), dtype="float64")
+    with pytest.raises(toolkit.ComputeError, match="declares no state of that name") as error:
+        trainer.step(X, Y)
+    assert isinstance(error.value.__cause__, toolkit.ModelStateError)
+    with pytest.raises(toolkit.ParamsError, match="ModelParallel does not carry model state"):
+        toolkit.ModelParallel(toolkit.PartedModel.build(
+            _bn_init, [toolkit.Part("all", lambda o, p, x: _bn_forward(o, p, x), ("x",),
+                                    tuple(_bn_init(np.random.default_rng(0))), "cpu:0")],
+            BATCH_NORM.loss), backend, toolkit.optim.SGD(0.1))
+
+
+def test_model_parallel_parts_train_in_training_mode(backend):
+    """A part with dropout fails loudly under ModelParallel (no per-example keys there yet) rather than silently
+    running without dropout."""
+    parted = toolkit.PartedModel.build(_dropout_init, [
+        toolkit.Part("all", lambda o, p, x: _dropout_forward(o, p, x), ("x",), tuple(_dropout_init(
+            np.random.default_rng(0))), "cpu:0")], DROPOUT.loss)
+    trainer = toolkit.ModelParallel(parted, backend, toolkit.optim.SGD(0.1), dtype="float64")
+    with pytest.raises(toolkit.ComputeError, match="ModelParallel does not yet"):
+        trainer.step(X, Y)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("keras") is None, reason='needs keras (pip install "multigpu-toolkit[tensorflow]")')
+@pytest.mark.parametrize("training", [True, False])
+def test_batch_norm_equals_keras(backend, training):
+    toolkit.get_backend("tensorflow")
+    import keras
+
+    x = RNG.normal(size=(10, 4, 3)) * 2 + 1
+    layer = keras.layers.BatchNormalization(dtype="float64")
+    layer.build(x.shape)
+    gamma, beta, mean, var = (RNG.normal(size=3) * 0.3 + base for base in (1.0, 0.0, 0.5, 2.0))
+    var = np.abs(var)
+    layer.set_weights([gamma, beta, mean, var])
+    expected = np.asarray(layer(x, training=training))
+    params = {"bn/gamma": gamma, "bn/beta": beta, "bn/moving_mean": mean, "bn/moving_variance": var}
+    run = context.RunContext(training=training, state={})
+
+    def apply(ops, p, x):
+        run.state = {k: ops.unwrap(v) for k, v in p.items() if "moving" in k}
+        with context.running(run):
+            out = layers.batch_norm(ops, p, x, "bn")
+        return out, {k: run.updates.get(k, run.state[k]) for k in run.state}
+
+    out, state = backend.call(apply, backend.list_devices()[0], {"p": params, "x": x}, "float64")
+    np.testing.assert_allclose(backend.to_numpy(out), expected, rtol=1e-10, atol=1e-10)
+    keras_state = {"bn/moving_mean": np.asarray(layer.moving_mean), "bn/moving_variance":
+                   np.asarray(layer.moving_variance)}
+    assert max_abs_diff({k: backend.to_numpy(v) for k, v in state.items()}, keras_state) <= 1e-12

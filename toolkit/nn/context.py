@@ -1,0 +1,109 @@
+"""What a model run knows besides its parameters and inputs: training or inference, its model state, and the
+per-example random keys its noise comes from.
+
+A trainer runs ``forward`` inside a :class:`RunContext` (:meth:`toolkit.nn.model.Model.run`); model code reads it
+through the ops: ``ops.training``, ``ops.example_uniform(shape)`` and ``ops.update_state(name, value)``, and the
+layers that need it (``dropout``, ``batch_norm``) use those.
+
+**Randomness that does not depend on the device.** Every example of a training step gets a 32-bit key made on the
+host from the trainer's seed, the step number and the example's index in the global batch (:func:`example_keys`).
+The keys are split across devices with the examples, so a row's noise is the same whichever device it lands on and
+however the batch is split. Inside ``forward``, the ``k``-th random call turns each example's key into numbers
+with one integer hash per element (:func:`mix32`, the same unsigned 32-bit arithmetic on every backend, checked
+against NumPy), so TensorFlow and Aesara draw identical numbers and float64 parity holds with dropout on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+#: The dtype of the per-example keys.
+KEY_DTYPE = "uint32"
+#: A uniform number keeps the top 24 bits of a hash: exact in float32 and float64, in ``[0, 1 - 2**-24]``.
+UNIFORM_BITS = 24
+
+#: The steps of :func:`mix32`: ``x ^= x >> shift``, then ``x *= multiplier`` (modulo 2**32) where one is given.
+MIX32_STEPS = ((16, 0x7FEB352D), (15, 0x846CA68B), (16, None))
+
+_MASK = 0xFFFFFFFF
+
+
+def mix32(x: np.ndarray) -> np.ndarray:
+    """An invertible 32-bit integer hash ("lowbias32", C. Wellons): the xor-shifts and multiplications of
+    :data:`MIX32_STEPS`, modulo 2**32. The backends run the same steps on their unsigned 32-bit tensors."""
+    x = np.asarray(x, np.uint32).copy()
+    with np.errstate(over="ignore"):
+        for shift, multiplier in MIX32_STEPS:
+            x ^= x >> np.uint32(shift)
+            if multiplier is not None:
+                x *= np.uint32(multiplier)
+    return x
+
+
+def example_keys(seed: int, step: int, rows: np.ndarray) -> np.ndarray:
+    """One key per example: a hash of ``(seed, step, global row index)``. Seeds and steps are taken modulo 2**32
+    (a seed's high bits are folded in)."""
+    seed = int(seed)
+    base = mix32(np.uint32(seed & _MASK) ^ mix32(np.uint32((seed >> 32) & _MASK)))
+    step_key = mix32(base ^ np.uint32(int(step) & _MASK))
+    return mix32(step_key ^ mix32(np.asarray(rows, np.int64).astype(np.uint32)))
+
+
+def element_counters(call: int, shape: tuple[int, ...]) -> np.ndarray:
+    """The per-element constants of the ``call``-th random draw of a run: a hash of ``(call, element index)``,
+    shaped like one example's noise. An element's number is ``mix32(example key ^ counter)``."""
+    size = int(np.prod(shape, dtype=np.int64))
+    with np.errstate(over="ignore"):
+        salted = np.arange(size, dtype=np.uint32) + mix32(np.uint32(0x9E3779B9) * np.uint32(call + 1))
+    return mix32(salted).reshape(shape)
+
+
+def uniform_reference(keys: np.ndarray, call: int, shape: tuple[int, ...]) -> np.ndarray:
+    """What ``ops.example_uniform(shape)`` gives for ``keys`` as its ``call``-th draw, in NumPy (float64): the
+    reference the backends are tested against."""
+    keys = np.asarray(keys, np.uint32).reshape((-1,) + (1,) * (len(shape) - 1))
+    bits = mix32(keys ^ element_counters(call, tuple(shape[1:])))
+    return (bits >> np.uint32(32 - UNIFORM_BITS)).astype(np.float64) * 2.0 ** -UNIFORM_BITS
+
+
+@dataclass
+class RunContext:
+    """One run of a model.
+
+    Attributes:
+        training: True for a training step (batch statistics, dropout on), False for inference.
+        keys: the examples' keys (a native uint32 ``[batch]`` array) or None when the run has none.
+        state: the model state's current values by name (natives).
+        updates: new state values recorded by ``ops.update_state`` during the run.
+        calls: random draws made so far in this run (numbers each draw's counters).
+    """
+
+    training: bool
+    keys: Any = None
+    state: Mapping[str, Any] = field(default_factory=dict)
+    updates: dict[str, Any] = field(default_factory=dict)
+    calls: int = 0
+
+
+_CURRENT: contextvars.ContextVar[RunContext | None] = contextvars.ContextVar("toolkit_run_context", default=None)
+
+
+def current() -> RunContext | None:
+    """The context of the run being traced, or None outside one (model code called directly: inference)."""
+    return _CURRENT.get()
+
+
+@contextlib.contextmanager
+def running(context: RunContext) -> Iterator[RunContext]:
+    """Make ``context`` current while a model is traced."""
+    token = _CURRENT.set(context)
+    try:
+        yield context
+    finally:
+        _CURRENT.reset(token)
