@@ -61,10 +61,12 @@ def bench(session: nox.Session) -> None:
 @nox.session
 def docs(session: nox.Session) -> None:
     """Measure again what the README shows: ``multigpu compare`` into docs/compare/ (results.json, the plots),
-    ``multigpu bench`` into docs/ (bench.json), then the README's tables from those files (docs/update_readme.py).
+    ``multigpu bench`` into docs/ (bench.json), the built-in models into docs/models.json (docs/models.py), then the
+    README's tables from those files (docs/update_readme.py).
     Commit the lot together; tests/test_readme.py checks the README against the files."""
     session.install("-e", ".[all]")
     session.run("multigpu", "compare", "--devices", "1,2,4", "--steps", "40", "--out", "docs/compare", "--quiet",
                 env=QUIET)
     session.run("multigpu", "bench", "--rounds", "9", "--out", "docs", "--quiet", *session.posargs, env=QUIET)
+    session.run("python", "docs/models.py", env=QUIET)
     session.run("python", "docs/update_readme.py")

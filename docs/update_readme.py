@@ -1,5 +1,6 @@
 """Rewrite README.md's generated tables from the committed results: the `multigpu compare` table from
-docs/compare/results.json and the `multigpu bench` tables from docs/bench.json. ``nox -s docs`` runs it after it
+docs/compare/results.json, the built-in models' table from docs/models.json and the `multigpu bench` tables from
+docs/bench.json. ``nox -s docs`` runs it after it
 has measured both; tests/test_readme.py checks that the README holds exactly what these files give.
 
     python docs/update_readme.py
@@ -14,10 +15,11 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-#: Each generated block of the README: the results file it comes from and the module whose markdown() writes it.
+#: Each generated block of the README: the results file it comes from and the function that writes it.
 BLOCKS = {
-    "compare": ("docs/compare/results.json", "toolkit.command.compare"),
-    "bench": ("docs/bench.json", "toolkit.command.bench"),
+    "compare": ("docs/compare/results.json", "toolkit.command.compare:markdown"),
+    "models": ("docs/models.json", "toolkit.command.compare:models_markdown"),
+    "bench": ("docs/bench.json", "toolkit.command.bench:markdown"),
 }
 
 
@@ -27,8 +29,9 @@ def block_pattern(name: str) -> re.Pattern:
 
 
 def generated(name: str) -> str:
-    path, module = BLOCKS[name]
-    return "\n" + importlib.import_module(module).markdown(json.loads((ROOT / path).read_text())) + "\n"
+    path, writer = BLOCKS[name]
+    module, _, function = writer.partition(":")
+    return "\n" + getattr(importlib.import_module(module), function)(json.loads((ROOT / path).read_text())) + "\n"
 
 
 def main() -> int:

@@ -86,11 +86,32 @@ def test_bench_measures_every_candidate_and_the_natives_train_alike(backend_name
     assert "ratios" in printed and "machine:" in printed and "wrote" in printed
 
 
+def test_bench_of_a_token_model_keeps_its_ids_and_the_natives_train_alike(backend_name, tmp_path):
+    x, y = np.arange(12).reshape(6, 2), np.arange(6) % 2
+    assert make_batches(x, y, 2, 1, seed=0, dtype="float32").x.dtype == np.int32  # ids stay integers
+    argv = ["bench", "--model", "lstm-text", "--backends", backend_name, "--devices", "1", "--dtype", "float64",
+            "--steps", "2", "--rounds", "1", "--batch", "8", "--lr", "0.0625", "--out", str(tmp_path), "--quiet"]
+    assert main(argv) == 0
+    for run in json.loads((tmp_path / "bench.json").read_text())["runs"]:
+        assert run["candidate"] == "toolkit" or run["param_diff"] <= FLOAT64_ATOL, run
+
+
+def test_bench_refuses_a_model_the_natives_cannot_train_alike(capsys):
+    """Models with batch-norm state or dropout: the natives run plain framework code, without the toolkit's state
+    and per-example keys, so they would not do the same steps; bench says so rather than compare different work."""
+    from toolkit.command.bench import measure
+
+    config = {"devices": 1, "dtype": "float32", "lr": 0.05, "steps": 1, "seed": 0, "model": "resnet", "batch": 4,
+              "backends": sorted(INSTALLED)[:1], "rounds": 1}
+    with pytest.raises(ValueError, match="resnet keeps model state .* measure this one with multigpu compare"):
+        measure(config)
+
+
 @pytest.mark.parametrize("argv, words", [
     (["bench", "--steps", "0"], "--steps must be >= 1"),
     (["bench", "--batch", "100000"], "larger than the 1438 training examples"),
     (["bench", "--backends", "torch"], "unknown backend 'torch'"),
-    (["bench", "--model", "resnet"], "unknown model 'resnet'"),
+    (["bench", "--model", "vgg16"], "unknown model 'vgg16'"),
     (["bench", "--timeout", "0"], "--timeout must be > 0"),
 ])
 def test_bad_bench_requests_are_one_line_and_exit_2(argv, words, capsys):

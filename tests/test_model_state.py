@@ -266,7 +266,8 @@ def test_model_parallel_parts_train_in_training_mode(backend):
         trainer.step(X, Y)
 
 
-@pytest.mark.skipif(importlib.util.find_spec("keras") is None, reason='needs keras (pip install "multigpu-toolkit[tensorflow]")')
+@pytest.mark.skipif(importlib.util.find_spec("keras") is None,
+                    reason='needs keras (pip install "multigpu-toolkit[tensorflow]")')
 @pytest.mark.parametrize("training", [True, False])
 def test_batch_norm_equals_keras(backend, training):
     toolkit.get_backend("tensorflow")

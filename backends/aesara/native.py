@@ -35,9 +35,12 @@ class FunctionWithUpdates:
         ops = AesaraOps(dtype)
         with aesara.config.change_flags(floatX=dtype):  # what a float32 user sets; keeps constants in dtype
             self._shared = {name: aesara.shared(np.asarray(value, dtype), name=name) for name, value in params.items()}
-            x = at.tensor(dtype, shape=(None,) * batches.x.ndim, name="x")
-            y = at.tensor(batches.y.dtype.name, shape=(None,) * batches.y.ndim, name="y")
-            loss = at.mean(model.losses(ops, self._shared, x, y))
+            # Every batch has the same shape, so the inputs' types give it: JAX needs static reshape sizes.
+            x = at.tensor(batches.x.dtype.name, shape=(batches.size, *batches.x.shape[1:]), name="x")
+            y = at.tensor(batches.y.dtype.name, shape=(batches.size, *batches.y.shape[1:]), name="y")
+            # Shared variables have no static shape in their type; the model sees its parameters with theirs.
+            typed = {name: at.specify_shape(var, np.shape(params[name])) for name, var in self._shared.items()}
+            loss = at.mean(model.losses(ops, typed, x, y))
             grads = aesara.grad(loss, list(self._shared.values()))
             step = np.asarray(lr, dtype)
             updates = [(p, p - step * g) for p, g in zip(self._shared.values(), grads)]

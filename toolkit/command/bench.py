@@ -46,7 +46,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from toolkit.errors import ComputeError
+from toolkit.errors import ComputeError, ModelStateError
 
 SCHEMA = "multigpu-toolkit/bench"
 SCHEMA_VERSION = 2
@@ -100,18 +100,25 @@ class Batches:
         return self.x[i * self.size:(i + 1) * self.size], self.y[i * self.size:(i + 1) * self.size]
 
 
+#: Why a model cannot be benched yet: the natives run it as plain framework code, without the toolkit's model state
+#: and per-example keys, so they would not do the same steps.
+_NO_NATIVES = ("{model} {what}, which the native baselines do not carry yet, so they would not train the same steps; "
+               "bench the models without it (digits-mlp, digits-conv, polynomial, lstm-text) and measure this one "
+               "with multigpu compare")
+
+
 def make_batches(x: np.ndarray, y: np.ndarray, size: int, count: int, seed: int, dtype: str) -> Batches:
     """``count`` batches of ``size`` rows drawn without replacement within each batch; floats cast to ``dtype``,
-    integer labels to the toolkit's label dtype."""
+    integers (labels, token ids) to the toolkit's label dtype, as the trainers cast them."""
     from toolkit.command.workloads import draw_batches
     from toolkit.training.trainer import LABEL_DTYPE
 
     if isinstance(x, dict):
         raise ValueError("bench supports models with one input array, not a dict of inputs")
     index = np.concatenate(draw_batches(len(y), size, count, seed))
-    y = np.asarray(y)[index]
-    return Batches(np.asarray(x)[index].astype(dtype), y.astype(LABEL_DTYPE) if y.dtype.kind in "iub" else
-                   y.astype(dtype), size)
+    x, y = np.asarray(x)[index], np.asarray(y)[index]
+    x, y = (a.astype(LABEL_DTYPE) if a.dtype.kind in "iub" else a.astype(dtype) for a in (x, y))
+    return Batches(x, y, size)
 
 
 class _ToolkitRunner:
@@ -157,13 +164,21 @@ def measure(config: dict[str, Any]) -> list[dict[str, Any]]:
                 trainer = toolkit.DataParallel(workload.model, variant, n, SGD(lr), dtype=dtype, seed=seed)
                 runners[(name, candidate)] = _ToolkitRunner(trainer, batches)
         initial = runners[(name, "toolkit")].params()
-        for candidate, runner in native.runners(workload.model, initial, batches, backend.select_devices(n), backend,
-                                                dtype, lr).items():
-            runners[(name, candidate)] = runner
+        if runners[(name, "toolkit")]._trainer.state():
+            raise ValueError(_NO_NATIVES.format(model=config["model"], what="keeps model state (batch normalization)"))
+        try:
+            for candidate, runner in native.runners(workload.model, initial, batches, backend.select_devices(n),
+                                                    backend, dtype, lr).items():
+                runners[(name, candidate)] = runner
+        except ModelStateError as error:
+            raise ValueError(_NO_NATIVES.format(model=config["model"], what="draws noise (dropout)")) from error
     warmup, times = {}, {key: [] for key in runners}
     for key, runner in runners.items():
         began = time.perf_counter()
-        runner.run(steps)
+        try:
+            runner.run(steps)
+        except ModelStateError as error:
+            raise ValueError(_NO_NATIVES.format(model=config["model"], what="draws noise (dropout)")) from error
         warmup[key] = time.perf_counter() - began
     keys = list(runners)
     for round_ in range(config["rounds"]):

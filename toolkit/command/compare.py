@@ -78,10 +78,7 @@ def run_comparison(workload: Workload, backends: Sequence[str], device_counts: S
             deciles = statistics.quantiles(steady, n=10) if len(steady) > 1 else [steady[0]] * 9
             score = None
             if workload.classifier:
-                params = trainer.params()
-                logits = trainer.backend.make_parallel(lambda ops, x, p=params: workload.model.forward(ops, p, x),
-                                                       trainer.devices, x=x_test)
-                score = accuracy(trainer.backend.to_numpy(logits), y_test)
+                score = accuracy(trainer.predict(x_test), y_test)  # inference: moving statistics, no dropout
             runs.append({"backend": name, "devices": n, "device_names": [str(d) for d in trainer.devices],
                          "losses": records[name]["losses"], "step_times_ms": times, "first_step_ms": times[0],
                          "median_ms": statistics.median(steady), "p10_ms": deciles[0], "p90_ms": deciles[-1],
@@ -113,4 +110,19 @@ def markdown(results: dict[str, Any]) -> str:
         step = f"{run['median_ms']:.2f} ms ({run['p10_ms']:.2f}-{run['p90_ms']:.2f})"
         first = f"{run['first_step_ms']:.0f} ms"
         lines.append(f"| {run['backend']} | {run['devices']} | {first} | {step} | {score} | {gap} |")
+    return "\n".join(lines) + "\n"
+
+
+def models_markdown(results: dict[str, dict[str, Any]]) -> str:
+    """The README's table of the built-in models (docs/models.json: a comparison per model): per model, backend and
+    device count, the first step (which includes tracing and compiling), the median step, and the largest
+    parameter divergence between the backends over the run."""
+    lines = ["| model | backend | devices | first step (compile) | median step | max divergence |",
+             "|---|---|---|---|---|---|"]
+    for model, result in results.items():
+        divergence = {d["devices"]: max(d["max_abs_param_diff"]) for d in result["divergence"]}
+        for run in result["runs"]:
+            gap = f"{divergence[run['devices']]:.2g}" if run["backend"] == result["runs"][0]["backend"] else ""
+            lines.append(f"| {model} | {run['backend']} | {run['devices']} | {run['first_step_ms'] / 1e3:.1f} s | "
+                         f"{run['median_ms']:.1f} ms | {gap} |")
     return "\n".join(lines) + "\n"

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from toolkit.datasets import digits
+from toolkit.datasets import digits, synthetic_images, synthetic_sequences, zen_corpus
 from toolkit.nn import layers
 from toolkit.nn.model import Model
-from toolkit.nn.models import mlp, sparse_softmax_cross_entropy
+from toolkit.nn.models import lstm_text, mlp, mnist_convnet, resnet, sparse_softmax_cross_entropy, transformer_lm
 
 
 @dataclass(frozen=True)
@@ -56,10 +56,23 @@ def _polynomial_data(seed: int):
     return x[:1000], y[:1000], x[1000:], y[1000:]
 
 
+#: The built-in real models at the sizes the command trains them (small enough for a CPU; the model functions in
+#: :mod:`toolkit.nn.models` take any size). Their data: :mod:`toolkit.datasets`' documented recipes.
+RESNET_WIDTH, TRANSFORMER_SEQ_LEN, TRANSFORMER_WIDTH, LSTM_SEQ_LEN = 8, 32, 64, 20
+
 WORKLOADS: dict[str, Callable[[], Workload]] = {
     "digits-mlp": lambda: Workload("digits-mlp", mlp([64, 128, 10], name="digits-mlp-64-128-10"), digits),
     "digits-conv": lambda: Workload("digits-conv", _conv_net(), digits),
     "polynomial": lambda: Workload("polynomial", _polynomial(), _polynomial_data, classifier=False),
+    "mnist-convnet": lambda: Workload("mnist-convnet", mnist_convnet((8, 8, 1), filters=(16, 32), padding="same",
+                                                                     name="mnist-convnet-8x8"), digits),
+    "resnet": lambda: Workload("resnet", resnet(width=RESNET_WIDTH, name=f"resnet-w{RESNET_WIDTH}"),
+                               lambda seed: synthetic_images(seed=seed)),
+    "transformer": lambda: Workload("transformer", transformer_lm(seq_len=TRANSFORMER_SEQ_LEN,
+                                                                  width=TRANSFORMER_WIDTH),
+                                    lambda seed: zen_corpus(TRANSFORMER_SEQ_LEN, seed=seed)),
+    "lstm-text": lambda: Workload("lstm-text", lstm_text(seq_len=LSTM_SEQ_LEN),
+                                  lambda seed: synthetic_sequences(seq_len=LSTM_SEQ_LEN, seed=seed)),
 }
 
 

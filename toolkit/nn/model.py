@@ -56,9 +56,12 @@ class Model:
             object.__setattr__(self, "name", getattr(self.forward, "__name__", "model"))
 
     def losses(self, ops: Ops, params: Mapping[str, Any], x: Any, y: Any) -> Any:
-        """The per-example losses ``loss(ops, forward(ops, params, x), y)`` with native arrays in and out: how a
-        backend runs the model (through :meth:`~toolkit.nn.ops.Ops.call`, so the model code sees Tensors)."""
-        return ops.call(lambda o, p, x, y: self.loss(o, self.forward(o, p, x), y), params, x, y)
+        """The per-example losses ``loss(ops, forward(ops, params, x), y)`` with native arrays in and out, as a
+        training run without per-example keys or model state: for code that trains the model outside the
+        trainers (the bench's native baselines). A layer that draws noise raises :class:`~toolkit.ModelStateError`
+        there; the trainers use :meth:`train_losses`."""
+        with context.running(context.RunContext(training=True)):
+            return ops.call(lambda o, p, x, y: self.loss(o, self.forward(o, p, x), y), params, x, y)
 
     def train_losses(self, ops: Ops, params: Mapping[str, Any], batch: Mapping[str, Any], y: Any) -> tuple[Any, dict]:
         """A training run, natives in and out: ``(per-example losses, new model state)``.

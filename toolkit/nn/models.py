@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from toolkit.nn import layers
 from toolkit.nn.model import Model
 
 ACTIVATIONS = ("relu", "tanh", "sigmoid")
@@ -52,6 +53,163 @@ def mlp(sizes: Sequence[int], activation: str = "relu", name: str | None = None)
 
     return Model(init, forward, sparse_softmax_cross_entropy(sizes[-1]),
                  name=name or f"mlp-{'-'.join(map(str, sizes))}")
+
+
+def sequence_cross_entropy(num_classes: int):
+    """Loss ``loss(ops, logits, labels)`` for ``[batch, time, classes]`` logits and ``[batch, time]`` labels: each
+    example's mean over its positions of the sparse softmax cross-entropy (a language model's next-token loss)."""
+    per_position = sparse_softmax_cross_entropy(num_classes)
+
+    def loss(ops, logits, labels):
+        return ops.mean(per_position(ops, logits, labels), axis=-1)
+
+    return loss
+
+
+def mnist_convnet(input_shape: Sequence[int] = (28, 28, 1), classes: int = 10, filters: Sequence[int] = (32, 64),
+                  dropout: float = 0.5, padding: str = "valid", name: str | None = None) -> Model:
+    """The Keras MNIST convnet example ("Simple MNIST convnet"): two blocks of a 3x3 ReLU convolution and 2x2 max
+    pooling, flatten, dropout, a dense layer to ``classes`` logits. Input ``[batch, height, width, channels]``, or
+    flat rows of ``height * width * channels`` pixels (reshaped here). With ``padding="same"`` it fits small
+    images (the 8x8 digits)."""
+    height, width, channels = (int(s) for s in input_shape)
+    size = np.array([height, width])
+    for _ in filters:
+        size = (size - 2 if padding == "valid" else size) // 2
+    if min(size) < 1:
+        raise ValueError(f"mnist_convnet: {tuple(input_shape)} images shrink to nothing with {padding!r} padding; "
+                         "use larger images or padding='same'")
+    flat = int(np.prod(size)) * int(filters[-1])
+
+    def init(rng):
+        params, inputs = {}, channels
+        for i, count in enumerate(filters):
+            params.update(layers.conv2d_init(rng, inputs, count, 3, prefix=f"conv{i}"))
+            inputs = count
+        return {**params, **layers.dense_init(rng, flat, classes, prefix="dense")}
+
+    def forward(ops, params, x):
+        h = ops.reshape(x, (-1, height, width, channels))
+        for i in range(len(filters)):
+            h = layers.conv2d(ops, params, h, prefix=f"conv{i}", padding=padding, activation="relu")
+            h = layers.max_pool2d(ops, h, 2)
+        h = layers.dropout(ops, layers.flatten(ops, h), dropout)
+        return layers.dense(ops, params, h, prefix="dense")
+
+    return Model(init, forward, sparse_softmax_cross_entropy(classes), name=name or "mnist-convnet")
+
+
+def resnet(input_shape: Sequence[int] = (32, 32, 3), classes: int = 10, width: int = 16,
+           blocks: Sequence[int] = (1, 1, 1), name: str | None = None) -> Model:
+    """A small ResNet (He et al., the CIFAR variant) for ``[batch, 32, 32, 3]`` images: a 3x3 convolution with batch
+    normalization and ReLU, then stages of ``blocks[i]`` residual blocks of ``width * 2**i`` channels, each stage
+    after the first starting with stride 2; global average pooling and a dense layer to ``classes`` logits.
+
+    A block: ``relu(bn(conv3x3(relu(bn(conv3x3(x, stride))))) + shortcut(x))``, the shortcut a strided 1x1
+    convolution with batch normalization where the shape changes, else ``x``. Batch normalization keeps its moving
+    statistics as model state (per replica under data parallelism).
+    """
+    height, width_px, channels = (int(s) for s in input_shape)
+    plan = []  # (prefix, in channels, out channels, stride)
+    inputs = width
+    for stage, count in enumerate(blocks):
+        for block in range(count):
+            out = width * 2 ** stage
+            plan.append((f"s{stage}b{block}", inputs, out, 2 if stage > 0 and block == 0 else 1))
+            inputs = out
+
+    def init(rng):
+        params = {**layers.conv2d_init(rng, channels, width, 3, prefix="stem/conv"),
+                  **layers.batch_norm_init(rng, width, prefix="stem/bn")}
+        for prefix, cin, cout, stride in plan:
+            params.update({**layers.conv2d_init(rng, cin, cout, 3, prefix=f"{prefix}/conv1"),
+                           **layers.batch_norm_init(rng, cout, prefix=f"{prefix}/bn1"),
+                           **layers.conv2d_init(rng, cout, cout, 3, prefix=f"{prefix}/conv2"),
+                           **layers.batch_norm_init(rng, cout, prefix=f"{prefix}/bn2")})
+            if stride != 1 or cin != cout:
+                params.update({**layers.conv2d_init(rng, cin, cout, 1, prefix=f"{prefix}/shortcut"),
+                               **layers.batch_norm_init(rng, cout, prefix=f"{prefix}/shortcut_bn")})
+        return {**params, **layers.dense_init(rng, inputs, classes, prefix="head")}
+
+    def forward(ops, params, x):
+        h = ops.reshape(x, (-1, height, width_px, channels))
+        h = ops.relu(layers.batch_norm(ops, params, layers.conv2d(ops, params, h, "stem/conv", padding="same"),
+                                       "stem/bn"))
+        for prefix, cin, cout, stride in plan:
+            y = layers.conv2d(ops, params, h, f"{prefix}/conv1", padding="same", strides=stride)
+            y = ops.relu(layers.batch_norm(ops, params, y, f"{prefix}/bn1"))
+            y = layers.batch_norm(ops, params, layers.conv2d(ops, params, y, f"{prefix}/conv2", padding="same"),
+                                  f"{prefix}/bn2")
+            if stride != 1 or cin != cout:
+                h = layers.batch_norm(ops, params, layers.conv2d(ops, params, h, f"{prefix}/shortcut",
+                                                                 strides=stride), f"{prefix}/shortcut_bn")
+            h = ops.relu(y + h)
+        return layers.dense(ops, params, layers.global_average_pool2d(ops, h), "head")
+
+    return Model(init, forward, sparse_softmax_cross_entropy(classes), name=name or "resnet")
+
+
+def transformer_lm(vocab: int = 128, seq_len: int = 32, width: int = 64, heads: int = 4, depth: int = 2,
+                   mlp_ratio: int = 4, dropout: float = 0.1, name: str | None = None) -> Model:
+    """A small decoder-only Transformer language model (GPT-style, pre-layer-norm): token plus learned position
+    embeddings, ``depth`` blocks of causal multi-head self-attention and a GELU MLP, each inside a residual with
+    layer normalization before it and dropout after it, a final layer norm and a dense layer to ``vocab`` logits at
+    every position::
+
+        h = dropout(tokens[x] + positions[0..T-1])
+        h = h + dropout(attention(layer_norm(h), causal))
+        h = h + dropout(dense(gelu(dense(layer_norm(h)))))          (per block)
+        logits = dense(layer_norm(h))
+
+    Input: ``[batch, seq_len]`` token ids; target: the next ids, ``[batch, seq_len]``; the loss is each example's
+    mean next-token cross-entropy (:func:`sequence_cross_entropy`).
+    """
+    if width % heads:
+        raise ValueError(f"transformer_lm: width {width} must be a multiple of heads {heads}")
+
+    def init(rng):
+        params = {**layers.embedding_init(rng, vocab, width, prefix="tokens"),
+                  **layers.embedding_init(rng, seq_len, width, prefix="positions")}
+        for i in range(depth):
+            params.update({**layers.layer_norm_init(rng, width, prefix=f"b{i}/ln1"),
+                           **layers.multi_head_attention_init(rng, width, heads, width // heads, prefix=f"b{i}/mha"),
+                           **layers.layer_norm_init(rng, width, prefix=f"b{i}/ln2"),
+                           **layers.dense_init(rng, width, mlp_ratio * width, prefix=f"b{i}/mlp1"),
+                           **layers.dense_init(rng, mlp_ratio * width, width, prefix=f"b{i}/mlp2")})
+        return {**params, **layers.layer_norm_init(rng, width, prefix="final_ln"),
+                **layers.dense_init(rng, width, vocab, prefix="head")}
+
+    def forward(ops, params, ids):
+        h = layers.embedding(ops, params, ids, "tokens") + layers.embedding(ops, params, np.arange(seq_len),
+                                                                            "positions")
+        h = layers.dropout(ops, h, dropout)
+        for i in range(depth):
+            a = layers.layer_norm(ops, params, h, f"b{i}/ln1")
+            h = h + layers.dropout(ops, layers.multi_head_attention(ops, params, a, a, use_causal_mask=True,
+                                                                    prefix=f"b{i}/mha"), dropout)
+            m = layers.dense(ops, params, layers.layer_norm(ops, params, h, f"b{i}/ln2"), f"b{i}/mlp1",
+                             activation="gelu")
+            h = h + layers.dropout(ops, layers.dense(ops, params, m, f"b{i}/mlp2"), dropout)
+        return layers.dense(ops, params, layers.layer_norm(ops, params, h, "final_ln"), "head")
+
+    return Model(init, forward, sequence_cross_entropy(vocab), name=name or "transformer-lm")
+
+
+def lstm_text(vocab: int = 32, seq_len: int = 20, embed: int = 16, units: int = 32, classes: int = 2,
+              name: str | None = None) -> Model:
+    """An embedding-LSTM text classifier with masking: Keras' ``Embedding(vocab, embed, mask_zero=True)``, an
+    ``LSTM(units)`` that skips the padding (id 0) as Keras does, and a dense layer to ``classes`` logits. Input
+    ``[batch, seq_len]`` ids padded with 0; target: integer labels."""
+
+    def init(rng):
+        return {**layers.embedding_init(rng, vocab, embed), **layers.lstm_init(rng, embed, units),
+                **layers.dense_init(rng, units, classes, prefix="head")}
+
+    def forward(ops, params, ids):
+        h = layers.lstm(ops, params, layers.embedding(ops, params, ids), steps=seq_len, units=units, mask=ids != 0)
+        return layers.dense(ops, params, h, "head")
+
+    return Model(init, forward, sparse_softmax_cross_entropy(classes), name=name or "lstm-text")
 
 
 def accuracy(logits: np.ndarray, labels: np.ndarray) -> float:

@@ -121,7 +121,8 @@ class DataParallel(Trainer):
             for index, (device, (lo, hi)) in enumerate(zip(self.devices, shard_bounds(sizes))):
                 if hi == lo:
                     continue
-                shard = optree.tree_map(lambda a, lo=lo, hi=hi: self.backend.place(a[lo:hi], device), part)
+                shard = optree.tree_map(lambda a, lo=lo, hi=hi, device=device: self.backend.place(a[lo:hi], device),
+                                        part)
                 replica = {name: var.replicas[index].value for name, var in self._params.items()}
                 state = {name: var.replicas[index].value for name, var in self._model_state.items()}
                 result = self._compute(device, f"x {_shapes(shard)}", self._predict_fn, replica,

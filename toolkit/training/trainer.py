@@ -306,7 +306,8 @@ class Trainer:
     def _check_params(self, params: Mapping[str, Any], what: str) -> dict[str, np.ndarray]:
         return self._check_arrays(self._params, params, what)
 
-    def _check_arrays(self, variables: Mapping[str, Any], params: Mapping[str, Any], what: str) -> dict[str, np.ndarray]:
+    def _check_arrays(self, variables: Mapping[str, Any], params: Mapping[str, Any],
+                      what: str) -> dict[str, np.ndarray]:
         if not isinstance(params, Mapping):
             raise ParamsError(f"{what} needs a dict of arrays, got {type(params).__name__}")
         missing, extra = set(variables) - set(params), set(params) - set(variables)
