@@ -26,6 +26,17 @@ LINEAR = toolkit.Model(_linear_init, _linear_forward, sparse_softmax_cross_entro
 SMALL_MLP = mlp([FEATURES, 8, NUM_CLASSES], activation="tanh", name="small-mlp")
 
 
+def _dropout_forward(ops, params, x):
+    from toolkit import layers
+
+    return ops.matmul(layers.dropout(ops, ops.tanh(ops.matmul(x, params["w0"]) + params["b0"]), 0.5),
+                      params["w1"]) + params["b1"]
+
+
+#: SMALL_MLP with dropout (rate 0.5) on its hidden layer.
+DROPOUT_MLP = toolkit.Model(SMALL_MLP.init, _dropout_forward, SMALL_MLP.loss, name="dropout-mlp")
+
+
 def batch(n: int, seed: int = 0):
     rng = np.random.default_rng(seed)
     return rng.normal(size=(n, FEATURES)), rng.integers(0, NUM_CLASSES, size=n)

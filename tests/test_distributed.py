@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import toolkit
-from tests.distributed_worker import LR, SMALL_MLP, train
+from tests.distributed_worker import LR, MODELS, SMALL_MLP, train
 from tests.helpers import max_abs_diff
 from toolkit.command.main import main
 from toolkit.processes.distributed import DistributedError, process_slice, resolve
@@ -128,6 +128,18 @@ def test_two_processes_train_like_one(backend_name, per_process, tmp_path):
     assert max_abs_diff(first, second) == 0.0  # every process holds the same parameters
     for devices in {1, 2 * per_process}:  # 10 Adam steps on batches of 7 (4 + 3 rows per process), float64
         assert max_abs_diff(first, _reference(backend_name, devices)) <= FLOAT64_ATOL
+
+
+def test_two_processes_draw_the_dropout_masks_of_one(backend_name, tmp_path):
+    """Each example's dropout mask comes from its index in the global batch, which a process learns from the
+    others' part sizes (4 and 3 rows here): two processes train like one process."""
+    done = _launch("-n", "2", "--timeout", "60", "--", sys.executable, WORKER, "--backend", backend_name, "--out",
+                   str(tmp_path), "--model", "dropout-mlp")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    first = dict(np.load(tmp_path / "params_0.npz"))
+    reference = train(toolkit.DataParallel(MODELS["dropout-mlp"], backend_name, 1, toolkit.optim.Adam(LR),
+                                           dtype="float64"))
+    assert max_abs_diff(first, reference) <= FLOAT64_ATOL
 
 
 def test_a_killed_process_is_named_by_the_others_within_the_bound(backend_name, tmp_path):

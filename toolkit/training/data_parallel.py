@@ -71,9 +71,8 @@ class DataParallel(Trainer):
                 raise distributed.DistributedError(f"this process joined a {joined[0]} job (toolkit.distributed."
                                                    f"initialize); the trainer uses {self.backend.name}")
             self.cluster, self._fused_step = joined[1], None  # the reduction between processes: a step of its own
-            # Examples are numbered from the process's first one as if every process passed a part of this size.
-            self._row_offset = lambda count: joined[1].process_id * count
             self._all_reduce = REGISTRY[self.backend.name].distributed().all_reduce_sum
+            self._row_offset = self._process_offset
 
     def step(self, x, y) -> float:
         """One update on the global batch (see :meth:`Trainer.step`). Where the backend compiles the whole step into
@@ -157,6 +156,15 @@ class DataParallel(Trainer):
             result = self._mean_over_processes(*result, len(y))
         self._accept_input_spec()
         return result
+
+    def _process_offset(self, count: int) -> int:
+        """Where this process's examples start in the global batch: the example counts of the processes before it,
+        learnt by an all-reduce (parts may differ in size, and only the process knows its own), so that an example's
+        random key is its index in the global batch whatever the number of processes."""
+        counts = np.zeros(self.cluster.num_processes)
+        counts[self.cluster.process_id] = count
+        counts = self._all_reduce(counts, f"the example numbering of step {self.step_count + 1}")
+        return int(round(float(np.sum(counts[:self.cluster.process_id]))))
 
     def _mean_over_processes(self, loss, grads, model_state, count: int):
         """The mean over every process's examples: each process's mean times its example count, summed by the
