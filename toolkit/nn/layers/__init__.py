@@ -1,6 +1,7 @@
 """Layers written once with :class:`toolkit.nn.ops.Ops`: the same arithmetic on every backend.
 
-Each layer is an ``*_init(rng, ...)`` returning a dict of NumPy arrays, with Keras' default initialisers and Keras'
+Each layer is an ``*_init(rng, ...)`` returning a dict of NumPy arrays (model state, such as batch normalization's
+moving statistics, marked :class:`~toolkit.State`), with Keras' default initialisers and Keras'
 parameter shapes (so weights move between a Keras layer and the toolkit unchanged), and a function
 ``layer(ops, params, x, ...)``. Parameter dicts are flat; ``prefix`` keeps the names of several layers apart.
 """
@@ -31,8 +32,7 @@ from toolkit.nn.layers.regularization import dropout
 
 __all__ = [
     "activate", "average_pool2d", "batch_norm", "batch_norm_init", "conv2d", "conv2d_init", "dense", "dense_init",
-    "dropout", "embedding", "embedding_init",
-    "fans", "flatten", "global_average_pool2d", "gru", "gru_init", "global_max_pool2d", "glorot_uniform", "layer_norm",
-    "layer_norm_init", "lstm", "lstm_init", "max_pool2d", "multi_head_attention", "multi_head_attention_init",
-    "orthogonal",
+    "dropout", "embedding", "embedding_init", "fans", "flatten", "global_average_pool2d", "global_max_pool2d",
+    "glorot_uniform", "gru", "gru_init", "layer_norm", "layer_norm_init", "lstm", "lstm_init", "max_pool2d",
+    "multi_head_attention", "multi_head_attention_init", "orthogonal",
 ]
