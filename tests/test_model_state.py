@@ -294,3 +294,18 @@ def test_batch_norm_equals_keras(backend, training):
     keras_state = {"bn/moving_mean": np.asarray(layer.moving_mean), "bn/moving_variance":
                    np.asarray(layer.moving_variance)}
     assert max_abs_diff({k: backend.to_numpy(v) for k, v in state.items()}, keras_state) <= 1e-12
+
+
+@pytest.mark.parametrize("batch_size", [0, -1, 2.5, True])
+def test_predict_refuses_a_bad_batch_size(backend, batch_size):
+    trainer = toolkit.DataParallel(BATCH_NORM, backend, 2, toolkit.optim.SGD(0.1), dtype="float64")
+    with pytest.raises(toolkit.ShapeError, match="batch_size must be an int >= 1 or None"):
+        trainer.predict(X, batch_size=batch_size)
+
+
+def test_predict_takes_any_batch_size_and_keeps_the_order(backend):
+    trainer = toolkit.DataParallel(DROPOUT, backend, 4, toolkit.optim.SGD(0.1), dtype="float64")
+    whole = trainer.predict(X)
+    assert whole.shape == (12, 3)
+    for size in (1, 5, 12, 100):
+        np.testing.assert_allclose(trainer.predict(X, batch_size=size), whole, rtol=0, atol=FLOAT64_ATOL)
