@@ -260,8 +260,8 @@ class _StackedStep:
                 loss, grads, model_state = _psum_flat((loss, grads, {k: v / len(self._devices) for k, v in
                                                                      model_state.items()}), self._AXIS)
                 new_params, new_state, finite = run(update, update_spec, params, grads, state, step)
-                finite = jnp.logical_and(finite, jnp.all(jnp.array([jnp.all(jnp.isfinite(v)) for v in
-                                                                    (loss, *model_state.values())])))
+                for value in (loss, *model_state.values()):
+                    finite = jnp.logical_and(finite, jnp.all(jnp.isfinite(value)))
                 return loss, new_params, new_state, finite, model_state
 
             self._mapped[key] = jax.pmap(replica, axis_name=self._AXIS, in_axes=(0, 0, 0, None, 0, None),

@@ -207,18 +207,19 @@ class Backend(interface.Backend):
                 for value in mean_state.values():
                     finite = tf.logical_and(finite, tf.reduce_all(tf.math.is_finite(value)))
 
+            def assign_everywhere(mirrored, value):
+                for replica in mirrored.replicas:
+                    with tf.device(self.native_name(replica.device)):
+                        replica.value.assign(value)
+
             def write():
                 for name in names:
-                    for replica in params[name].replicas:
-                        with tf.device(self.native_name(replica.device)):
-                            replica.value.assign(new_params[name])
+                    assign_everywhere(params[name], new_params[name])
                 for slot, values in new_state.items():
                     for name, value in values.items():
                         state[slot][name].value.assign(value)
                 for name, value in mean_state.items():
-                    for replica in model_state[name].replicas:
-                        with tf.device(self.native_name(replica.device)):
-                            replica.value.assign(value)
+                    assign_everywhere(model_state[name], value)
                 return tf.constant(True)
 
             with tf.device(home):

@@ -75,9 +75,10 @@ class MirroredCustomLoop:
 class ToolkitModel(keras.Model):
     """A Keras model whose weights are the toolkit model's parameters and whose call is its forward."""
 
-    def __init__(self, model, params, ops, dtype) -> None:
+    def __init__(self, model, params, ops, dtype, integer_inputs: bool) -> None:
         super().__init__(dtype=dtype, name="toolkit_model")
         self._model, self._ops, self._names = model, ops, list(params)
+        self._integer_inputs = integer_inputs
         # Keras weight names may not contain "/", which the toolkit's layer prefixes use.
         self._weights = [self.add_weight(shape=np.shape(v), initializer="zeros", dtype=dtype,
                                          name=k.replace("/", "."))
@@ -85,10 +86,8 @@ class ToolkitModel(keras.Model):
         for weight, value in zip(self._weights, params.values()):
             weight.assign(np.asarray(value, dtype))
 
-    integer_inputs = False
-
     def call(self, x):
-        if self.integer_inputs:  # Keras' fit hands integer inputs (token ids) over as floats under MirroredStrategy
+        if self._integer_inputs:  # Keras' fit hands integer inputs (token ids) over as floats under MirroredStrategy
             x = tf.cast(x, "int32")
         return self._ops.call(self._model.forward, {k: w.value for k, w in zip(self._names, self._weights)}, x)
 
@@ -105,8 +104,7 @@ class KerasFit:
                 return ops.call(model.loss, y_pred, tf.cast(y_true, "int32") if integer_labels else y_true)
 
         with _strategy(native_names).scope():
-            self._model = ToolkitModel(model, params, ops, dtype)
-            self._model.integer_inputs = batches.x.dtype.kind in "iu"
+            self._model = ToolkitModel(model, params, ops, dtype, integer_inputs=batches.x.dtype.kind in "iu")
             self._model.compile(optimizer=keras.optimizers.SGD(learning_rate=lr), loss=Loss(dtype=dtype))
         self._dataset, self._names = _dataset(batches), list(params)
 

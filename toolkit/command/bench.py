@@ -144,6 +144,13 @@ def _relative_diff(params: dict, reference: dict) -> float:
 
 def measure(config: dict[str, Any]) -> list[dict[str, Any]]:
     """One device count's measurements (run in its own process by :func:`run_bench`)."""
+    try:
+        return _measure(config)
+    except ModelStateError as error:  # raised by a native, which runs the model without per-example keys
+        raise ValueError(_NO_NATIVES.format(model=config["model"], what="draws noise (dropout)")) from error
+
+
+def _measure(config: dict[str, Any]) -> list[dict[str, Any]]:
     import toolkit
     from toolkit.command.workloads import load_workload
     from toolkit.registry import REGISTRY
@@ -166,19 +173,13 @@ def measure(config: dict[str, Any]) -> list[dict[str, Any]]:
         initial = runners[(name, "toolkit")].params()
         if runners[(name, "toolkit")]._trainer.state():
             raise ValueError(_NO_NATIVES.format(model=config["model"], what="keeps model state (batch normalization)"))
-        try:
-            for candidate, runner in native.runners(workload.model, initial, batches, backend.select_devices(n),
-                                                    backend, dtype, lr).items():
-                runners[(name, candidate)] = runner
-        except ModelStateError as error:
-            raise ValueError(_NO_NATIVES.format(model=config["model"], what="draws noise (dropout)")) from error
+        for candidate, runner in native.runners(workload.model, initial, batches, backend.select_devices(n),
+                                                backend, dtype, lr).items():
+            runners[(name, candidate)] = runner
     warmup, times = {}, {key: [] for key in runners}
     for key, runner in runners.items():
         began = time.perf_counter()
-        try:
-            runner.run(steps)
-        except ModelStateError as error:
-            raise ValueError(_NO_NATIVES.format(model=config["model"], what="draws noise (dropout)")) from error
+        runner.run(steps)
         warmup[key] = time.perf_counter() - began
     keys = list(runners)
     for round_ in range(config["rounds"]):

@@ -61,7 +61,7 @@ class Model:
         trainers (the bench's native baselines). A layer that draws noise raises :class:`~toolkit.ModelStateError`
         there; the trainers use :meth:`train_losses`."""
         with context.running(context.RunContext(training=True)):
-            return ops.call(lambda o, p, x, y: self.loss(o, self.forward(o, p, x), y), params, x, y)
+            return ops.call(self._scored, params, x, y)
 
     def train_losses(self, ops: Ops, params: Mapping[str, Any], batch: Mapping[str, Any], y: Any) -> tuple[Any, dict]:
         """A training run, natives in and out: ``(per-example losses, new model state)``.
@@ -71,15 +71,18 @@ class Model:
         it none)."""
         run = context.RunContext(training=True, keys=batch["keys"], state=batch["state"])
         with context.running(run):
-            losses = ops.call(lambda o, p, x, y: self.loss(o, self.forward(o, p, x), y),
-                              {**params, **batch["state"]}, batch["x"], y)
+            losses = ops.call(self._scored, {**params, **batch["state"]}, batch["x"], y)
         return losses, {name: run.updates.get(name, value) for name, value in batch["state"].items()}
 
     def infer(self, ops: Ops, params: Mapping[str, Any], batch: Mapping[str, Any]) -> Any:
         """An inference run, natives in and out: ``forward``'s outputs with ``ops.training`` False (moving
         statistics, no dropout)."""
         with context.running(context.RunContext(training=False, state=batch["state"])):
-            return ops.call(lambda o, p, x: self.forward(o, p, x), {**params, **batch["state"]}, batch["x"])
+            return ops.call(self.forward, {**params, **batch["state"]}, batch["x"])
+
+    def _scored(self, ops: Ops, params: Mapping[str, Tensor], x: Any, y: Any) -> Tensor:
+        """``loss(ops, forward(ops, params, x), y)``, on Tensors."""
+        return self.loss(ops, self.forward(ops, params, x), y)
 
 
 def batch(x: Any, keys: Any, state: Mapping[str, Any]) -> dict[str, Any]:

@@ -482,9 +482,9 @@ class Ops(ABC):
             raise ModelStateError(f"update_state({name!r}): the model declares no state of that name; its state is "
                                   f"{sorted(run.state)} (mark an init entry with toolkit.State(array))")
         value = self._native(value, self.dtype)
-        if tuple(self.native_shape(value)) != tuple(self.shape(run.state[name])):
-            raise ModelStateError(f"update_state({name!r}): the new value has shape {self.native_shape(value)}, the "
-                                  f"state has {self.native_shape(run.state[name])}")
+        new, old = tuple(self.native_shape(value)), tuple(self.shape(run.state[name]))
+        if new != old:
+            raise ModelStateError(f"update_state({name!r}): the new value has shape {new}, the state has {old}")
         run.updates[name] = value
 
     def example_uniform(self, shape: Sequence[int]):

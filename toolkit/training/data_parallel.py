@@ -116,16 +116,11 @@ class DataParallel(Trainer):
         outputs = []
         for start in range(0, count, int(batch_size)):
             part = optree.tree_map(lambda a, start=start: a[start:start + batch_size], x)
-            sizes = split_sizes(min(batch_size, count - start), len(self.devices), self.weights)
-            for index, (device, (lo, hi)) in enumerate(zip(self.devices, shard_bounds(sizes))):
-                if hi == lo:
-                    continue
+            for index, device, lo, hi in self._split(min(batch_size, count - start)):
                 shard = optree.tree_map(lambda a, lo=lo, hi=hi, device=device: self.backend.place(a[lo:hi], device),
                                         part)
-                replica = {name: var.replicas[index].value for name, var in self._params.items()}
-                state = {name: var.replicas[index].value for name, var in self._model_state.items()}
-                result = self._compute(device, f"x {_shapes(shard)}", self._predict_fn, replica,
-                                       batch(shard, None, state), device)
+                result = self._compute(device, f"x {_shapes(shard)}", self._predict_fn, _replica(self._params, index),
+                                       batch(shard, None, _replica(self._model_state, index)), device)
                 outputs.append(optree.tree_map(self.backend.to_numpy, result))
         return optree.tree_map(lambda *parts: np.concatenate(parts), *outputs)
 
@@ -138,19 +133,25 @@ class DataParallel(Trainer):
         """``(replica index, device, model batch, y shard)`` for each non-empty shard of the batch, in device order;
         the model batch (:func:`toolkit.nn.model.batch`) holds the x shard, its examples' keys and the replica's
         model state. An empty shard contributes nothing (and its mean would be NaN)."""
-        sizes = split_sizes(len(y), len(self.devices), self.weights)
         keys = self._example_keys(len(y), self._row_offset(len(y)))
         return [(index, device, batch(optree.tree_map(lambda a, lo=lo, hi=hi: a[lo:hi], x), keys[lo:hi],
-                                      {name: var.replicas[index].value for name, var in self._model_state.items()}),
-                 y[lo:hi])
-                for index, (device, (lo, hi)) in enumerate(zip(self.devices, shard_bounds(sizes))) if hi > lo]
+                                      _replica(self._model_state, index)), y[lo:hi])
+                for index, device, lo, hi in self._split(len(y))]
+
+    def _split(self, count: int) -> list[tuple[int, Any, int, int]]:
+        """``(replica index, device, first row, end row)`` of each non-empty shard of ``count`` rows, in device
+        order (sizes from :func:`toolkit.split_sizes` with the trainer's weights)."""
+        sizes = split_sizes(count, len(self.devices), self.weights)
+        return [(index, device, lo, hi) for index, (device, (lo, hi)) in enumerate(zip(self.devices,
+                                                                                       shard_bounds(sizes)))
+                if hi > lo]
 
     def _loss_and_gradients(self, x, y):
         results, shards = [], self._shards(x, y)
         for index, device, shard, shard_y in shards:
-            replica = {name: var.replicas[index].value for name, var in self._params.items()}
             shapes = f"shard x {_shapes(shard['x'])}, y {tuple(shard_y.shape)}"
-            results.append(self._compute(device, shapes, self._shard_gradient, replica, shard, shard_y, device))
+            results.append(self._compute(device, shapes, self._shard_gradient, _replica(self._params, index), shard,
+                                         shard_y, device))
         result = self.backend.average(results, weights=[len(s[3]) for s in shards], device=self.devices[0])
         if self.cluster is not None:
             result = self._mean_over_processes(*result, len(y))
@@ -191,6 +192,11 @@ class DataParallel(Trainer):
     def __repr__(self) -> str:
         return (f"DataParallel({self.model.name}, {self.backend.name}, devices=[{', '.join(map(str, self.devices))}], "
                 f"{self.optimizer!r}, dtype={self.dtype})")
+
+
+def _replica(variables: Mapping[str, Any], index: int) -> dict[str, Any]:
+    """Replica ``index``'s native values of mirrored ``variables``, by name."""
+    return {name: var.replicas[index].value for name, var in variables.items()}
 
 
 def _shapes(x) -> Any:
