@@ -243,11 +243,20 @@ def test_state_errors_are_typed(backend):
         ops.update_state("nope", x)
         return layers.dense(ops, p, x, "d1")
 
-    model = toolkit.Model(_bn_init, writes_unknown, sparse_softmax_cross_entropy(3))
-    trainer = toolkit.DataParallel(model, backend, 1, toolkit.optim.SGD(0.1), dtype="float64")
-    with pytest.raises(toolkit.ComputeError, match="declares no state of that name") as error:
-        trainer.step(X, Y)
-    assert isinstance(error.value.__cause__, toolkit.ModelStateError)
+    def writes_a_wrong_shape(ops, p, x):
+        ops.update_state("bn/moving_mean", ops.zeros_like(x))
+        return layers.dense(ops, p, x, "d1")
+
+    for forward, words in ((writes_unknown, "declares no state of that name"),
+                           (writes_a_wrong_shape, r"the new value has shape \(12, 6\), the state has \(8,\)")):
+        model = toolkit.Model(_bn_init, forward, sparse_softmax_cross_entropy(3))
+        trainer = toolkit.DataParallel(model, backend, 1, toolkit.optim.SGD(0.1), dtype="float64")
+        params, state = trainer.params(), trainer.state()
+        with pytest.raises(toolkit.ComputeError, match=words) as error:
+            trainer.step(X, Y)
+        assert isinstance(error.value.__cause__, toolkit.ModelStateError)
+        assert max_abs_diff(trainer.params(), params) == 0.0 and max_abs_diff(trainer.state(), state) == 0.0
+        assert trainer.step_count == 0
     with pytest.raises(toolkit.ParamsError, match="ModelParallel does not carry model state"):
         toolkit.ModelParallel(toolkit.PartedModel.build(
             _bn_init, [toolkit.Part("all", lambda o, p, x: _bn_forward(o, p, x), ("x",),
