@@ -98,11 +98,11 @@ def test_bench_of_a_token_model_keeps_its_ids_and_the_natives_train_alike(backen
 
 
 @pytest.mark.parametrize("model, words", [("resnet", "keeps model state"), ("transformer", "draws noise")])
-def test_bench_refuses_a_model_the_natives_cannot_train_alike(model, words, capsys):
+def test_bench_refuses_a_model_the_natives_cannot_train_alike(backend_name, model, words, capsys):
     """Models with batch-norm state or dropout: the natives run plain framework code, without the toolkit's state
     and per-example keys, so they would not do the same steps; bench says so rather than compare different work.
     (Through the command: a measurement runs in a process of its own, with its own logical devices.)"""
-    argv = ["bench", "--model", model, "--backends", sorted(INSTALLED)[0], "--devices", "1", "--steps", "1",
+    argv = ["bench", "--model", model, "--backends", backend_name, "--devices", "1", "--steps", "1",
             "--rounds", "1", "--batch", "4", "--quiet"]
     assert main(argv) != 0
     assert re.search(f"{model} {words} .* measure this one with multigpu compare", capsys.readouterr().err)
