@@ -39,8 +39,14 @@ def _bn_forward(ops, p, x):
     return layers.dense(ops, p, ops.relu(layers.batch_norm(ops, p, layers.dense(ops, p, x, "d1"), "bn")), "d2")
 
 
+def _sync_bn_forward(ops, p, x):
+    return layers.dense(ops, p, ops.relu(layers.batch_norm(ops, p, layers.dense(ops, p, x, "d1"), "bn",
+                                                           synchronized=True)), "d2")
+
+
 DROPOUT = toolkit.Model(_dropout_init, _dropout_forward, sparse_softmax_cross_entropy(3), name="dropout-mlp")
 BATCH_NORM = toolkit.Model(_bn_init, _bn_forward, sparse_softmax_cross_entropy(3), name="bn-mlp")
+SYNC_BATCH_NORM = toolkit.Model(_bn_init, _sync_bn_forward, sparse_softmax_cross_entropy(3), name="sync-bn-mlp")
 
 
 def _train(model, backend, devices, fused=True, weights=None, steps=STEPS, **options):
@@ -205,6 +211,70 @@ def test_per_replica_statistics_differ_from_one_device(backend):
     assert np.all(two.state()["bn/moving_variance"] < one.state()["bn/moving_variance"])  # within-shard variance
 
 
+def _splits(backend_name, n_devices):
+    """The splits a fused step takes with synchronized statistics: any on TensorFlow, equal ones on Aesara (its
+    uneven splits compose the step per device, where replicas cannot meet)."""
+    return [None] + ([[1, 3, 1, 2][:n_devices]] if backend_name == "tensorflow" and n_devices > 1 else [])
+
+
+def test_synchronized_statistics_make_n_devices_train_as_one(backend_name, n_devices):
+    backend = toolkit.get_backend(backend_name)
+    one, one_losses = _train(SYNC_BATCH_NORM, backend, 1)
+    for weights in _splits(backend_name, n_devices):
+        many, losses = _train(SYNC_BATCH_NORM, backend, n_devices, weights=weights)
+        np.testing.assert_allclose(losses, one_losses, rtol=0, atol=FLOAT64_ATOL)
+        assert max_abs_diff(many.params(), one.params()) <= FLOAT64_ATOL
+        assert max_abs_diff(many.state(), one.state()) <= FLOAT64_ATOL
+        for replica in many.replica_params()[1:]:
+            assert max_abs_diff(replica, many.params()) == 0.0
+    _check_one_device_synchronized_is_plain(backend)
+
+
+def _check_one_device_synchronized_is_plain(backend):
+    synchronized, synchronized_losses = _train(SYNC_BATCH_NORM, backend, 1)
+    plain, plain_losses = _train(BATCH_NORM, backend, 1)
+    np.testing.assert_allclose(synchronized_losses, plain_losses, rtol=0, atol=FLOAT64_ATOL)
+    assert max_abs_diff(synchronized.params(), plain.params()) <= FLOAT64_ATOL
+    assert max_abs_diff(synchronized.state(), plain.state()) <= FLOAT64_ATOL
+
+
+@needs_backend("aesara")
+def test_synchronized_statistics_on_the_c_linker_are_the_plain_ones():
+    _check_one_device_synchronized_is_plain(toolkit.get_backend("aesara", linker="c"))
+
+
+def test_synchronized_statistics_are_the_global_batch(backend_name, n_devices):
+    trainer = toolkit.DataParallel(SYNC_BATCH_NORM, backend_name, n_devices, toolkit.optim.SGD(1e-300),
+                                   dtype="float64", seed=1, weights=_splits(backend_name, n_devices)[-1])
+    params = trainer.params()
+    trainer.step(X, Y)  # lr 1e-300: only the state moves
+    _, expected = _bn_numpy(params, {"bn/moving_mean": np.zeros(8), "bn/moving_variance": np.ones(8)}, X, True)
+    assert max_abs_diff(trainer.state(), expected) <= FLOAT64_ATOL
+
+
+def test_synchronized_statistics_are_refused_where_replicas_do_not_meet(backend_name):
+    """A step composed per device (Aesara's unequal shards; every backend's composed path, which training across
+    processes takes) and model code outside a trainer cannot sum over replicas: a typed error, nothing changed."""
+    cases = [{"fused": False}] + ([{"weights": [1, 3]}] if backend_name == "aesara" else [])
+    for options in cases:
+        trainer = toolkit.DataParallel(SYNC_BATCH_NORM, backend_name, 2, toolkit.optim.SGD(0.1), dtype="float64",
+                                       weights=options.get("weights"))
+        if not options.get("fused", True):
+            trainer._fused_step = None
+        params, state = trainer.params(), trainer.state()
+        with pytest.raises(toolkit.ComputeError, match="cross_replica_sum .* needs a data-parallel training step "
+                                                       "that runs its replicas together") as error:
+            trainer.step(X, Y)
+        assert isinstance(error.value.__cause__, toolkit.ModelStateError)
+        assert "one device's part of a step composed per device" in str(error.value)
+        assert max_abs_diff(trainer.params(), params) == 0.0 and max_abs_diff(trainer.state(), state) == 0.0
+        assert trainer.step_count == 0
+        np.testing.assert_allclose(trainer.predict(X), _bn_numpy(params, state, X, False)[0], atol=FLOAT64_ATOL)
+    backend = toolkit.get_backend(backend_name)
+    with pytest.raises(toolkit.ModelStateError, match="outside a trainer's training step"):
+        backend.call(lambda ops, x: ops.cross_replica_sum(x), backend.list_devices()[0], {"x": X}, "float64")
+
+
 def test_state_equals_on_every_compiled_path(backend, n_devices):
     fused, losses = _train(BATCH_NORM, backend, n_devices)
     composed, composed_losses = _train(BATCH_NORM, backend, n_devices, fused=False)
@@ -278,24 +348,25 @@ def test_model_parallel_parts_train_in_training_mode(backend):
 @pytest.mark.skipif(importlib.util.find_spec("keras") is None,
                     reason='needs keras (pip install "multigpu-toolkit[tensorflow]")')
 @pytest.mark.parametrize("training", [True, False])
-def test_batch_norm_equals_keras(backend, training):
+@pytest.mark.parametrize("synchronized", [False, True])
+def test_batch_norm_equals_keras(backend, training, synchronized):
     toolkit.get_backend("tensorflow")
     import keras
 
     x = RNG.normal(size=(10, 4, 3)) * 2 + 1
-    layer = keras.layers.BatchNormalization(dtype="float64")
+    layer = keras.layers.BatchNormalization(dtype="float64", synchronized=synchronized)
     layer.build(x.shape)
     gamma, beta, mean, var = (RNG.normal(size=3) * 0.3 + base for base in (1.0, 0.0, 0.5, 2.0))
     var = np.abs(var)
     layer.set_weights([gamma, beta, mean, var])
     expected = np.asarray(layer(x, training=training))
     params = {"bn/gamma": gamma, "bn/beta": beta, "bn/moving_mean": mean, "bn/moving_variance": var}
-    run = context.RunContext(training=training, state={})
+    run = context.RunContext(training=training, state={}, replica_sum=context.single_replica)
 
     def apply(ops, p, x):
         run.state = {k: ops.unwrap(v) for k, v in p.items() if "moving" in k}
         with context.running(run):
-            out = layers.batch_norm(ops, p, x, "bn")
+            out = layers.batch_norm(ops, p, x, "bn", synchronized=synchronized)
         return out, {k: run.updates.get(k, run.state[k]) for k in run.state}
 
     out, state = backend.call(apply, backend.list_devices()[0], {"p": params, "x": x}, "float64")

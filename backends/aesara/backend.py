@@ -24,6 +24,11 @@ aesara, jax = import_framework()
 
 import aesara.tensor as at  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
+from aesara.graph.basic import Apply  # noqa: E402
+from aesara.graph.op import Op  # noqa: E402
+from aesara.link.jax.dispatch import jax_funcify  # noqa: E402
+
+from toolkit.nn.context import single_replica  # noqa: E402
 
 #: Aesara linkers this backend can compile with.
 LINKERS = ("jax", "c")
@@ -84,18 +89,51 @@ class _Function:
         return [o if o.dtype == d else jax.device_put(np.asarray(o, d), device) for o, d in zip(outputs, self._dtypes)]
 
 
-def _loss_and_grads(model, ops, p, batch, y, reduce=at.mean):
+class _ReplicaSum(Op):
+    """The sum of a value over the devices of a ``jax.pmap`` (``lax.psum`` over ``axis``), as an Aesara op: what
+    ``ops.cross_replica_sum`` builds in a multi-device step. Its gradient is the same sum of the gradients: each
+    replica differentiates its own share of the loss, and every replica's share depends on every replica's input."""
+
+    __props__ = ("axis",)
+
+    def __init__(self, axis: str) -> None:
+        self.axis = axis
+
+    def make_node(self, x):
+        x = at.as_tensor_variable(x)
+        return Apply(self, [x], [x.type()])
+
+    def perform(self, node, inputs, outputs):
+        raise NotImplementedError("a cross-replica sum runs only inside the JAX linker's pmapped step")
+
+    def do_constant_folding(self, fgraph, node):
+        return False  # a constant input (a shard's count) still differs in sum from itself
+
+    def infer_shape(self, fgraph, node, shapes):
+        return shapes
+
+    def grad(self, inputs, output_grads):
+        return [self(output_grads[0])]
+
+
+@jax_funcify.register(_ReplicaSum)
+def _jax_replica_sum(op, **kwargs):
+    return lambda x: jax.lax.psum(x, op.axis)
+
+
+def _loss_and_grads(model, ops, p, batch, y, reduce=at.mean, replica_sum=None):
     """The graph of a training run: the loss (per-example losses reduced by ``reduce``), its gradient for each
-    parameter, and the model state's new values."""
-    losses, model_state = model.train_losses(ops, p, batch, y)
+    parameter, and the model state's new values. ``replica_sum`` as in ``Model.train_losses``: None where the run
+    is one device's part of a composed step."""
+    losses, model_state = model.train_losses(ops, p, batch, y, replica_sum=replica_sum)
     loss = reduce(losses)
     return loss, dict(zip(p, aesara.grad(loss, list(p.values()), disconnected_inputs="ignore"))), model_state
 
 
 def _training_step(model, optimizer, ops, p, batch, y, slots, step):
-    """The graph of one step: the loss, the new parameters and optimizer state, whether the loss, every gradient
-    and the new model state are finite, and the model state's new values."""
-    loss, grads, model_state = _loss_and_grads(model, ops, p, batch, y)
+    """The graph of a one-device step: the loss, the new parameters and optimizer state, whether the loss, every
+    gradient and the new model state are finite, and the model state's new values."""
+    loss, grads, model_state = _loss_and_grads(model, ops, p, batch, y, replica_sum=single_replica)
     new_params, new_state, finite = ops.call(optimizer.update, p, grads, slots, step)
     finite = at.and_(finite, ops.call(type(ops).all_finite, [loss, *model_state.values()]))
     return loss, new_params, new_state, finite, model_state
@@ -216,7 +254,8 @@ class _StackedStep:
         def build_gradient(params, x, y, scale):
             symbols = optree.tree_map(_symbol, (params, x, y, scale))
             p, x, y, scale = symbols
-            return symbols, _loss_and_grads(model, ops, p, x, y, reduce=lambda losses: at.sum(losses) * scale)
+            return symbols, _loss_and_grads(model, ops, p, x, y, reduce=lambda losses: at.sum(losses) * scale,
+                                            replica_sum=_ReplicaSum(self._AXIS))
 
         def build_update(params, grads, slots, step):
             symbols = optree.tree_map(_symbol, (params, grads, slots, step))

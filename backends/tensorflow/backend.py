@@ -7,7 +7,7 @@ import numpy as np
 
 from toolkit import backend as interface
 from toolkit.backends.tensorflow import environment
-from toolkit.backends.tensorflow.ops import TensorFlowOps
+from toolkit.backends.tensorflow.ops import Replicated, ReplicatedOps, TensorFlowOps, per_replica, replicated
 from toolkit.backends.tensorflow.variables import TensorFlowVariable
 from toolkit.errors import DeviceParseError, LogicalDevicesError
 from toolkit.placement.devices import Device, logical_device_count, parse_device
@@ -126,7 +126,7 @@ class Backend(interface.Backend):
             def loss_and_gradients(params, batch, y):
                 with tf.GradientTape() as tape:
                     tape.watch(params)
-                    losses, model_state = model.train_losses(ops, params, batch, y)
+                    losses, model_state = model.train_losses(ops, params, batch, y)  # no cross-replica sums
                     loss = tf.reduce_mean(losses)
                 grads = tape.gradient(loss, params)
                 # A parameter the loss does not use gets a zero gradient, as in the Aesara backend.
@@ -179,27 +179,36 @@ class Backend(interface.Backend):
 
     def compile_fused_step(self, model, optimizer, dtype, params, state, model_state):
         # One tf.function for the whole step, with the variables captured rather than passed: TensorFlow's per-call
-        # cost (argument canonicalisation, one dispatch per eager op) was most of a small model's step time.
+        # cost (argument canonicalisation, one dispatch per eager op) was most of a small model's step time. The
+        # replicas are traced together (ReplicatedOps: each op once per replica, under its device), so the model can
+        # sum over them (synchronized batch normalization), and one gradient of the weighted mean loss gives every
+        # replica's parameters theirs.
         ops, names = self.ops(dtype), list(params)
         replica_devices = [self.native_name(r.device) for r in next(iter(params.values())).replicas]
         home = replica_devices[0]
 
         def step_fn(indices, xs, ys, weights, step):
-            losses, grads, new_states = [], [], []
-            for index, batch, y in zip(indices, xs, ys):
-                with tf.device(replica_devices[index]):
-                    replica = {name: params[name].replicas[index].value for name in names}
-                    with tf.GradientTape() as tape:
-                        per_example, new_state = model.train_losses(ops, replica, batch, y)
-                        loss = tf.reduce_mean(per_example)
-                    found = tape.gradient(loss, replica)
-                    losses.append(loss)
-                    grads.append({k: _dense(g, replica[k]) for k, g in found.items()})
-                    new_states.append(new_state)
+            replicas = ReplicatedOps(dtype, [replica_devices[i] for i in indices])
+            values = {name: Replicated(params[name].replicas[i].value for i in indices) for name in names}
+            per_example, new_states = model.train_losses(replicas, values, replicated(*xs), replicated(*ys),
+                                                         replica_sum=replicas.replica_sum)
+            losses = []
+            for device, shard_losses in zip(replicas.devices, per_example.values):
+                with tf.device(device):
+                    losses.append(tf.reduce_mean(shard_losses))
             with tf.device(home):
                 loss = tf.add_n([weights[i] * losses[i] for i in range(len(losses))])
-                mean = {k: tf.add_n([weights[i] * g[k] for i, g in enumerate(grads)]) for k in names}
-                mean_state = {k: tf.add_n([weights[i] * s[k] for i, s in enumerate(new_states)]) for k in model_state}
+            # tf.gradients puts each gradient op on its forward op's device, so every replica's backward pass runs
+            # on its own device; a GradientTape would leave them unplaced, and they all ran on the default device.
+            variables = [v for name in names for v in values[name].values]
+            found = iter(tf.gradients(loss, variables))
+            found = {name: [next(found) for _ in values[name].values] for name in names}
+            with tf.device(home):
+                # A parameter the loss does not use gets a zero gradient, as in the Aesara backend.
+                mean = {k: tf.add_n([_dense(g, v) for g, v in zip(found[k], values[k].values)]) for k in names}
+                mean_state = {k: tf.add_n([weights[i] * v for i, v in
+                                           enumerate(per_replica(new_states[k], len(indices)))])
+                              for k in model_state}
                 current = {name: params[name].replicas[0].value for name in names}
                 slots = {slot: {name: var.value for name, var in values.items()} for slot, values in state.items()}
                 new_params, new_state, finite = ops.call(optimizer.update, current, mean, slots, step)

@@ -3,9 +3,13 @@ core chose (see ``toolkit.nn.ops.ARGUMENTS``)."""
 
 from __future__ import annotations
 
+import functools
+
+import optree
+
 from toolkit.backends.tensorflow.environment import import_framework
 from toolkit.nn.context import MIX32_STEPS, UNIFORM_BITS
-from toolkit.nn.ops import Ops
+from toolkit.nn.ops import ARGUMENTS, Ops
 from toolkit.nn.shapes import check_conv, check_matmul, window
 
 tf = import_framework()
@@ -220,3 +224,92 @@ class TensorFlowOps(Ops):
                 x = x * tf.constant(multiplier, tf.uint32)  # uint32 products wrap modulo 2**32
         top = tf.bitwise.right_shift(x, tf.constant(32 - UNIFORM_BITS, tf.uint32))
         return tf.cast(top, self.dtype) * tf.constant(2.0 ** -UNIFORM_BITS, self.dtype)
+
+
+class Replicated:
+    """A value of every replica of a step traced as one program (:class:`ReplicatedOps`), in replica order."""
+
+    __slots__ = ("values",)
+
+    def __init__(self, values) -> None:
+        self.values = tuple(values)
+
+
+def replicated(*trees):
+    """Pytrees of the same structure, one per replica, as one pytree of :class:`Replicated` leaves."""
+    return optree.tree_map(lambda *leaves: Replicated(leaves), *trees)
+
+
+def per_replica(value, count: int) -> tuple:
+    """Each replica's value: a :class:`Replicated`'s own, or a tensor every replica shares."""
+    return value.values if isinstance(value, Replicated) else (value,) * count
+
+
+def _mapped(name: str):
+    single = getattr(TensorFlowOps, name).__wrapped__  # the primitive on natives, before Ops' boundary
+
+    @functools.wraps(single)  # keeps its signature, which the boundary reads for keyword arguments
+    def op(self, *args, **kwargs):
+        return self._each(single, *args, **kwargs)
+
+    return op
+
+
+class _ReplicatedBase(TensorFlowOps):
+    """The ops of a data-parallel step traced once for all its replicas: every per-replica value is a
+    :class:`Replicated`, and every op runs once per replica under that replica's device. Replicas can then meet inside
+    the model (:meth:`replica_sum`, for ``ops.cross_replica_sum``) and one tape differentiates the whole step.
+    Constants stay one tensor that every replica reads. A shape is the replicas' shape, None on axes where unequal
+    shards differ."""
+
+    def __init__(self, dtype: str, devices) -> None:
+        super().__init__(dtype)
+        self.devices = tuple(devices)
+
+    def is_native(self, value):
+        return isinstance(value, Replicated) or super().is_native(value)
+
+    def native_dtype(self, value):
+        return super().native_dtype(value.values[0] if isinstance(value, Replicated) else value)
+
+    def native_shape(self, value):
+        if not isinstance(value, Replicated):
+            return super().native_shape(value)
+        shapes = [super(_ReplicatedBase, self).native_shape(v) for v in value.values]
+        return tuple(sizes[0] if len(set(sizes)) == 1 else None for sizes in zip(*shapes))
+
+    def native_cast(self, value, dtype):
+        return self._each(TensorFlowOps.native_cast, value, dtype)
+
+    def _index(self, native, key):
+        return self._each(lambda _, value: value[key], native)
+
+    def _each(self, single, *args, **kwargs):
+        """``single(self, *args, **kwargs)`` once per replica under its device, with each replica's values of the
+        Replicated arguments; on shared tensors alone, once."""
+        is_replicated = lambda value: isinstance(value, Replicated)  # noqa: E731
+        if not any(map(is_replicated, optree.tree_leaves((args, kwargs), is_leaf=is_replicated))):
+            return single(self, *args, **kwargs)
+        results = []
+        for index, device in enumerate(self.devices):
+            own_args, own_kwargs = optree.tree_map(
+                lambda value, index=index: value.values[index] if is_replicated(value) else value, (args, kwargs),
+                is_leaf=is_replicated)
+            with tf.device(device):
+                results.append(single(self, *own_args, **own_kwargs))
+        return replicated(*results)
+
+    def replica_sum(self, value):
+        """The sum of the replicas' values, one copy on each replica's device; TensorFlow's gradient of ``add_n``
+        and of the copies is the same sum of the replicas' gradients."""
+        with tf.device(self.devices[0]):
+            total = tf.add_n(list(per_replica(value, len(self.devices))))
+        copies = []
+        for device in self.devices:
+            with tf.device(device):
+                copies.append(tf.identity(total))
+        return Replicated(copies)
+
+
+ReplicatedOps = type("ReplicatedOps", (_ReplicatedBase,), {"__module__": __name__, "__doc__": _ReplicatedBase.__doc__,
+                                                           **{name: _mapped(name) for name in ARGUMENTS}})

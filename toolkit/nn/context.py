@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,6 +82,9 @@ class RunContext:
         state: the model state's current values by name (natives).
         updates: new state values recorded by ``ops.update_state`` during the run.
         calls: random draws made so far in this run (numbers each draw's counters).
+        replica_sum: how ``ops.cross_replica_sum`` adds a native over the replicas of the step (the backend's
+            translation: a sum across the devices traced together, or the identity for one replica), or None where
+            this run is one device's part of a step composed per device, where no replica sees another.
     """
 
     training: bool
@@ -89,6 +92,12 @@ class RunContext:
     state: Mapping[str, Any] = field(default_factory=dict)
     updates: dict[str, Any] = field(default_factory=dict)
     calls: int = 0
+    replica_sum: Callable[[Any], Any] | None = None
+
+
+def single_replica(value: Any) -> Any:
+    """The cross-replica sum of a step with one replica: the value itself."""
+    return value
 
 
 _CURRENT: contextvars.ContextVar[RunContext | None] = contextvars.ContextVar("toolkit_run_context", default=None)

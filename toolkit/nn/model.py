@@ -63,13 +63,15 @@ class Model:
         with context.running(context.RunContext(training=True)):
             return ops.call(self._scored, params, x, y)
 
-    def train_losses(self, ops: Ops, params: Mapping[str, Any], batch: Mapping[str, Any], y: Any) -> tuple[Any, dict]:
+    def train_losses(self, ops: Ops, params: Mapping[str, Any], batch: Mapping[str, Any], y: Any,
+                     replica_sum: Callable[[Any], Any] | None = None) -> tuple[Any, dict]:
         """A training run, natives in and out: ``(per-example losses, new model state)``.
 
         ``batch`` is what a trainer passes for one shard (:func:`batch`): ``x``, the examples' ``keys`` and the
         ``state`` values. The new state has an entry for every state name (its old value where ``forward`` gave
-        it none)."""
-        run = context.RunContext(training=True, keys=batch["keys"], state=batch["state"])
+        it none). ``replica_sum`` is the backend's cross-replica sum where the step traces its replicas together
+        (:attr:`toolkit.nn.context.RunContext.replica_sum`; ``ops.cross_replica_sum`` refuses without one)."""
+        run = context.RunContext(training=True, keys=batch["keys"], state=batch["state"], replica_sum=replica_sum)
         with context.running(run):
             losses = ops.call(self._scored, {**params, **batch["state"]}, batch["x"], y)
         return losses, {name: run.updates.get(name, value) for name, value in batch["state"].items()}

@@ -100,14 +100,15 @@ def mnist_convnet(input_shape: Sequence[int] = (28, 28, 1), classes: int = 10, f
 
 
 def resnet(input_shape: Sequence[int] = (32, 32, 3), classes: int = 10, width: int = 16,
-           blocks: Sequence[int] = (1, 1, 1), name: str | None = None) -> Model:
+           blocks: Sequence[int] = (1, 1, 1), synchronized: bool = False, name: str | None = None) -> Model:
     """A small ResNet (He et al., the CIFAR variant) for ``[batch, 32, 32, 3]`` images: a 3x3 convolution with batch
     normalization and ReLU, then stages of ``blocks[i]`` residual blocks of ``width * 2**i`` channels, each stage
     after the first starting with stride 2; global average pooling and a dense layer to ``classes`` logits.
 
     A block: ``relu(bn(conv3x3(relu(bn(conv3x3(x, stride))))) + shortcut(x))``, the shortcut a strided 1x1
     convolution with batch normalization where the shape changes, else ``x``. Batch normalization keeps its moving
-    statistics as model state (per replica under data parallelism).
+    statistics as model state; under data parallelism its batch statistics are each replica's, or the global
+    batch's with ``synchronized=True`` (``layers.batch_norm``).
     """
     height, width_px, channels = (int(s) for s in input_shape)
     plan = []  # (prefix, in channels, out channels, stride)
@@ -131,18 +132,20 @@ def resnet(input_shape: Sequence[int] = (32, 32, 3), classes: int = 10, width: i
                                **layers.batch_norm_init(rng, cout, prefix=f"{prefix}/shortcut_bn")})
         return {**params, **layers.dense_init(rng, inputs, classes, prefix="head")}
 
+    def batch_norm(ops, params, x, prefix):
+        return layers.batch_norm(ops, params, x, prefix, synchronized=synchronized)
+
     def forward(ops, params, x):
         h = ops.reshape(x, (-1, height, width_px, channels))
-        h = ops.relu(layers.batch_norm(ops, params, layers.conv2d(ops, params, h, "stem/conv", padding="same"),
-                                       "stem/bn"))
+        h = ops.relu(batch_norm(ops, params, layers.conv2d(ops, params, h, "stem/conv", padding="same"), "stem/bn"))
         for prefix, cin, cout, stride in plan:
             y = layers.conv2d(ops, params, h, f"{prefix}/conv1", padding="same", strides=stride)
-            y = ops.relu(layers.batch_norm(ops, params, y, f"{prefix}/bn1"))
-            y = layers.batch_norm(ops, params, layers.conv2d(ops, params, y, f"{prefix}/conv2", padding="same"),
-                                  f"{prefix}/bn2")
+            y = ops.relu(batch_norm(ops, params, y, f"{prefix}/bn1"))
+            y = batch_norm(ops, params, layers.conv2d(ops, params, y, f"{prefix}/conv2", padding="same"),
+                           f"{prefix}/bn2")
             if stride != 1 or cin != cout:
-                h = layers.batch_norm(ops, params, layers.conv2d(ops, params, h, f"{prefix}/shortcut",
-                                                                 strides=stride), f"{prefix}/shortcut_bn")
+                h = batch_norm(ops, params, layers.conv2d(ops, params, h, f"{prefix}/shortcut", strides=stride),
+                               f"{prefix}/shortcut_bn")
             h = ops.relu(y + h)
         return layers.dense(ops, params, layers.global_average_pool2d(ops, h), "head")
 

@@ -351,7 +351,11 @@ class Ops(ABC):
                     (isinstance(part, (int, np.integer)) and not isinstance(part, bool))):
                 raise TypeError(f"indexing with {type(part).__name__} {part!r}: only ints, slices, None and ... "
                                 "index a tensor; indexing with arrays is ops.take or ops.take_along_axis")
-        return self.wrap(self._native(x)[key])
+        return self.wrap(self._index(self._native(x), key))
+
+    def _index(self, native: Native, key) -> Native:
+        """Basic indexing of a native, the key already checked."""
+        return native[key]
 
     # --- gathering ------------------------------------------------------------------------------------------------
     def take(self, x, indices, axis: int | None = None):
@@ -486,6 +490,29 @@ class Ops(ABC):
         if new != old:
             raise ModelStateError(f"update_state({name!r}): the new value has shape {new}, the state has {old}")
         run.updates[name] = value
+
+    def cross_replica_sum(self, x):
+        """``x`` summed over the replicas of a data-parallel training step, the same on every replica: each device
+        adds the other devices' values of ``x`` to its own (``lax.psum``; ``ReplicaContext.all_reduce(SUM)`` under
+        ``MirroredStrategy``). Its gradient is the cross-replica sum of the gradients, so training through it is
+        training on the whole batch. With one replica it is ``x``. Synchronized batch normalization
+        (``batch_norm(..., synchronized=True)``) makes its statistics with it.
+
+        Raises:
+            ModelStateError: where the step's replicas do not run together: training across processes, a step
+                composed per device (Aesara with unequal shards; ``trainer.gradients``), ModelParallel, model code
+                run outside a trainer.
+        """
+        run = context.current()
+        if run is None or run.replica_sum is None:
+            raise ModelStateError("cross_replica_sum (synchronized batch normalization) needs a data-parallel "
+                                  "training step that runs its replicas together: DataParallel in one process, "
+                                  "with equal shards on Aesara (uneven or weighted splits compose the step per "
+                                  "device there), not trainer.gradients(); this run is "
+                                  + ("outside a trainer's training step" if run is None or not run.training
+                                     else "one device's part of a step composed per device"))
+        x = self._native(x, self._result_dtype([x], floating=True))
+        return self.wrap(run.replica_sum(x))
 
     def example_uniform(self, shape: Sequence[int]):
         """Uniform numbers in ``[0, 1)`` of ``shape``, whose axis 0 is the batch: each example's numbers come from
