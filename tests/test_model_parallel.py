@@ -11,6 +11,7 @@ from tests.helpers import max_abs_diff
 from toolkit import Device, Part, PartedModel, layers
 from toolkit.backend import Backend
 from toolkit.nn.models import sparse_softmax_cross_entropy
+from toolkit.placement.devices import parse_device
 from toolkit.tolerances import FLOAT64_ATOL
 
 STEPS, FEATURES, UNITS = 4, 3, 5
@@ -189,3 +190,41 @@ def test_parted_model_definition_errors():
         Part("p", fn, ())
     with pytest.raises(ValueError, match="non-empty list of Part"):
         PartedModel.build(lambda rng: {}, [], lambda ops, o, y: o)
+
+
+def _backward_devices(graph) -> dict[str, set]:
+    """The devices of a traced step's backward matrix products (under ``gradients/``, or ``gradient_tape/`` for a
+    tape), by the forward op they differentiate."""
+    found: dict[str, set] = {}
+    for op in graph.get_operations():
+        scope, _, rest = op.name.partition("/")
+        forward = rest.split("/")[0]
+        if scope in ("gradients", "gradient_tape") and op.type == "MatMul":
+            found.setdefault(forward.removesuffix("_grad"), set()).add(op.device.split("/device:")[-1])
+    return found
+
+
+def test_tensorflow_runs_each_backward_pass_where_its_forward_ran():
+    """Each gradient op sits on its forward op's device: a GradientTape called outside the device scopes left them
+    unplaced, so every replica's (and every part's) backward pass ran on the default device."""
+    tf = pytest.importorskip("tensorflow")
+    model = chain(("cpu:1", "cpu:2", "cpu:3"))
+    trainer = toolkit.ModelParallel(model, "tensorflow", toolkit.optim.SGD(0.1), dtype="float64")
+    x, y = data(model)
+    trainer.step(x, y)
+    placement = {part.name: parse_device(part.device) for part in model.parts}
+    params = {name: var.replicas[0].value for name, var in trainer._params.items()}
+    run = trainer.backend.compile_parted_gradient(model, placement, "float64")
+    graph = run.function.get_concrete_function(params, {"x": tf.constant(x)}, tf.constant(y)).graph
+    expected = {"MatMul": {"CPU:1"}, "MatMul_1": {"CPU:2"}, "MatMul_2": {"CPU:3"}}
+    assert {k: v for k, v in _backward_devices(graph).items() if k in expected} == expected
+
+    parallel = toolkit.DataParallel(toolkit.models.mlp([4, 8, 3]), "tensorflow", "cpu:2,cpu:3",
+                                    toolkit.optim.SGD(0.1), dtype="float64")
+    parallel.step(x, y)
+    indices, _, xs, ys = zip(*parallel._shards(*parallel._check_batch(x, y)))
+    graph = parallel._fused_step.function.get_concrete_function(
+        tuple(indices), list(xs), list(ys), tf.constant([0.5, 0.5], tf.float64), np.asarray(2.0)).graph
+    devices = _backward_devices(graph)
+    assert devices and all(len(d) == 1 for d in devices.values())
+    assert set().union(*devices.values()) == {"CPU:2", "CPU:3"}

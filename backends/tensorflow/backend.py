@@ -241,11 +241,13 @@ class Backend(interface.Backend):
             with tf.device(home):  # indices are Python ints: one trace per pattern of non-empty shards
                 return function(tuple(indices), list(xs), list(ys), tf.constant(weights, dtype=dtype), step)
 
+        run.function = function  # for tests that read the traced graph's placement
         return run
 
     def compile_parted_gradient(self, model, placement, dtype):
-        # One tape across the devices, each part under its tf.device scope, in one tf.function: TensorFlow places
-        # each gradient op with its forward op, so the backward pass runs on the devices that own each part.
+        # One gradient across the devices, each part under its tf.device scope, in one tf.function: tf.gradients
+        # places each gradient op with its forward op, so the backward pass runs on the devices that own each part
+        # (a GradientTape would leave the backward ops unplaced, on the default device).
         key = ("parted", model, tuple(placement.items()), dtype)
         if key not in self._compiled:
             ops, parts, last = self.ops(dtype), model.parts, model.parts[-1]
@@ -253,15 +255,14 @@ class Backend(interface.Backend):
             homes = {name: names[users[0]] for name, users in model.param_users().items()}
 
             def loss_and_gradients(params, inputs, y):
-                with tf.GradientTape() as tape:
-                    values = dict(inputs)
-                    for part in parts:
-                        with tf.device(names[part.name]):
-                            values[part.name] = ops.call(part.fn, {k: params[k] for k in part.params},
-                                                         *(values[i] for i in part.inputs))
-                    with tf.device(names[last.name]):
-                        loss = tf.reduce_mean(ops.call(model.loss, values[last.name], y))
-                grads = tape.gradient(loss, params)
+                values = dict(inputs)
+                for part in parts:
+                    with tf.device(names[part.name]):
+                        values[part.name] = ops.call(part.fn, {k: params[k] for k in part.params},
+                                                     *(values[i] for i in part.inputs))
+                with tf.device(names[last.name]):
+                    loss = tf.reduce_mean(ops.call(model.loss, values[last.name], y))
+                grads = dict(zip(params, tf.gradients(loss, list(params.values()))))
                 return loss, {k: _dense(g, params[k]) for k, g in grads.items()}
 
             function = _traced(loss_and_gradients)
@@ -277,6 +278,7 @@ class Backend(interface.Backend):
                         placed[name] = tf.identity(grad)
                 return loss, placed
 
+            run.function = function  # for tests that read the traced graph's placement
             self._compiled[key] = run
         return self._compiled[key]
 
