@@ -114,6 +114,8 @@ CASES = {
     "clip": (lambda o, t: o.clip(t["m"], -0.5, 0.7), lambda t: np.clip(t["m"], -0.5, 0.7),
              lambda k, t: k.clip(t["m"], -0.5, 0.7)),
     "erf": (lambda o, t: o.erf(t["m"]), lambda t: _erf(t["m"]), lambda k, t: k.erf(t["m"])),
+    "sin_cos": (lambda o, t: o.sin(t["m"] * 3) + o.cos(t["v"] * 3), lambda t: np.sin(t["m"] * 3) + np.cos(t["v"] * 3),
+                lambda k, t: k.sin(t["m"] * 3) + k.cos(t["v"] * 3)),
     "gelu_exact": (lambda o, t: o.gelu(t["m"], approximate=False), lambda t: t["m"] / 2 * (1 + _erf(t["m"] / 2**.5)),
                    lambda k, t: k.gelu(t["m"], approximate=False)),
     "gelu_tanh": (lambda o, t: o.gelu(t["m"]), lambda t: _gelu_tanh(t["m"]), lambda k, t: k.gelu(t["m"])),

@@ -158,6 +158,12 @@ class AesaraOps(Ops):
     def erf(self, x):
         return at.erf(x)
 
+    def sin(self, x):
+        return at.sin(x)
+
+    def cos(self, x):
+        return at.cos(x)
+
     def softmax(self, x, axis=-1):
         return softmax(x, axis=axis)
 

@@ -118,6 +118,12 @@ class TensorFlowOps(Ops):
     def erf(self, x):
         return tf.math.erf(x)
 
+    def sin(self, x):
+        return tf.math.sin(x)
+
+    def cos(self, x):
+        return tf.math.cos(x)
+
     def softmax(self, x, axis=-1):
         return tf.nn.softmax(x, axis=axis)
 

@@ -45,7 +45,7 @@ ARGUMENTS: dict[str, str] = {
                      "greater_equal", "less", "less_equal", "equal", "not_equal", "matmul"), "ee"),
     "divide": "ff", "logical_and": "bb", "logical_or": "bb", "logical_not": "b", "where": "bee",
     **dict.fromkeys(("negative", "abs", "square", "relu"), "e"),
-    **dict.fromkeys(("exp", "log", "sqrt", "tanh", "sigmoid", "erf", "softmax", "log_softmax"), "f"),
+    **dict.fromkeys(("exp", "log", "sqrt", "tanh", "sigmoid", "erf", "sin", "cos", "softmax", "log_softmax"), "f"),
     **dict.fromkeys(("sum", "max", "min", "transpose", "reshape", "expand_dims", "squeeze", "broadcast_to", "cast",
                      "cumsum", "argmax", "ones_like", "zeros_like", "pad", "max_pool", "average_pool"),
                     "t"),
@@ -249,6 +249,12 @@ class Ops(ABC):
     def square(self, x): """Elementwise ``x * x``."""
     @abstractmethod
     def erf(self, x): """The error function."""
+
+    @abstractmethod
+    def sin(self, x): """Elementwise sine (radians)."""
+
+    @abstractmethod
+    def cos(self, x): """Elementwise cosine (radians)."""
 
     @abstractmethod
     def softmax(self, x, axis=-1): """``exp(x) / sum(exp(x), axis)``, computed stably."""
