@@ -59,3 +59,8 @@ class CheckpointError(ToolkitError, ValueError):
 class ModelStateError(ToolkitError, ValueError):
     """Model state or randomness used where a run does not provide it: an undeclared state name, a new value of the
     wrong shape, or a random draw in training without per-example keys."""
+
+
+class OptimizerError(ToolkitError, AttributeError):
+    """A hyperparameter of a built optimizer assigned: the trainers compile the values into their steps, so the
+    change would be silently ignored."""

@@ -46,4 +46,4 @@ def parity_bound(dtype: str, optimizer, steps: int, grad_scale: float, param_sca
     eps = getattr(optimizer, "eps", None)
     if eps is None:
         return FLOAT32_RTOL * param_scale
-    return adaptive_float32_atol(optimizer.lr, eps, steps, grad_scale, param_scale)
+    return adaptive_float32_atol(optimizer.peak_lr, eps, steps, grad_scale, param_scale)

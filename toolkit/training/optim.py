@@ -7,15 +7,24 @@ same order. The formulas follow Keras (``keras.optimizers``) so results can be c
 - ``Adam``:     ``m <- b1 * m + (1 - b1) * g;  v <- b2 * v + (1 - b2) * g**2;``
   ``p <- p - lr * sqrt(1 - b2**t) / (1 - b1**t) * m / (sqrt(v) + eps)`` with ``t`` the 1-based update count
 - ``RMSprop``:  ``v <- rho * v + (1 - rho) * g**2;  p <- p - lr * g / (sqrt(v) + eps)``  (not centred, no momentum)
+
+``lr`` is a number or a schedule (:mod:`toolkit.training.schedules`, also ``toolkit.optim.schedules``), evaluated
+in the compiled update at the number of updates done before. An optimizer's hyperparameters are fixed once it is
+built: the trainers compile them into their steps, so assigning one raises :class:`~toolkit.OptimizerError` rather
+than being ignored.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from abc import ABC, abstractmethod
 from typing import ClassVar
 
+from toolkit.errors import OptimizerError
 from toolkit.nn.ops import Ops, Tensor
+from toolkit.training import schedules
+from toolkit.training.schedules import Schedule
 
 
 def _check(name: str, value: float, low: float, high: float = math.inf, *, low_open: bool = False) -> float:
@@ -27,10 +36,48 @@ def _check(name: str, value: float, low: float, high: float = math.inf, *, low_o
     return float(value)
 
 
+def _rate(name: str, lr) -> float | Schedule:
+    return lr if isinstance(lr, Schedule) else _check(name, lr, 0.0, low_open=True)
+
+
 class Optimizer(ABC):
-    """An update rule. ``slots`` names the per-parameter state arrays (zeros at the start)."""
+    """An update rule. ``slots`` names the per-parameter state arrays (zeros at the start). Its hyperparameters
+    are fixed once built (see the module doc)."""
 
     slots: ClassVar[tuple[str, ...]] = ()
+    lr: float | Schedule
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        if "__init__" in cls.__dict__:
+            init = cls.__dict__["__init__"]
+
+            @functools.wraps(init)
+            def built(self, *args, **kwargs):
+                init(self, *args, **kwargs)
+                if type(self) is cls:  # the outermost constructor has finished
+                    object.__setattr__(self, "_built", True)
+
+            cls.__init__ = built
+
+    def __setattr__(self, name: str, value) -> None:
+        if getattr(self, "_built", False):
+            raise OptimizerError(f"{type(self).__name__}.{name} cannot change once the optimizer is built (asked "
+                                 f"for {value!r}): trainers compile its hyperparameters into their steps, where the "
+                                 f"change would be ignored. For a learning rate that changes during training give "
+                                 f"a schedule (toolkit.optim.schedules, e.g. CosineDecay); for another value, build "
+                                 f"a new optimizer and trainer and restore a checkpoint into it")
+        object.__setattr__(self, name, value)
+
+    def learning_rate(self, ops: Ops, step: Tensor):
+        """The rate of the update numbered ``step`` (1-based): ``lr``, or the schedule at the ``step - 1`` updates
+        done before it (Keras' ``iterations``)."""
+        return self.lr(ops, step - 1.0) if isinstance(self.lr, Schedule) else self.lr
+
+    @property
+    def peak_lr(self) -> float:
+        """The largest learning rate this optimizer uses (a schedule's peak)."""
+        return self.lr.peak() if isinstance(self.lr, Schedule) else self.lr
 
     @abstractmethod
     def apply(self, ops: Ops, param: Tensor, grad: Tensor, state: dict[str, Tensor],
@@ -69,25 +116,30 @@ class Optimizer(ABC):
                 new_state[slot][name] = updated[slot]
         return new_params, new_state
 
+    def config(self) -> dict:
+        """The hyperparameters as JSON values (a schedule as its :meth:`~Schedule.config`), for checkpoints."""
+        return {k: v.config() if isinstance(v, Schedule) else v for k, v in vars(self).items() if not k.startswith("_")}
+
     def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in vars(self).items())
+        args = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if not k.startswith("_"))
         return f"{type(self).__name__}({args})"
 
 
 class SGD(Optimizer):
     """Stochastic gradient descent, with optional (Keras-style, non-Nesterov) momentum."""
 
-    def __init__(self, lr: float, momentum: float = 0.0) -> None:
-        self.lr = _check("SGD lr", lr, 0.0, low_open=True)
+    def __init__(self, lr: float | Schedule, momentum: float = 0.0) -> None:
+        self.lr = _rate("SGD lr", lr)
         self.momentum = _check("SGD momentum", momentum, 0.0, 1.0)
 
     def state_slots(self) -> tuple[str, ...]:
         return ("velocity",) if self.momentum else ()
 
     def apply(self, ops, param, grad, state, step):
+        lr = self.learning_rate(ops, step)
         if not self.momentum:
-            return param - self.lr * grad, {}
-        velocity = self.momentum * state["velocity"] - self.lr * grad
+            return param - lr * grad, {}
+        velocity = self.momentum * state["velocity"] - lr * grad
         return param + velocity, {"velocity": velocity}
 
 
@@ -96,8 +148,8 @@ class Adam(Optimizer):
 
     slots = ("m", "v")
 
-    def __init__(self, lr: float, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-7) -> None:
-        self.lr = _check("Adam lr", lr, 0.0, low_open=True)
+    def __init__(self, lr: float | Schedule, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-7) -> None:
+        self.lr = _rate("Adam lr", lr)
         self.beta1 = _check("Adam beta1", beta1, 0.0, 1.0)
         self.beta2 = _check("Adam beta2", beta2, 0.0, 1.0)
         self.eps = _check("Adam eps", eps, 0.0, low_open=True)
@@ -105,7 +157,7 @@ class Adam(Optimizer):
     def apply(self, ops, param, grad, state, step):
         m = self.beta1 * state["m"] + (1.0 - self.beta1) * grad
         v = self.beta2 * state["v"] + (1.0 - self.beta2) * ops.square(grad)
-        alpha = self.lr * ops.sqrt(1.0 - self.beta2 ** step) / (1.0 - self.beta1 ** step)
+        alpha = self.learning_rate(ops, step) * ops.sqrt(1.0 - self.beta2 ** step) / (1.0 - self.beta1 ** step)
         return param - alpha * m / (ops.sqrt(v) + self.eps), {"m": m, "v": v}
 
 
@@ -114,14 +166,14 @@ class RMSprop(Optimizer):
 
     slots = ("v",)
 
-    def __init__(self, lr: float, rho: float = 0.9, eps: float = 1e-7) -> None:
-        self.lr = _check("RMSprop lr", lr, 0.0, low_open=True)
+    def __init__(self, lr: float | Schedule, rho: float = 0.9, eps: float = 1e-7) -> None:
+        self.lr = _rate("RMSprop lr", lr)
         self.rho = _check("RMSprop rho", rho, 0.0, 1.0)
         self.eps = _check("RMSprop eps", eps, 0.0, low_open=True)
 
     def apply(self, ops, param, grad, state, step):
         v = self.rho * state["v"] + (1.0 - self.rho) * ops.square(grad)
-        return param - self.lr * grad / (ops.sqrt(v) + self.eps), {"v": v}
+        return param - self.learning_rate(ops, step) * grad / (ops.sqrt(v) + self.eps), {"v": v}
 
 
-__all__ = ["SGD", "Adam", "Optimizer", "RMSprop"]
+__all__ = ["SGD", "Adam", "Optimizer", "RMSprop", "Schedule", "schedules"]

@@ -249,7 +249,7 @@ class Trainer:
             "step": self.step_count, "skipped_steps": self.skipped_steps, "rng_state": self.rng.bit_generator.state,
             "seed": self.seed,
             "dtype": self.dtype, "model": self.model.name, "optimizer": type(self.optimizer).__name__,
-            "optimizer_config": vars(self.optimizer), "backend": self.backend.name, "trainer": type(self).__name__,
+            "optimizer_config": self.optimizer.config(), "backend": self.backend.name, "trainer": type(self).__name__,
             "devices": {name: str(d) for name, d in self.param_devices().items()}, "toolkit_version": __version__,
         }
         save_checkpoint(path, Checkpoint(self.params(), self.optimizer_state(), metadata, self.state()))
