@@ -24,13 +24,15 @@ FLOAT32_GRAD_RTOL = 1e-5
 def adaptive_float32_atol(lr: float, eps: float, steps: int, grad_scale: float, param_scale: float) -> float:
     """Bound on the float32 parameter difference after ``steps`` Adam or RMSprop updates.
 
-    Both divide by ``sqrt(v) + eps``. If the backends' gradients differ by at most ``d`` elementwise, ``m`` differs
-    by at most ``d`` and ``sqrt(v)`` by at most ``d`` (it is a weighted root-mean-square, which is 1-Lipschitz), so
-    the normalised step ``m / (sqrt(v) + eps)`` (of size <= 1) differs by at most ``2 d / eps``, and each update by
-    ``lr * 2 d / eps``. With ``d = FLOAT32_GRAD_RTOL * grad_scale`` the bound over ``steps`` updates, on top of the
-    plain float32 rounding of the parameters, is returned. It is only meaningful when ``eps`` is not tiny against
-    ``d``: with Keras' default ``eps = 1e-7`` it exceeds the step size itself, which is why the float32 parity test
-    uses ``eps = 1e-3`` (float64 is tested with the default eps).
+    Adam divides by ``sqrt(v) + eps``, RMSprop (as Keras) by ``sqrt(v + eps)``, which is at least as large when
+    ``eps <= 1``: the argument below holds for both. If the backends' gradients differ by at most ``d``
+    elementwise, ``m`` differs by at most ``d`` and ``sqrt(v)`` by at most ``d`` (it is a weighted
+    root-mean-square, which is 1-Lipschitz), so the normalised step ``m / (sqrt(v) + eps)`` (of size <= 1) differs
+    by at most ``2 d / eps``, and each update by ``lr * 2 d / eps``. With ``d = FLOAT32_GRAD_RTOL * grad_scale``
+    the bound over ``steps`` updates, on top of the plain float32 rounding of the parameters, is returned. It is
+    only meaningful when ``eps`` is not tiny against ``d``: with Keras' default ``eps = 1e-7`` it exceeds the step
+    size itself, which is why the float32 parity test uses ``eps = 1e-3`` (float64 is tested with the default
+    eps).
     """
     return FLOAT32_RTOL * param_scale + steps * lr * 2.0 * FLOAT32_GRAD_RTOL * grad_scale / eps
 

@@ -25,7 +25,7 @@ import numpy as np
 from toolkit.command.workloads import Workload, draw_batches
 from toolkit.nn.models import accuracy
 from toolkit.training.data_parallel import DataParallel
-from toolkit.training.optim import SGD, Adam, Optimizer, RMSprop
+from toolkit.training.optim import SGD, Adam, AdamW, Optimizer, RMSprop
 
 SCHEMA = "multigpu-toolkit/compare"
 SCHEMA_VERSION = 1
@@ -35,6 +35,7 @@ OPTIMIZERS: dict[str, Callable[[float], Optimizer]] = {
     "momentum": lambda lr: SGD(lr, momentum=0.9),
     "adam": lambda lr: Adam(lr),
     "rmsprop": lambda lr: RMSprop(lr),
+    "adamw": lambda lr: AdamW(lr),
 }
 
 

@@ -6,7 +6,12 @@ same order. The formulas follow Keras (``keras.optimizers``) so results can be c
 - ``SGD``:      ``v <- momentum * v - lr * g;  p <- p + v``  (with ``momentum == 0``: ``p <- p - lr * g``, no state)
 - ``Adam``:     ``m <- b1 * m + (1 - b1) * g;  v <- b2 * v + (1 - b2) * g**2;``
   ``p <- p - lr * sqrt(1 - b2**t) / (1 - b1**t) * m / (sqrt(v) + eps)`` with ``t`` the 1-based update count
-- ``RMSprop``:  ``v <- rho * v + (1 - rho) * g**2;  p <- p - lr * g / (sqrt(v) + eps)``  (not centred, no momentum)
+- ``RMSprop``:  ``v <- rho * v + (1 - rho) * g**2;  p <- p - lr * g / sqrt(v + eps)``  (not centred, no momentum)
+- ``AdamW``:    ``p <- p - p * weight_decay * lr``, then Adam's update (decoupled weight decay, Loshchilov and Hutter)
+
+Every optimizer takes Keras' gradient clipping, applied to the averaged gradients before the update:
+``clipnorm`` (each parameter's gradient scaled to an L2 norm of at most ``clipnorm``) or ``global_clipnorm`` (all
+gradients scaled together so that their joint L2 norm is at most ``global_clipnorm``).
 
 ``lr`` is a number or a schedule (:mod:`toolkit.training.schedules`, also ``toolkit.optim.schedules``), evaluated
 in the compiled update at the number of updates done before. An optimizer's hyperparameters are fixed once it is
@@ -103,8 +108,34 @@ class Optimizer(ABC):
         """The compiled body of a training update: :meth:`apply_all`, plus a boolean scalar that is true when every
         gradient is finite. Computing both in one call lets the trainer refuse a non-finite update without a second
         pass over the gradients; the new values are only written if the trainer accepts them."""
-        new_params, new_state = self.apply_all(ops, params, grads, state, step)
+        new_params, new_state = self.apply_all(ops, params, self.clipped(ops, grads), state, step)
         return new_params, new_state, ops.all_finite(list(grads.values()))
+
+    def _set_clipping(self, clipnorm: float | None, global_clipnorm: float | None) -> None:
+        name = type(self).__name__
+        if clipnorm is not None and global_clipnorm is not None:
+            raise ValueError(f"{name}: give clipnorm or global_clipnorm, not both (got {clipnorm!r} and "
+                             f"{global_clipnorm!r})")
+        self.clipnorm = None if clipnorm is None else _check(f"{name} clipnorm", clipnorm, 0.0, low_open=True)
+        self.global_clipnorm = None if global_clipnorm is None else _check(f"{name} global_clipnorm",
+                                                                           global_clipnorm, 0.0, low_open=True)
+
+    def clipped(self, ops: Ops, grads: dict[str, Tensor]) -> dict[str, Tensor]:
+        """The gradients after ``clipnorm`` or ``global_clipnorm`` (Keras' formulas: a zero gradient stays zero;
+        a non-finite global norm makes every gradient NaN, which the finiteness check then refuses)."""
+        if getattr(self, "clipnorm", None) is not None:
+            clipped = {}
+            for name, grad in grads.items():
+                squares = ops.sum(ops.square(grad), keepdims=True)
+                positive = squares > 0
+                norm = ops.where(positive, ops.sqrt(ops.where(positive, squares, 1.0)), squares)
+                clipped[name] = grad * self.clipnorm / ops.maximum(norm, self.clipnorm)
+            return clipped
+        if getattr(self, "global_clipnorm", None) is not None:
+            norm = ops.sqrt(ops.sum(ops.stack([ops.sum(ops.square(g)) for g in grads.values()])))
+            scale = self.global_clipnorm * ops.minimum(1.0 / norm, 1.0 / self.global_clipnorm) + (norm - norm)
+            return {name: grad * scale for name, grad in grads.items()}
+        return grads
 
     def apply_all(self, ops: Ops, params: dict[str, Tensor], grads: dict[str, Tensor],
                   state: dict[str, dict[str, Tensor]], step: Tensor) -> tuple[dict, dict]:
@@ -128,9 +159,11 @@ class Optimizer(ABC):
 class SGD(Optimizer):
     """Stochastic gradient descent, with optional (Keras-style, non-Nesterov) momentum."""
 
-    def __init__(self, lr: float | Schedule, momentum: float = 0.0) -> None:
+    def __init__(self, lr: float | Schedule, momentum: float = 0.0, *, clipnorm: float | None = None,
+                 global_clipnorm: float | None = None) -> None:
         self.lr = _rate("SGD lr", lr)
         self.momentum = _check("SGD momentum", momentum, 0.0, 1.0)
+        self._set_clipping(clipnorm, global_clipnorm)
 
     def state_slots(self) -> tuple[str, ...]:
         return ("velocity",) if self.momentum else ()
@@ -148,11 +181,14 @@ class Adam(Optimizer):
 
     slots = ("m", "v")
 
-    def __init__(self, lr: float | Schedule, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-7) -> None:
-        self.lr = _rate("Adam lr", lr)
-        self.beta1 = _check("Adam beta1", beta1, 0.0, 1.0)
-        self.beta2 = _check("Adam beta2", beta2, 0.0, 1.0)
-        self.eps = _check("Adam eps", eps, 0.0, low_open=True)
+    def __init__(self, lr: float | Schedule, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-7, *,
+                 clipnorm: float | None = None, global_clipnorm: float | None = None) -> None:
+        name = type(self).__name__
+        self.lr = _rate(f"{name} lr", lr)
+        self.beta1 = _check(f"{name} beta1", beta1, 0.0, 1.0)
+        self.beta2 = _check(f"{name} beta2", beta2, 0.0, 1.0)
+        self.eps = _check(f"{name} eps", eps, 0.0, low_open=True)
+        self._set_clipping(clipnorm, global_clipnorm)
 
     def apply(self, ops, param, grad, state, step):
         m = self.beta1 * state["m"] + (1.0 - self.beta1) * grad
@@ -166,14 +202,31 @@ class RMSprop(Optimizer):
 
     slots = ("v",)
 
-    def __init__(self, lr: float | Schedule, rho: float = 0.9, eps: float = 1e-7) -> None:
+    def __init__(self, lr: float | Schedule, rho: float = 0.9, eps: float = 1e-7, *, clipnorm: float | None = None,
+                 global_clipnorm: float | None = None) -> None:
         self.lr = _rate("RMSprop lr", lr)
         self.rho = _check("RMSprop rho", rho, 0.0, 1.0)
         self.eps = _check("RMSprop eps", eps, 0.0, low_open=True)
+        self._set_clipping(clipnorm, global_clipnorm)
 
     def apply(self, ops, param, grad, state, step):
         v = self.rho * state["v"] + (1.0 - self.rho) * ops.square(grad)
-        return param - self.learning_rate(ops, step) * grad / (ops.sqrt(v) + self.eps), {"v": v}
+        return param - self.learning_rate(ops, step) * grad / ops.sqrt(v + self.eps), {"v": v}
 
 
-__all__ = ["SGD", "Adam", "Optimizer", "RMSprop", "Schedule", "schedules"]
+class AdamW(Adam):
+    """Adam with decoupled weight decay (Loshchilov and Hutter), as Keras' ``AdamW``: each step first shrinks the
+    parameter by ``weight_decay * lr`` of itself, then takes Adam's step (with the gradient of the undecayed
+    parameter). Every parameter decays, biases included (Keras' ``exclude_from_weight_decay`` is not offered)."""
+
+    def __init__(self, lr: float | Schedule, weight_decay: float = 0.004, beta1: float = 0.9, beta2: float = 0.999,
+                 eps: float = 1e-7, *, clipnorm: float | None = None, global_clipnorm: float | None = None) -> None:
+        super().__init__(lr, beta1, beta2, eps, clipnorm=clipnorm, global_clipnorm=global_clipnorm)
+        self.weight_decay = _check("AdamW weight_decay", weight_decay, 0.0)
+
+    def apply(self, ops, param, grad, state, step):
+        decayed = param - param * self.weight_decay * self.learning_rate(ops, step)
+        return super().apply(ops, decayed, grad, state, step)
+
+
+__all__ = ["SGD", "Adam", "AdamW", "Optimizer", "RMSprop", "Schedule", "schedules"]
