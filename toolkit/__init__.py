@@ -6,15 +6,15 @@ The package is grouped by what a reader looks for:
 
 - ``placement/``: devices (``Device``, ``parse_device``, ``use_logical_devices``), batch splitting, variables;
 - ``nn/``: the model vocabulary: the neutral ``ops``, ``Model``, ``layers``, built-in ``models``;
-- ``training/``: trainers (``DataParallel``, ``ModelParallel``), optimizers, checkpoints;
+- ``training/``: trainers (``DataParallel``, ``ModelParallel``), optimizers and schedules, metrics, checkpoints;
 - ``processes/``: training across processes (``distributed``) and ``multigpu launch``;
 - ``command/``: the ``multigpu`` command and its reports (compare, bench, plots);
 - ``backends/``: each framework's translation (installed as ``toolkit.backends``; ``backends/`` in the repository);
 - ``backend.py`` and ``registry.py``: the interface every backend implements, and finding backends by name.
 
 The public submodules are attributes of ``toolkit`` (loaded on first use): ``toolkit.ops``, ``toolkit.layers``,
-``toolkit.models``, ``toolkit.datasets``, ``toolkit.optim``, ``toolkit.distributed``, ``toolkit.tolerances``,
-``toolkit.workloads``, ``toolkit.registry``, ``toolkit.checkpoint``.
+``toolkit.models``, ``toolkit.datasets``, ``toolkit.optim``, ``toolkit.metrics``, ``toolkit.distributed``,
+``toolkit.tolerances``, ``toolkit.workloads``, ``toolkit.registry``, ``toolkit.checkpoint``.
 """
 
 from __future__ import annotations
@@ -57,6 +57,7 @@ SUBMODULES = {
     "datasets": "toolkit.datasets",
     "distributed": "toolkit.processes.distributed",
     "layers": "toolkit.nn.layers",
+    "metrics": "toolkit.training.metrics",
     "models": "toolkit.nn.models",
     "ops": "toolkit.nn.ops",
     "optim": "toolkit.training.optim",

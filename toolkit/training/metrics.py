@@ -1,0 +1,141 @@
+"""Metrics, written once against :class:`toolkit.nn.ops.Ops` with Keras' names and formulas.
+
+A metric gives one value per example (a model with several outputs per example, such as a language model's
+positions, averages them within the example). ``trainer.evaluate`` sums those values and counts the examples on
+every device, batch and process, in float64, and divides once at the end: the result is the mean over all examples
+whatever the split, never a mean of per-device means.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from toolkit.errors import ShapeError
+from toolkit.nn.ops import Ops, Tensor
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A named per-example metric: ``fn(ops, outputs, y) -> values of shape [batch]``."""
+
+    name: str
+    fn: Callable[[Ops, Tensor, Tensor], Tensor]
+
+    def __call__(self, ops: Ops, outputs: Tensor, y: Tensor) -> Tensor:
+        return _per_example(ops, self.fn(ops, outputs, y))
+
+
+def _per_example(ops: Ops, values: Tensor) -> Tensor:
+    """``values`` averaged over every axis but the batch axis."""
+    return ops.mean(values, axis=tuple(range(1, values.ndim))) if values.ndim > 1 else values
+
+
+def _sparse_labels(ops: Ops, outputs: Tensor, y: Tensor, name: str) -> Tensor:
+    if outputs.ndim != y.ndim + 1:
+        raise ShapeError(f"{name} needs outputs with a class axis after the labels' axes: outputs {outputs.shape}, "
+                         f"labels {y.shape}")
+    return ops.cast(y, "int32")
+
+
+def _sparse_categorical_accuracy(ops, outputs, y):
+    labels = _sparse_labels(ops, outputs, y, "sparse_categorical_accuracy")
+    return ops.cast(ops.equal(ops.argmax(outputs, axis=-1), labels), ops.dtype)
+
+
+def _accuracy(ops, outputs, y):
+    if outputs.ndim == y.ndim + 1:  # class scores against integer labels, as Keras resolves "accuracy"
+        return _sparse_categorical_accuracy(ops, outputs, y)
+    return ops.cast(ops.equal(outputs, y), ops.dtype)
+
+
+def sparse_top_k_categorical_accuracy(k: int = 5) -> Metric:
+    """1 where the label's score is among the ``k`` largest (Keras' ``in_top_k``: classes tied with the label's
+    score do not push it out), else 0."""
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"sparse_top_k_categorical_accuracy k must be an int >= 1, got {k!r}")
+
+    def fn(ops, outputs, y):
+        labels = _sparse_labels(ops, outputs, y, "sparse_top_k_categorical_accuracy")
+        target = ops.take_along_axis(outputs, ops.expand_dims(labels, -1), axis=-1)
+        above = ops.sum(ops.cast(outputs > target, "int32"), axis=-1)
+        return ops.cast(above < k, ops.dtype)
+
+    return Metric("sparse_top_k_categorical_accuracy", fn)
+
+
+def sparse_categorical_crossentropy(from_logits: bool = False) -> Metric:
+    """``-log p[label]``; ``outputs`` are probabilities, or logits with ``from_logits=True`` (the built-in models'
+    outputs are logits). Probabilities are clipped to ``[1e-7, 1 - 1e-7]`` as Keras does."""
+
+    def fn(ops, outputs, y):
+        labels = _sparse_labels(ops, outputs, y, "sparse_categorical_crossentropy")
+        if from_logits:
+            log_p = ops.log_softmax(outputs, axis=-1)
+        else:
+            log_p = ops.log(ops.clip(outputs / ops.sum(outputs, axis=-1, keepdims=True), 1e-7, 1 - 1e-7))
+        return -ops.squeeze(ops.take_along_axis(log_p, ops.expand_dims(labels, -1), axis=-1), axis=-1)
+
+    return Metric("sparse_categorical_crossentropy", fn)
+
+
+def _same_shape(outputs: Tensor, y: Tensor, name: str) -> None:
+    if len(outputs.shape) != len(y.shape) or any(a is not None and b is not None and a != b
+                                                 for a, b in zip(outputs.shape, y.shape)):
+        raise ShapeError(f"{name} needs outputs and targets of one shape, got {outputs.shape} and {y.shape}")
+
+
+def _mean_squared_error(ops, outputs, y):
+    _same_shape(outputs, y, "mean_squared_error")
+    return ops.mean(ops.square(outputs - y), axis=-1)
+
+
+def _mean_absolute_error(ops, outputs, y):
+    _same_shape(outputs, y, "mean_absolute_error")
+    return ops.mean(ops.abs(outputs - y), axis=-1)
+
+
+#: The metrics a name selects (Keras' names and short forms).
+NAMED: dict[str, Callable[[], Metric]] = {
+    "accuracy": lambda: Metric("accuracy", _accuracy),
+    "sparse_categorical_accuracy": lambda: Metric("sparse_categorical_accuracy", _sparse_categorical_accuracy),
+    "sparse_top_k_categorical_accuracy": sparse_top_k_categorical_accuracy,
+    "sparse_categorical_crossentropy": sparse_categorical_crossentropy,
+    "mean_squared_error": lambda: Metric("mean_squared_error", _mean_squared_error),
+    "mse": lambda: Metric("mse", _mean_squared_error),
+    "mean_absolute_error": lambda: Metric("mean_absolute_error", _mean_absolute_error),
+    "mae": lambda: Metric("mae", _mean_absolute_error),
+}
+
+
+@functools.cache
+def _named(name: str) -> Metric:
+    """The metric a name selects, one object per name (so what the backends compile for it is reused)."""
+    if name not in NAMED:
+        raise ValueError(f"unknown metric {name!r}; known: {', '.join(NAMED)} (or a toolkit.metrics.Metric)")
+    return NAMED[name]()
+
+
+def get(metrics: Iterable[str | Metric]) -> tuple[Metric, ...]:
+    """Metrics from names (:data:`NAMED`) or :class:`Metric` objects.
+
+    Raises:
+        ValueError: an unknown name, a name given twice, or something that is neither (nothing is evaluated).
+    """
+    if isinstance(metrics, (str, Metric)):
+        metrics = [metrics]
+    found = []
+    for metric in metrics:
+        if isinstance(metric, str):
+            metric = _named(metric)
+        elif not isinstance(metric, Metric):
+            raise ValueError(f"a metric is a name or a toolkit.metrics.Metric, got {type(metric).__name__}")
+        found.append(metric)
+    names = [m.name for m in found]
+    if "loss" in names or len(set(names)) != len(names):
+        raise ValueError(f"metric names must be unique and not 'loss', got {names}")
+    return tuple(found)
+
+
+__all__ = ["NAMED", "Metric", "get", "sparse_categorical_crossentropy", "sparse_top_k_categorical_accuracy"]
