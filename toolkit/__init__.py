@@ -13,8 +13,8 @@ The package is grouped by what a reader looks for:
 - ``backend.py`` and ``registry.py``: the interface every backend implements, and finding backends by name.
 
 The public submodules are attributes of ``toolkit`` (loaded on first use): ``toolkit.ops``, ``toolkit.layers``,
-``toolkit.models``, ``toolkit.datasets``, ``toolkit.optim``, ``toolkit.metrics``, ``toolkit.distributed``,
-``toolkit.tolerances``, ``toolkit.workloads``, ``toolkit.registry``, ``toolkit.checkpoint``.
+``toolkit.models``, ``toolkit.datasets``, ``toolkit.optim``, ``toolkit.metrics``, ``toolkit.callbacks``,
+``toolkit.distributed``, ``toolkit.tolerances``, ``toolkit.workloads``, ``toolkit.registry``, ``toolkit.checkpoint``.
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ __version__ = "0.1.0"
 
 #: Public submodules, reachable as ``toolkit.<name>`` without importing them first (none imports a framework).
 SUBMODULES = {
+    "callbacks": "toolkit.training.callbacks",
     "checkpoint": "toolkit.training.checkpoint",
     "datasets": "toolkit.datasets",
     "distributed": "toolkit.processes.distributed",

@@ -186,6 +186,25 @@ class Trainer:
         self.step_count += 1
         return loss
 
+    def fit(self, x: Any, y: Any, epochs: int = 1, batch_size: int = 32, shuffle: bool = True,
+            validation_data: Any = None, callbacks: Sequence[Any] = (), verbose: Any = "auto",
+            metrics: Sequence[Any] = ()):
+        """Train on ``x, y`` for ``epochs`` epochs of batches of ``batch_size``, as Keras' ``model.fit``: exactly the
+        :meth:`step` calls on each epoch's batches, in an order drawn from :attr:`rng` when ``shuffle`` (the last
+        batch smaller when the size does not divide). Returns a :class:`~toolkit.training.loop.History` with each
+        epoch's ``loss`` (the batch-size-weighted mean of its step losses) and, with ``validation_data=(x, y)``,
+        ``val_loss`` and ``val_<metric>`` for ``metrics`` from :meth:`evaluate`. ``callbacks``:
+        :mod:`toolkit.callbacks` objects. ``verbose``: 0 silent, 1 a progress bar, 2 one line per epoch, "auto"
+        (1 on a terminal, else 2).
+
+        Raises:
+            ShapeError, DTypeError, NonFiniteError: bad data, epochs or batch size, found before any step.
+            ValueError, TypeError: bad verbose, callbacks, validation data or metrics, found before any step.
+        """
+        from toolkit.training.loop import fit
+
+        return fit(self, x, y, epochs, batch_size, shuffle, validation_data, callbacks, verbose, metrics)
+
     def gradients(self, x: Any, y: Any) -> dict[str, np.ndarray]:
         """The gradient of the mean loss over the global batch; nothing is updated."""
         _, grads, _ = self._loss_and_gradients(*self._check_batch(x, y))

@@ -1,0 +1,131 @@
+"""trainer.fit: exactly the step calls it stands for, its history, resuming from a checkpoint, callbacks, reports
+and refusals; on every backend and device count, and for ModelParallel."""
+
+from __future__ import annotations
+
+import csv
+
+import numpy as np
+import pytest
+
+import toolkit
+from tests.helpers import max_abs_diff
+from tests.test_model_parallel import chain, data
+
+RNG = np.random.default_rng(8)
+X, Y = RNG.normal(size=(23, 5)), RNG.integers(0, 3, size=23)
+VX, VY = RNG.normal(size=(9, 5)), RNG.integers(0, 3, size=9)
+MODEL = toolkit.models.mlp([5, 7, 3])
+
+
+def _trainer(backend, n_devices=1, seed=4):
+    return toolkit.DataParallel(MODEL, backend, n_devices, toolkit.optim.Adam(0.05), dtype="float64", seed=seed)
+
+
+def test_fit_is_the_steps_it_stands_for(backend, n_devices):
+    fitted, by_hand = _trainer(backend, n_devices), _trainer(backend, n_devices)
+    history = fitted.fit(X, Y, epochs=3, batch_size=5, validation_data=(VX, VY), metrics=["accuracy"], verbose=0)
+    expected = {"loss": [], "val_loss": [], "val_accuracy": []}
+    for _ in range(3):
+        order, total = by_hand.rng.permutation(len(Y)), 0.0
+        for start in range(0, len(Y), 5):  # 5 + 5 + 5 + 5 + 3: the last, smaller batch is trained on
+            rows = order[start:start + 5]
+            total += by_hand.step(X[rows], Y[rows]) * len(rows)
+        expected["loss"].append(total / len(Y))
+        for name, value in by_hand.evaluate(VX, VY, batch_size=5, metrics=["accuracy"]).items():
+            expected[f"val_{name}"].append(value)
+    assert max_abs_diff(fitted.params(), by_hand.params()) == 0.0
+    assert fitted.step_count == by_hand.step_count == 15
+    assert history.history == expected and history.epoch == [0, 1, 2]
+
+
+def test_a_restored_fit_draws_the_same_orders(backend, tmp_path):
+    straight = _trainer(backend, 2)
+    straight.fit(X, Y, epochs=3, batch_size=6, verbose=0)
+    first = _trainer(backend, 2)
+    first.fit(X, Y, epochs=2, batch_size=6, verbose=0)
+    first.save(tmp_path / "two.npz")
+    resumed = _trainer(backend, 2, seed=99)
+    resumed.restore(tmp_path / "two.npz")
+    resumed.fit(X, Y, epochs=1, batch_size=6, verbose=0)
+    assert max_abs_diff(resumed.params(), straight.params()) == 0.0
+
+
+def test_callbacks(backend, tmp_path):
+    calls = []
+
+    class Recorder(toolkit.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs):
+            calls.append((epoch, sorted(logs), self.trainer.step_count))
+
+    trainer = _trainer(backend)
+    stopper = toolkit.callbacks.EarlyStopping(monitor="val_accuracy", min_delta=2.0, patience=1,
+                                              restore_best_weights=True)
+    saver = toolkit.callbacks.ModelCheckpoint(tmp_path / "ckpt" / "s{step:03d}.npz", every_epochs=None,
+                                              every_steps=2, keep=2)
+    log = tmp_path / "log.csv"
+    best = {}
+
+    class Best(toolkit.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs):
+            if epoch == 0:
+                best.update(self.trainer.params())
+
+    history = trainer.fit(X, Y, epochs=10, batch_size=8, validation_data=(VX, VY), metrics=["accuracy"], verbose=0,
+                          callbacks=[Recorder(), Best(), stopper, saver, toolkit.callbacks.CSVLogger(log)])
+    # No epoch improves val_accuracy by 2: the first is the best, and with patience 1 the third stops the fit.
+    assert history.epoch == [0, 1, 2] and stopper.stopped_epoch == 2
+    assert calls == [(e, ["loss", "val_accuracy", "val_loss"], 3 * (e + 1)) for e in range(3)]
+    assert max_abs_diff(trainer.params(), best) == 0.0  # restore_best_weights
+    assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == ["s006.npz", "s008.npz"]
+    assert toolkit.load_checkpoint(tmp_path / "ckpt" / "s008.npz").metadata["step"] == 8
+    rows = list(csv.DictReader(log.open()))
+    assert [r["epoch"] for r in rows] == ["0", "1", "2"]
+    assert float(rows[1]["val_loss"]) == history.history["val_loss"][1]
+
+
+def test_reports(backend, capsys):
+    _trainer(backend).fit(X, Y, epochs=2, batch_size=10, verbose=2)
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2 and lines[1].startswith("epoch 2/2 - 3 steps - ") and " - loss " in lines[1]
+    _trainer(backend).fit(X, Y, epochs=2, batch_size=10, verbose=0)
+    assert capsys.readouterr().out == ""
+    _trainer(backend).fit(X, Y, epochs=1, batch_size=10, verbose=1)  # the bar is transient; the epoch line stays
+    assert capsys.readouterr().out.splitlines()[-1].startswith("epoch 1/1 - 3 steps - ")
+
+
+def test_refusals_change_nothing(backend):
+    trainer = _trainer(backend)
+    params = trainer.params()
+    cases = [
+        (dict(epochs=0), toolkit.ShapeError, "epochs must be an int >= 1"),
+        (dict(batch_size=2.5), toolkit.ShapeError, "batch_size must be an int >= 1"),
+        (dict(verbose=3), ValueError, "verbose must be one of"),
+        (dict(callbacks=[print]), TypeError, "callbacks must be toolkit.callbacks.Callback"),
+        (dict(validation_data=(VX,)), ValueError, "validation_data must be a pair"),
+        (dict(validation_data=(VX, VY), metrics=["top9"]), ValueError, "unknown metric 'top9'"),
+        (dict(callbacks=[toolkit.callbacks.EarlyStopping(monitor="val_loss")]), KeyError, "monitors 'val_loss'"),
+    ]
+    for options, error, words in cases:
+        with pytest.raises(error, match=words):
+            trainer.fit(X, Y, **{"verbose": 0, **options})
+    assert trainer.step_count == 0 and max_abs_diff(trainer.params(), params) == 0.0
+    with pytest.raises(ValueError, match="every_epochs or every_steps"):
+        toolkit.callbacks.ModelCheckpoint("x.npz", every_epochs=1, every_steps=1)
+    with pytest.raises(ValueError, match="patience must be an int >= 0"):
+        toolkit.callbacks.EarlyStopping(patience=-1)
+
+
+def test_model_parallel_fits_too(backend):
+    model = chain()
+    x, y = data(model, n=10)
+    fitted = toolkit.ModelParallel(model, backend, toolkit.optim.SGD(0.1), dtype="float64", seed=1)
+    by_hand = toolkit.ModelParallel(model, backend, toolkit.optim.SGD(0.1), dtype="float64", seed=1)
+    history = fitted.fit(x, y, epochs=2, batch_size=4, verbose=0)
+    for _ in range(2):
+        order = by_hand.rng.permutation(10)
+        for start in range(0, 10, 4):
+            by_hand.step(x[order[start:start + 4]], y[order[start:start + 4]])
+    assert max_abs_diff(fitted.params(), by_hand.params()) == 0.0 and len(history.history["loss"]) == 2
+    with pytest.raises(TypeError, match="validation_data needs trainer.evaluate"):
+        fitted.fit(x, y, validation_data=(x, y), verbose=0)

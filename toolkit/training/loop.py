@@ -1,0 +1,161 @@
+"""``trainer.fit``: Keras' training loop over a dataset in memory, written once for every trainer.
+
+Each epoch draws an order of the examples from ``trainer.rng`` (so a trainer restored from a checkpoint draws the
+orders the original would have), takes batches of ``batch_size`` in that order, the last one smaller when the
+size does not divide (it is trained on, not dropped), and calls ``trainer.step`` on each: ``fit`` is exactly those
+``step`` calls. The epoch's ``loss`` is the mean of the step losses weighted by batch size (Keras' running mean);
+with ``validation_data`` each epoch ends with ``trainer.evaluate`` on it, logged as ``val_loss`` and ``val_<metric>``.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import optree
+
+from toolkit.errors import ShapeError
+from toolkit.training.callbacks import Callback
+
+#: ``verbose`` values: 0 silent, 1 a progress bar (rich) per epoch, 2 one line per epoch; "auto": 1 on a terminal.
+VERBOSITY = (0, 1, 2, "auto")
+
+
+@dataclass
+class History:
+    """What ``fit`` returns, as Keras' ``History``: ``history[name]`` is one value per epoch run, ``epoch`` their
+    0-based numbers."""
+
+    history: dict[str, list[float]] = field(default_factory=dict)
+    epoch: list[int] = field(default_factory=list)
+
+
+def _count(value: Any, what: str, low: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+        raise ShapeError(f"{what} must be an int >= {low}, got {value!r}")
+    return int(value)
+
+
+class _Lines:
+    """verbose=2: one line per epoch."""
+
+    def __init__(self, epochs: int, steps: int) -> None:
+        self.epochs, self.steps = epochs, steps
+
+    def begin(self, epoch: int) -> None:
+        self.started = time.perf_counter()
+
+    def step(self, done: int, loss: float) -> None:
+        pass
+
+    def end(self, epoch: int, logs: dict) -> None:
+        seconds = time.perf_counter() - self.started
+        values = " - ".join(f"{k} {v:.6g}" for k, v in logs.items())
+        print(f"epoch {epoch + 1}/{self.epochs} - {self.steps} steps - {seconds:.2f}s "
+              f"({1000 * seconds / self.steps:.1f} ms/step) - {values}", flush=True)
+
+    def close(self) -> None:
+        pass
+
+
+class _Bar(_Lines):
+    """verbose=1: a rich progress bar per epoch with the running loss and the time per step."""
+
+    def begin(self, epoch: int) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        super().begin(epoch)
+        self.progress = Progress(TextColumn(f"epoch {epoch + 1}/{self.epochs}"), BarColumn(), MofNCompleteColumn(),
+                                 TimeElapsedColumn(), TextColumn("{task.fields[info]}"), transient=True)
+        self.progress.start()
+        self.task = self.progress.add_task("fit", total=self.steps, info="")
+
+    def step(self, done: int, loss: float) -> None:
+        ms = 1000 * (time.perf_counter() - self.started) / done
+        self.progress.update(self.task, completed=done, info=f"loss {loss:.4g} - {ms:.1f} ms/step")
+
+    def end(self, epoch: int, logs: dict) -> None:
+        self.close()
+        super().end(epoch, logs)
+
+    def close(self) -> None:
+        if getattr(self, "progress", None) is not None:
+            self.progress.stop()
+            self.progress = None
+
+
+class _Silent(_Lines):
+    def end(self, epoch: int, logs: dict) -> None:
+        pass
+
+
+def fit(trainer, x: Any, y: Any, epochs: int, batch_size: int, shuffle: bool, validation_data: Any,
+        callbacks: Sequence[Callback], verbose: Any, metrics: Sequence) -> History:
+    """See :meth:`toolkit.training.trainer.Trainer.fit`."""
+    epochs, batch_size = _count(epochs, "epochs", 1), _count(batch_size, "batch_size", 1)
+    if verbose not in VERBOSITY:
+        raise ValueError(f"verbose must be one of {VERBOSITY}, got {verbose!r}")
+    callbacks = list(callbacks)
+    for callback in callbacks:
+        if not isinstance(callback, Callback):
+            raise TypeError(f"callbacks must be toolkit.callbacks.Callback objects, got {type(callback).__name__}")
+    x, y = trainer._check_batch(x, y)
+    names = ["loss"]
+    if validation_data is not None:
+        if not hasattr(trainer, "evaluate"):
+            raise TypeError(f"validation_data needs trainer.evaluate, which {type(trainer).__name__} does not have")
+        if not isinstance(validation_data, (tuple, list)) or len(validation_data) != 2:
+            raise ValueError("validation_data must be a pair (x, y)")
+        from toolkit.training import metrics as metrics_module
+
+        names += ["val_loss", *(f"val_{m.name}" for m in metrics_module.get(metrics))]
+        trainer._check_batch(*validation_data)
+    for callback in callbacks:
+        callback.check_logs(names)
+    count = len(y)
+    steps = -(-count // batch_size)
+    if verbose == "auto":
+        verbose = 1 if sys.stdout.isatty() else 2
+    report = {0: _Silent, 1: _Bar, 2: _Lines}[verbose](epochs, steps)
+    history = History()
+    for callback in callbacks:
+        callback.trainer, callback.stop_training = trainer, False
+        callback.on_train_begin()
+    try:
+        for epoch in range(epochs):
+            order = trainer.rng.permutation(count) if shuffle else np.arange(count)
+            for callback in callbacks:
+                callback.on_epoch_begin(epoch)
+            report.begin(epoch)
+            total = 0.0
+            for done, start in enumerate(range(0, count, batch_size), start=1):
+                rows = order[start:start + batch_size]
+                loss = trainer.step(optree.tree_map(lambda a, rows=rows: a[rows], x), y[rows])
+                total += loss * len(rows)
+                for callback in callbacks:
+                    callback.on_step_end(trainer.step_count, {"loss": loss})
+                report.step(done, loss)
+            logs = {"loss": total / count}
+            if validation_data is not None:
+                scores = trainer.evaluate(*validation_data, batch_size=batch_size, metrics=metrics)
+                logs.update({f"val_{name}": value for name, value in scores.items()})
+            for name, value in logs.items():
+                history.history.setdefault(name, []).append(value)
+            history.epoch.append(epoch)
+            for callback in callbacks:
+                callback.on_epoch_end(epoch, logs)
+            report.end(epoch, logs)
+            if any(callback.stop_training for callback in callbacks):
+                break
+    finally:
+        report.close()
+        for callback in callbacks:
+            callback.on_train_end()
+    return history
+
+
+__all__ = ["VERBOSITY", "History", "fit"]
