@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import os
 import subprocess
@@ -12,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import needs_all_backends
+from tests.conftest import needs_all_backends, needs_backend
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 sys.path.insert(0, str(EXAMPLES))
@@ -58,6 +59,17 @@ def test_mlp_classifier_reads_an_mnist_file(backend_name, tmp_path):
     np.savez(path, x_train=x_train, y_train=y_train, x_test=x_test, y_test=y_test)
     result = run("mlp_classifier", backend_name, 2, "--data", str(path), "--epochs", "2", "--hidden", "16")
     assert result["data"] == str(path) and result["test_accuracy"] > 0.9
+
+
+@pytest.mark.skipif(importlib.util.find_spec("keras") is None,
+                    reason='needs keras (pip install "multigpu-toolkit[tensorflow]")')
+@pytest.mark.parametrize("backend_name", [pytest.param("tensorflow", marks=needs_backend("tensorflow")),
+                                          pytest.param("aesara", marks=needs_all_backends)])
+def test_keras_seed_mlp(backend_name, devices):
+    result = run("keras_seed_mlp", backend_name, devices, "--epochs", "3")
+    assert result["test_accuracy"] > 0.8  # chance is 0.1
+    assert abs(result["keras_test_accuracy"] - result["test_accuracy"]) <= 1 / 360  # one digit of the test set
+    assert result["keras_max_abs_diff"] < 1e-5  # float32
 
 
 def test_conv_classifier(backend_name, devices):

@@ -31,6 +31,7 @@ from toolkit.errors import (
     DeviceParseError,
     DeviceSpecError,
     DTypeError,
+    KerasImportError,
     LogicalDevicesError,
     ModelStateError,
     NonFiniteError,
@@ -39,6 +40,7 @@ from toolkit.errors import (
     ShapeError,
     ToolkitError,
 )
+from toolkit.nn.keras_import import from_keras, to_keras
 from toolkit.nn.model import Model, State
 from toolkit.nn.ops import Ops
 from toolkit.placement.devices import Device, parse_device, use_logical_devices
@@ -96,6 +98,7 @@ __all__ = [
     "MirroredVariable",
     "Model",
     "ModelParallel",
+    "KerasImportError",
     "ModelStateError",
     "OptimizerError",
     "NonFiniteError",
@@ -113,5 +116,7 @@ __all__ = [
     "parse_device",
     "split_sizes",
     "use_logical_devices",
+    "from_keras",
+    "to_keras",
     *SUBMODULES,
 ]

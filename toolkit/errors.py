@@ -64,3 +64,8 @@ class ModelStateError(ToolkitError, ValueError):
 class OptimizerError(ToolkitError, AttributeError):
     """A hyperparameter of a built optimizer assigned: the trainers compile the values into their steps, so the
     change would be silently ignored."""
+
+
+class KerasImportError(ToolkitError, TypeError):
+    """A Keras model, layer, option or loss that ``from_keras``/``to_keras`` cannot translate, or weights that do not
+    fit the Keras model; nothing is imported or written."""

@@ -83,7 +83,8 @@ def logical_devices_problem(n: int) -> str | None:
     """Why TensorFlow cannot get ``n`` logical CPU devices now, or None if it can."""
     if _started() and _configured_count() != n:
         return (f"TensorFlow has already started with {_configured_count()} CPU device(s) "
-                "(tf.config cannot change virtual devices after initialisation)")
+                "(tf.config cannot change virtual devices after initialisation; any TensorFlow op starts it, and "
+                "so does building a Keras model: call toolkit.use_logical_devices before using Keras)")
     return None
 
 

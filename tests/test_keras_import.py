@@ -1,0 +1,133 @@
+"""Keras models imported as they are: the same outputs as ``model(x)`` on every backend, one training step equal to
+Keras' own, trained parameters written back, and typed refusals of what cannot be translated."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import toolkit
+from tests.helpers import max_abs_diff
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("keras") is None,
+                                reason='needs keras (pip install "multigpu-toolkit[tensorflow]")')
+
+RNG = np.random.default_rng(12)
+IMAGES, LABELS = RNG.normal(size=(6, 8, 8, 1)), RNG.integers(0, 5, size=6)
+IDS = np.array([[3, 1, 4, 1, 0, 0], [5, 9, 2, 6, 5, 3], [0, 0, 0, 0, 0, 0], [2, 7, 0, 0, 0, 0]], np.int32)
+#: Keras rounds its learning rate to float32: a power of two is the same number in float64.
+LR = 2.0 ** -4
+
+
+@pytest.fixture(scope="module")
+def keras():
+    toolkit.get_backend("tensorflow")  # its logical devices, before Keras starts TensorFlow
+    import keras
+
+    floatx = keras.config.floatx()
+    keras.config.set_floatx("float64")
+    yield keras
+    keras.config.set_floatx(floatx)
+
+
+def _convnet(keras, dropout=0.3):
+    keras.utils.set_random_seed(1)
+    model = keras.Sequential([
+        keras.Input((8, 8, 1)),
+        keras.layers.Conv2D(4, 3, padding="same", activation="relu"),
+        keras.layers.BatchNormalization(),
+        keras.layers.MaxPooling2D(2),
+        keras.layers.Conv2D(6, 3, strides=2, padding="same"),
+        keras.layers.ReLU(),
+        keras.layers.Flatten(),
+        keras.layers.Dropout(dropout),
+        keras.layers.Dense(5, activation="softmax"),
+    ])
+    model.compile(optimizer=keras.optimizers.SGD(LR), loss="sparse_categorical_crossentropy")
+    # Moving statistics other than the initial ones, so that inference really uses them.
+    model.layers[1].set_weights([w + RNG.normal(size=w.shape) * 0.1 + (1.0 if i == 3 else 0.0)
+                                 for i, w in enumerate(model.layers[1].get_weights())])
+    return model
+
+
+def _text(keras):
+    keras.utils.set_random_seed(2)
+    model = keras.Sequential([
+        keras.Input((6,), dtype="int32"),
+        keras.layers.Embedding(10, 4, mask_zero=True),
+        keras.layers.LSTM(5),
+        keras.layers.LayerNormalization(),
+        keras.layers.Dense(3, activation="sigmoid"),
+        keras.layers.Activation("tanh"),
+    ])
+    model.compile(loss=keras.losses.MeanSquaredError())
+    return model
+
+
+def test_imported_models_compute_what_keras_computes(keras, backend, n_devices):
+    for model, x in ((_convnet(keras), IMAGES), (_text(keras), IDS)):
+        imported = toolkit.from_keras(model)
+        trainer = toolkit.DataParallel(imported, backend, n_devices, toolkit.optim.SGD(0.1), dtype="float64")
+        np.testing.assert_allclose(trainer.predict(x), np.asarray(model(x, training=False)), rtol=0, atol=1e-10)
+
+
+def test_a_training_step_equals_keras(keras, backend):
+    """Without dropout (whose masks differ by design), one SGD step on one device equals Keras' fit step: the
+    loss, the batch statistics and the gradients all agree."""
+    model = _convnet(keras, dropout=0.0)
+    trainer = toolkit.DataParallel(toolkit.from_keras(model), backend, 1, toolkit.optim.SGD(LR), dtype="float64")
+    loss = trainer.step(IMAGES, LABELS)
+    keras_loss = model.train_on_batch(IMAGES, LABELS)
+    assert abs(loss - float(keras_loss)) <= 1e-10
+    keras_params = {f"{layer.name}/{k}": w for layer in model.layers
+                    for k, w in zip(("kernel", "bias") if len(layer.get_weights()) == 2 else
+                                    ("gamma", "beta", "moving_mean", "moving_variance"), layer.get_weights())}
+    assert max_abs_diff(trainer.params(), keras_params) <= 1e-10
+    assert max_abs_diff(trainer.state(), keras_params) <= 1e-10
+
+
+def test_trained_parameters_go_back_to_keras(keras, backend, tmp_path):
+    model = _convnet(keras)
+    trainer = toolkit.DataParallel(toolkit.from_keras(model), backend, 2, toolkit.optim.Adam(0.01), dtype="float64")
+    for _ in range(2):
+        trainer.step(IMAGES, LABELS)
+    toolkit.to_keras(trainer.params(), model, trainer.state())
+    np.testing.assert_allclose(np.asarray(model(IMAGES, training=False)), trainer.predict(IMAGES), rtol=0,
+                               atol=1e-10)
+    model.save(tmp_path / "trained.keras")  # a model trained on any backend saves with Keras
+    with pytest.raises(toolkit.KerasImportError, match="no value for"):
+        toolkit.to_keras(trainer.params(), model)  # the moving statistics are missing
+
+
+def test_what_cannot_be_translated_is_refused(keras):
+    cases = [
+        (keras.Sequential([keras.Input((6, 2)), keras.layers.Conv1D(2, 3)]), "is a Conv1D, which from_keras cannot"),
+        (keras.Sequential([keras.Input((4,)), keras.layers.Dense(2, activation="elu")]), "activation 'elu'"),
+        (keras.Sequential([keras.Input((6, 2)), keras.layers.LSTM(2, return_sequences=True)]), "return_sequences"),
+        (keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)]), "has no loss"),
+    ]
+    for model, words in cases:
+        with pytest.raises(toolkit.KerasImportError, match=words):
+            toolkit.from_keras(model)
+    inputs = keras.Input((4,))
+    functional = keras.Model(inputs, keras.layers.Dense(2)(inputs))
+    with pytest.raises(toolkit.KerasImportError, match="functional models are not supported yet"):
+        toolkit.from_keras(functional)
+
+
+def test_keras_first_then_logical_devices_says_what_to_do():
+    """Building a Keras model starts TensorFlow with its devices fixed: asking for logical devices afterwards is an
+    error that says to ask first (a fresh process, since this one already has its devices)."""
+    program = ("import keras, toolkit\n"
+               "keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])(keras.ops.ones((1, 3)))\n"
+               "try:\n    toolkit.use_logical_devices(2)\n"
+               "except toolkit.LogicalDevicesError as error:\n    print(error)\n")
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=300,
+                          env={k: v for k, v in os.environ.items() if k != "XLA_FLAGS"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "building a Keras model: call toolkit.use_logical_devices before using Keras" in done.stdout
