@@ -129,3 +129,5 @@ def test_model_parallel_fits_too(backend):
     assert max_abs_diff(fitted.params(), by_hand.params()) == 0.0 and len(history.history["loss"]) == 2
     with pytest.raises(TypeError, match="validation_data needs trainer.evaluate"):
         fitted.fit(x, y, validation_data=(x, y), verbose=0)
+    with pytest.raises(toolkit.ShapeError, match="ModelParallel does not accumulate gradients yet"):
+        fitted.step(x, y, micro_batches=2)

@@ -389,3 +389,19 @@ def test_predict_takes_any_batch_size_and_keeps_the_order(backend):
     assert whole.shape == (12, 3)
     for size in (1, 5, 12, 100):
         np.testing.assert_allclose(trainer.predict(X, batch_size=size), whole, rtol=0, atol=FLOAT64_ATOL)
+
+
+def test_micro_batches_take_the_update_of_the_whole_batch(backend, n_devices):
+    """Gradient accumulation: the batch in 3 consecutive parts (5 + 4 + 3 rows, each split over the devices) takes
+    the whole batch's update, dropout masks included (each example keeps its key)."""
+    whole, _ = _train(DROPOUT, backend, n_devices, steps=0)
+    accumulated, _ = _train(DROPOUT, backend, n_devices, steps=0)
+    for _ in range(2):
+        assert abs(whole.step(X, Y) - accumulated.step(X, Y, micro_batches=3)) <= FLOAT64_ATOL
+    assert max_abs_diff(whole.params(), accumulated.params()) <= FLOAT64_ATOL
+    assert accumulated.step_count == 2
+    params = accumulated.params()
+    for bad in (0, 13, True, 1.5):
+        with pytest.raises(toolkit.ShapeError, match="micro_batches must be an int from 1 to the batch's 12"):
+            accumulated.step(X, Y, micro_batches=bad)
+    assert accumulated.step_count == 2 and max_abs_diff(accumulated.params(), params) == 0.0

@@ -75,11 +75,12 @@ class DataParallel(Trainer):
             self._all_reduce = REGISTRY[self.backend.name].distributed().all_reduce_sum
             self._row_offset = self._process_offset
 
-    def step(self, x, y) -> float:
+    def step(self, x, y, micro_batches: int = 1) -> float:
         """One update on the global batch (see :meth:`Trainer.step`). Where the backend compiles the whole step into
-        one call (:meth:`~toolkit.backend.Backend.compile_fused_step`), that call is used; the result is the same."""
-        if self._fused_step is None:
-            return super().step(x, y)
+        one call (:meth:`~toolkit.backend.Backend.compile_fused_step`), that call is used; the result is the same.
+        Accumulating over micro-batches composes the step."""
+        if self._fused_step is None or not (micro_batches == 1 and type(micro_batches) is int):
+            return super().step(x, y, micro_batches)
         x, y = self._check_batch(x, y)
         indices, _, xs, ys = zip(*self._shards(x, y))
         step = np.asarray(self.step_count + 1, dtype=self.dtype)
@@ -167,11 +168,12 @@ class DataParallel(Trainer):
         return [{name: var.replicas[i].numpy() for name, var in self._params.items()}
                 for i in range(len(self.devices))]
 
-    def _shards(self, x, y) -> list[tuple[int, Any, dict, Any]]:
+    def _shards(self, x, y, first_row: int | None = None) -> list[tuple[int, Any, dict, Any]]:
         """``(replica index, device, model batch, y shard)`` for each non-empty shard of the batch, in device order;
         the model batch (:func:`toolkit.nn.model.batch`) holds the x shard, its examples' keys and the replica's
-        model state. An empty shard contributes nothing (and its mean would be NaN)."""
-        keys = self._example_keys(len(y), self._row_offset(len(y)))
+        model state. An empty shard contributes nothing (and its mean would be NaN). ``first_row``: the global
+        index of the batch's first example (default: where this process's part starts)."""
+        keys = self._example_keys(len(y), self._row_offset(len(y)) if first_row is None else first_row)
         return [(index, device, batch(optree.tree_map(lambda a, lo=lo, hi=hi: a[lo:hi], x), keys[lo:hi],
                                       _replica(self._model_state, index)), y[lo:hi])
                 for index, device, lo, hi in self._split(len(y))]
@@ -184,13 +186,20 @@ class DataParallel(Trainer):
                                                                                        shard_bounds(sizes)))
                 if hi > lo]
 
-    def _loss_and_gradients(self, x, y):
-        results, shards = [], self._shards(x, y)
-        for index, device, shard, shard_y in shards:
-            shapes = f"shard x {_shapes(shard['x'])}, y {tuple(shard_y.shape)}"
-            results.append(self._compute(device, shapes, self._shard_gradient, _replica(self._params, index), shard,
-                                         shard_y, device))
-        result = self.backend.average(results, weights=[len(s[3]) for s in shards], device=self.devices[0])
+    def _loss_and_gradients(self, x, y, micro_batches=1):
+        # Micro-batches run one after another, each split over the devices; their means are combined weighted by
+        # size, here and then once across processes, so the result is the whole batch's mean.
+        first_row, parts = self._row_offset(len(y)), []
+        for lo, hi in shard_bounds(split_sizes(len(y), micro_batches)):
+            results, shards = [], self._shards(optree.tree_map(lambda a, lo=lo, hi=hi: a[lo:hi], x), y[lo:hi],
+                                               first_row + lo)
+            for index, device, shard, shard_y in shards:
+                shapes = f"shard x {_shapes(shard['x'])}, y {tuple(shard_y.shape)}"
+                results.append(self._compute(device, shapes, self._shard_gradient, _replica(self._params, index),
+                                             shard, shard_y, device))
+            parts.append(self.backend.average(results, weights=[len(s[3]) for s in shards], device=self.devices[0]))
+        sizes = [hi - lo for lo, hi in shard_bounds(split_sizes(len(y), micro_batches))]
+        result = parts[0] if len(parts) == 1 else self.backend.average(parts, weights=sizes, device=self.devices[0])
         if self.cluster is not None:
             result = self._mean_over_processes(*result, len(y))
         self._accept_input_spec()

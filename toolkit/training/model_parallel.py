@@ -181,7 +181,10 @@ class ModelParallel(Trainer):
             raise ParamsError(f"parts read parameters {missing} that model.init does not make")
         self._gradient_fn = self.backend.compile_parted_gradient(model, self.devices, self.dtype)
 
-    def _loss_and_gradients(self, x, y):
+    def _loss_and_gradients(self, x, y, micro_batches=1):
+        if micro_batches != 1:
+            raise ShapeError("ModelParallel does not accumulate gradients yet: micro_batches must be 1, got "
+                             f"{micro_batches}")
         inputs = _named_inputs(self.model.inputs, x)
         params = {name: var.replicas[0].value for name, var in self._params.items()}
         shapes = f"x {({k: tuple(v.shape) for k, v in inputs.items()})}, y {tuple(y.shape)}"

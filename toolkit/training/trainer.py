@@ -78,6 +78,12 @@ def _user_line(error: BaseException) -> str | None:
     return f"{frame.filename}:{frame.lineno} in {frame.name}: {(frame.line or '').strip()}"
 
 
+def _micro_batches(value: Any, count: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 1 <= value <= count:
+        raise ShapeError(f"micro_batches must be an int from 1 to the batch's {count} examples, got {value!r}")
+    return int(value)
+
+
 def _count_non_finite(array: np.ndarray) -> int:
     return int(array.size - np.count_nonzero(np.isfinite(array))) if array.dtype.kind == "f" else 0
 
@@ -132,25 +138,32 @@ class Trainer:
                        for slot in self.optimizer.state_slots()}
         self._update_fn = self.backend.compile_update(self.optimizer, self.dtype)
 
-    def _loss_and_gradients(self, x: Any, y: Any) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+    def _loss_and_gradients(self, x: Any, y: Any, micro_batches: int = 1) -> tuple[Any, dict[str, Any],
+                                                                                  dict[str, Any]]:
         """The mean loss over the checked batch, each parameter's gradient on the parameter's home device, and the
-        model state's new values (averaged over replicas, weighted by shard size)."""
+        model state's new values (averaged over replicas, weighted by shard size); computed ``micro_batches`` rows
+        at a time where the trainer accumulates (:meth:`step`)."""
         raise NotImplementedError
 
     # ------------------------------------------------------------------------------------------------------------------
-    def step(self, x: Any, y: Any) -> float:
+    def step(self, x: Any, y: Any, micro_batches: int = 1) -> float:
         """One optimizer update on the global batch ``(x, y)``; returns its mean loss (before the update).
 
         ``x`` is an array, or a dict of arrays for a model with several named inputs; ``y`` holds the targets
-        (integer labels or floats). All share axis 0.
+        (integer labels or floats). All share axis 0. With ``micro_batches=k`` (gradient accumulation) the batch
+        is run in ``k`` consecutive parts, the next one after the last is done, so that a batch ``k`` times larger
+        than memory allows still takes one update; the result is the update of the whole batch (each example keeps
+        its random key), except that batch statistics are each part's.
 
         Raises:
-            ShapeError, DTypeError, NonFiniteError: bad input (nothing is computed).
+            ShapeError, DTypeError, NonFiniteError: bad input, or ``micro_batches`` not an int from 1 to the batch
+                size (nothing is computed).
             ComputeError: the framework failed on a device.
             NonFiniteError: with ``nan_policy="raise"``, a NaN or Inf loss or gradient.
             In every case the trainer is left exactly as it was.
         """
-        loss, grads, model_state = self._loss_and_gradients(*self._check_batch(x, y))
+        x, y = self._check_batch(x, y)
+        loss, grads, model_state = self._loss_and_gradients(x, y, _micro_batches(micro_batches, len(y)))
         new_params, new_state, finite = {}, {slot: {} for slot in self._state}, True
         for home, names in self._by_home().items():
             step = self.backend.place(np.asarray(self.step_count + 1, dtype=self.dtype), home)
