@@ -1,11 +1,13 @@
 """One process of a multi-process test job, started by ``multigpu launch``: SMALL_MLP (or ``--model dropout-mlp``),
 Adam, float64, a new
 global batch each step of which this process reads only its part; writes its parameters to OUT/params_<id>.npz.
-``--die-process K --die-step S``: process K kills itself (SIGKILL) before step S."""
+``--die-process K --die-step S``: process K kills itself (SIGKILL) before step S. ``--fit-rows N``: fit on this
+process's part of N rows instead (history_<id>.json too; exit 3 with the message if fit refuses)."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import sys
@@ -21,6 +23,15 @@ from toolkit import distributed  # noqa: E402
 
 STEPS, BATCH, LR = 10, 7, 0.05  # 7 examples: parts of 4 and 3 on two processes
 MODELS = {"mlp": SMALL_MLP, "dropout-mlp": DROPOUT_MLP}
+
+
+#: fit's arguments in the --fit-rows job: 2 epochs of batches of 3 rows per process, validated with accuracy.
+FIT = {"epochs": 2, "batch_size": 3, "metrics": ["accuracy"], "verbose": 0}
+
+
+def fit_data(rows: int):
+    """The training and validation rows a --fit-rows job splits between its processes."""
+    return batch(rows, seed=5), batch(rows, seed=6)
 
 
 def train(trainer, part=slice(None), die_step=None):
@@ -39,9 +50,21 @@ if __name__ == "__main__":
     parser.add_argument("--die-process", type=int, default=None)
     parser.add_argument("--die-step", type=int, default=None)
     parser.add_argument("--model", choices=MODELS, default="mlp")
+    parser.add_argument("--fit-rows", type=int, default=None, help="fit on this process's part of that many rows")
     args = parser.parse_args()
     cluster = distributed.initialize(args.backend)
     trainer = toolkit.DataParallel(MODELS[args.model], args.backend, "all", toolkit.optim.Adam(LR), dtype="float64")
+    if args.fit_rows is not None:
+        part = distributed.process_slice(args.fit_rows)
+        (x, y), (vx, vy) = fit_data(args.fit_rows)
+        try:
+            history = trainer.fit(x[part], y[part], **FIT, validation_data=(vx[part], vy[part]))
+        except toolkit.ShapeError as error:
+            print(f"process {cluster.process_id}: ShapeError: {error}")
+            sys.exit(3)
+        (args.out / f"history_{cluster.process_id}.json").write_text(json.dumps(history.history))
+        np.savez(args.out / f"params_{cluster.process_id}.npz", **trainer.params())
+        sys.exit(0)
     die = args.die_step if args.die_process == cluster.process_id else None
     params = train(trainer, distributed.process_slice(BATCH), die)
     np.savez(args.out / f"params_{cluster.process_id}.npz", **params)

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import toolkit
-from tests.distributed_worker import LR, MODELS, SMALL_MLP, train
+from tests.distributed_worker import FIT, LR, MODELS, SMALL_MLP, fit_data, train
 from tests.helpers import max_abs_diff
 from toolkit.command.main import main
 from toolkit.processes.distributed import DistributedError, process_slice, resolve
@@ -140,6 +140,41 @@ def test_two_processes_draw_the_dropout_masks_of_one(backend_name, tmp_path):
     reference = train(toolkit.DataParallel(MODELS["dropout-mlp"], backend_name, 1, toolkit.optim.Adam(LR),
                                            dtype="float64"))
     assert max_abs_diff(first, reference) <= FLOAT64_ATOL
+
+
+def test_two_processes_fit_like_one(backend_name, tmp_path):
+    """fit across 2 processes (8 rows each): both get the same history and parameters, equal to one process fitting
+    on global batches made of the two parts' batches (each process draws the same order of its own rows)."""
+    done = _launch("-n", "2", "--timeout", "60", "--", sys.executable, WORKER, "--backend", backend_name, "--out",
+                   str(tmp_path), "--fit-rows", "16")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    histories = [json.loads((tmp_path / f"history_{k}.json").read_text()) for k in range(2)]
+    assert histories[0] == histories[1]
+    first = dict(np.load(tmp_path / "params_0.npz"))
+    assert max_abs_diff(first, dict(np.load(tmp_path / "params_1.npz"))) == 0.0
+    (x, y), (vx, vy) = fit_data(16)
+    one = toolkit.DataParallel(SMALL_MLP, backend_name, 1, toolkit.optim.Adam(LR), dtype="float64")
+    losses = []
+    for _ in range(FIT["epochs"]):
+        order, total = one.rng.permutation(8), 0.0
+        for start in range(0, 8, FIT["batch_size"]):
+            rows = order[start:start + FIT["batch_size"]]
+            both = np.concatenate([rows, rows + 8])  # process 0's rows of this step, then process 1's
+            total += one.step(x[both], y[both]) * len(rows)
+        losses.append(total / 8)
+        scores = one.evaluate(vx, vy, metrics=["accuracy"])
+        assert abs(histories[0]["val_accuracy"][len(losses) - 1] - scores["accuracy"]) <= FLOAT64_ATOL
+    np.testing.assert_allclose(histories[0]["loss"], losses, rtol=0, atol=FLOAT64_ATOL)
+    assert max_abs_diff(first, one.params()) <= FLOAT64_ATOL
+
+
+def test_processes_with_different_part_sizes_are_refused_by_fit(backend_name, tmp_path):
+    done = _launch("-n", "2", "--timeout", "60", "--", sys.executable, WORKER, "--backend", backend_name, "--out",
+                   str(tmp_path), "--fit-rows", "15")
+    assert done.returncode != 0
+    for k in range(2):
+        assert f"process {k}: ShapeError: fit across processes needs the same number of examples" in done.stdout
+    assert "8 examples / batch 3 / 2 epochs, 7 examples / batch 3 / 2 epochs" in done.stdout
 
 
 def test_a_killed_process_is_named_by_the_others_within_the_bound(backend_name, tmp_path):

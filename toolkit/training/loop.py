@@ -4,7 +4,9 @@ Each epoch draws an order of the examples from ``trainer.rng`` (so a trainer res
 orders the original would have), takes batches of ``batch_size`` in that order, the last one smaller when the
 size does not divide (it is trained on, not dropped), and calls ``trainer.step`` on each: ``fit`` is exactly those
 ``step`` calls. The epoch's ``loss`` is the mean of the step losses weighted by batch size (Keras' running mean);
-with ``validation_data`` each epoch ends with ``trainer.evaluate`` on it, logged as ``val_loss`` and ``val_<metric>``.
+with ``validation_data`` each epoch ends with ``trainer.evaluate`` on it, logged as ``val_loss`` and
+``val_<metric>``. Across processes each process fits on its own part (the same number of examples in each,
+checked); losses and scores are the global batch's, so every process gets the same history.
 """
 
 from __future__ import annotations
@@ -93,6 +95,20 @@ class _Silent(_Lines):
         pass
 
 
+def _check_processes_agree(trainer, count: int, batch_size: int, epochs: int) -> None:
+    """Across processes every step is a collective, so every process must take the same steps: the same example
+    count, batch size and epochs (each fits on its own part; the global batch is the parts' batches together).
+    Refused in every process alike (they all see the same reduced numbers), before any step."""
+    cluster = trainer.cluster
+    table = np.zeros((cluster.num_processes, 3))
+    table[cluster.process_id] = (count, batch_size, epochs)
+    table = trainer._all_reduce(table.ravel(), "the sizes of fit").reshape(cluster.num_processes, 3)
+    if np.any(table != table[0]):
+        raise ShapeError("fit across processes needs the same number of examples, batch size and epochs in every "
+                         "process (each step is taken by all of them); got, per process, "
+                         + ", ".join(f"{int(n)} examples / batch {int(b)} / {int(e)} epochs" for n, b, e in table))
+
+
 def fit(trainer, x: Any, y: Any, epochs: int, batch_size: int, shuffle: bool, validation_data: Any,
         callbacks: Sequence[Callback], verbose: Any, metrics: Sequence) -> History:
     """See :meth:`toolkit.training.trainer.Trainer.fit`."""
@@ -117,6 +133,8 @@ def fit(trainer, x: Any, y: Any, epochs: int, batch_size: int, shuffle: bool, va
     for callback in callbacks:
         callback.check_logs(names)
     count = len(y)
+    if getattr(trainer, "cluster", None) is not None:
+        _check_processes_agree(trainer, count, batch_size, epochs)
     steps = -(-count // batch_size)
     if verbose == "auto":
         verbose = 1 if sys.stdout.isatty() else 2
