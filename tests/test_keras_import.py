@@ -29,10 +29,14 @@ def keras():
     toolkit.get_backend("tensorflow")  # its logical devices, before Keras starts TensorFlow
     import keras
 
-    floatx = keras.config.floatx()
+    # Keras freezes its global dtype policy from floatx the first time any layer reads it (an earlier test may have),
+    # so both are set here, and both restored.
+    floatx, policy = keras.config.floatx(), keras.config.dtype_policy()
     keras.config.set_floatx("float64")
+    keras.config.set_dtype_policy("float64")
     yield keras
     keras.config.set_floatx(floatx)
+    keras.config.set_dtype_policy(policy)
 
 
 def _convnet(keras, dropout=0.3):
