@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import toolkit
+from tests.conftest import needs_all_backends
 from tests.helpers import max_abs_diff
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("keras") is None,
@@ -20,6 +21,9 @@ pytestmark = pytest.mark.skipif(importlib.util.find_spec("keras") is None,
 RNG = np.random.default_rng(12)
 IMAGES, LABELS = RNG.normal(size=(6, 8, 8, 1)), RNG.integers(0, 5, size=6)
 IDS = np.array([[3, 1, 4, 1, 0, 0], [5, 9, 2, 6, 5, 3], [0, 0, 0, 0, 0, 0], [2, 7, 0, 0, 0, 0]], np.int32)
+#: Padded sequences, none empty (an average over no steps is 0 / 0, in Keras too).
+TOKENS = np.array([[3, 1, 4, 1, 0, 0], [5, 9, 2, 6, 5, 3], [7, 0, 0, 0, 0, 0], [2, 7, 0, 0, 0, 0],
+                   [8, 8, 1, 0, 0, 0], [4, 0, 0, 0, 0, 0]], np.int32)
 #: Keras rounds its learning rate to float32: a power of two is the same number in float64.
 LR = 2.0 ** -4
 
@@ -73,26 +77,90 @@ def _text(keras):
     return model
 
 
+def _branched(keras, dropout=0.3, synchronized=False):
+    """A functional convnet with branches: a residual Add of three tensors and a Concatenate of two poolings."""
+    keras.utils.set_random_seed(3)
+    inputs = keras.Input((8, 8, 1))
+    x = keras.layers.Conv2D(4, 3, padding="same", activation="relu")(inputs)
+    normalized = keras.layers.BatchNormalization(synchronized=synchronized)(x)
+    x = keras.layers.Add()([x, keras.layers.Conv2D(4, 1)(x), normalized])
+    x = keras.layers.Concatenate()([keras.layers.MaxPooling2D(2)(x), keras.layers.AveragePooling2D(2)(x)])
+    x = keras.layers.Dropout(dropout)(keras.layers.Flatten()(x))
+    model = keras.Model(inputs, keras.layers.Dense(5, activation="softmax")(x))
+    model.compile(optimizer=keras.optimizers.SGD(LR), loss="sparse_categorical_crossentropy")
+    return model
+
+
+def _attention(keras):
+    """A functional Transformer block on padded tokens: causal self-attention under the Embedding's mask, a residual
+    Add, layer normalization and a masked average. ``key_dim=4``: Keras scales the queries by ``1/sqrt(key_dim)``
+    rounded to float32 (see tests/test_keras_layers.py), which is exact for 4."""
+    keras.utils.set_random_seed(4)
+    inputs = keras.Input((6,), dtype="int32")
+    x = keras.layers.Embedding(10, 4, mask_zero=True)(inputs)
+    attended = keras.layers.MultiHeadAttention(num_heads=2, key_dim=4)(x, x, use_causal_mask=True)
+    x = keras.layers.GlobalAveragePooling1D()(keras.layers.LayerNormalization()(keras.layers.Add()([x, attended])))
+    model = keras.Model(inputs, keras.layers.Dense(5)(x))
+    model.compile(optimizer=keras.optimizers.SGD(LR),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return model
+
+
+#: Each model the tests import, with the inputs it takes.
+MODELS = {"convnet": (_convnet, IMAGES), "text": (_text, IDS), "branched": (_branched, IMAGES),
+          "attention": (_attention, TOKENS)}
+
+
 def test_imported_models_compute_what_keras_computes(keras, backend, n_devices):
-    for model, x in ((_convnet(keras), IMAGES), (_text(keras), IDS)):
+    for factory, x in MODELS.values():
+        model = factory(keras)
         imported = toolkit.from_keras(model)
         trainer = toolkit.DataParallel(imported, backend, n_devices, toolkit.optim.SGD(0.1), dtype="float64")
         np.testing.assert_allclose(trainer.predict(x), np.asarray(model(x, training=False)), rtol=0, atol=1e-10)
 
 
-def test_a_training_step_equals_keras(keras, backend):
+def _keras_weights(model) -> dict[str, np.ndarray]:
+    """A Keras model's weights by path below the model (``dense/kernel``), which is how from_keras names them."""
+    return {w.path.removeprefix(model.name + "/"): np.asarray(w.numpy()) for w in model.weights}
+
+
+@pytest.mark.parametrize("name", ["convnet", "branched", "attention"])
+def test_a_training_step_equals_keras(keras, backend, name):
     """Without dropout (whose masks differ by design), one SGD step on one device equals Keras' fit step: the
     loss, the batch statistics and the gradients all agree."""
-    model = _convnet(keras, dropout=0.0)
+    factory, x = MODELS[name]
+    model = factory(keras, dropout=0.0) if name != "attention" else factory(keras)
     trainer = toolkit.DataParallel(toolkit.from_keras(model), backend, 1, toolkit.optim.SGD(LR), dtype="float64")
-    loss = trainer.step(IMAGES, LABELS)
-    keras_loss = model.train_on_batch(IMAGES, LABELS)
+    loss = trainer.step(x, LABELS)
+    keras_loss = model.train_on_batch(x, LABELS)
     assert abs(loss - float(keras_loss)) <= 1e-10
-    keras_params = {f"{layer.name}/{k}": w for layer in model.layers
-                    for k, w in zip(("kernel", "bias") if len(layer.get_weights()) == 2 else
-                                    ("gamma", "beta", "moving_mean", "moving_variance"), layer.get_weights())}
-    assert max_abs_diff(trainer.params(), keras_params) <= 1e-10
-    assert max_abs_diff(trainer.state(), keras_params) <= 1e-10
+    weights = _keras_weights(model)
+    assert set(trainer.params()) | set(trainer.state()) == set(weights)
+    assert max_abs_diff({**trainer.params(), **trainer.state()}, weights) <= 1e-10
+
+
+@needs_all_backends
+@pytest.mark.parametrize("name", ["branched", "attention"])
+def test_imported_models_fit_like_keras_fit_under_mirrored_strategy(keras, backend, n_devices, name):
+    """Keras' own ``fit`` under MirroredStrategy on two TensorFlow devices, and the toolkit's ``fit`` of the imported
+    model on every backend and device count: the same parameters and moving statistics after an epoch (float64,
+    in order, no dropout; batch normalization synchronized, which Keras computes across its replicas)."""
+    import tensorflow as tf
+
+    factory, x = MODELS[name]
+    x, y = np.concatenate([x, x[::-1]]), np.concatenate([LABELS, LABELS[::-1]])  # three batches of 4: even splits
+    # ReductionToOneDevice: the default collectives fail on the Embedding's sparse gradient here (TensorFlow 2.21:
+    # "Shape mismatch in the collective instance", a [189] buffer on one replica, [4] on the other).
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"],
+                                              cross_device_ops=tf.distribute.ReductionToOneDevice())
+    with strategy.scope():
+        model = factory(keras, dropout=0.0, synchronized=True) if name == "branched" else factory(keras)
+    trainer = toolkit.DataParallel(toolkit.from_keras(model), backend, n_devices, toolkit.optim.SGD(LR),
+                                   dtype="float64")
+    history = trainer.fit(x, y, epochs=1, batch_size=4, shuffle=False, verbose=0)
+    keras_history = model.fit(x, y, epochs=1, batch_size=4, shuffle=False, verbose=0)
+    assert abs(history.history["loss"][0] - keras_history.history["loss"][0]) <= 1e-10
+    assert max_abs_diff({**trainer.params(), **trainer.state()}, _keras_weights(model)) <= 1e-10
 
 
 def test_trained_parameters_go_back_to_keras(keras, backend, tmp_path):
@@ -115,13 +183,20 @@ def test_what_cannot_be_translated_is_refused(keras):
         (keras.Sequential([keras.Input((6, 2)), keras.layers.LSTM(2, return_sequences=True)]), "return_sequences"),
         (keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)]), "has no loss"),
     ]
+    inputs, other = keras.Input((4,)), keras.Input((4,))
+    tokens, dense = keras.Input((6,), dtype="int32"), keras.layers.Dense(4)
+    embedded = keras.layers.Embedding(10, 4, mask_zero=True)(tokens)
+    cases += [
+        (keras.Model(inputs, dense(inputs) * 2.0), "calls the operation .* use the Keras layer"),
+        (keras.Model([inputs, other], keras.layers.Add()([dense(inputs), other])),
+         "one input and one output; this one has 2 inputs"),
+        (keras.Model(tokens, keras.layers.Concatenate()([embedded, embedded])), "Concatenate.*masked inputs"),
+        (keras.Model(tokens, keras.layers.MultiHeadAttention(2, 4, dropout=0.1)(embedded, embedded)),
+         "attention dropout"),
+    ]
     for model, words in cases:
         with pytest.raises(toolkit.KerasImportError, match=words):
             toolkit.from_keras(model)
-    inputs = keras.Input((4,))
-    functional = keras.Model(inputs, keras.layers.Dense(2)(inputs))
-    with pytest.raises(toolkit.KerasImportError, match="functional models are not supported yet"):
-        toolkit.from_keras(functional)
 
 
 def test_keras_first_then_logical_devices_says_what_to_do():

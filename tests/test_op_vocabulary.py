@@ -371,12 +371,15 @@ def test_static_shapes_are_known_on_every_backend(backend):
                     pooled=o.max_pool(o.reshape(product, (2, 5, 6, 1)), 2, padding="same").shape,
                     disjoint=o.max_pool(o.reshape(product, (2, 5, 6, 1)), 2).shape,
                     taken=o.take(w, np.array([[0, 1, 1]]), axis=1).shape,
-                    along=o.take_along_axis(x, np.zeros((2, 1, 8), np.int32), axis=1).shape)
+                    along=o.take_along_axis(x, np.zeros((2, 1, 8), np.int32), axis=1).shape,
+                    joined=o.concatenate([x, x[:, :2]], axis=1).shape, last=o.concatenate([x, x], axis=-1).shape,
+                    stacked=o.stack([x, x], axis=1).shape)
         return product
 
     _traced(backend, fn, x=np.ones((2, 5, 8), np.float32), w=np.ones((8, 2, 3), np.float32))
     assert seen == {"product": (2, 5, 6), "reshaped": (2, 5, 2, 3), "pooled": (2, 3, 3, 1), "disjoint": (2, 2, 3, 1),
-                    "taken": (8, 1, 3, 3), "along": (2, 1, 8)}
+                    "taken": (8, 1, 3, 3), "along": (2, 1, 8), "joined": (2, 7, 8), "last": (2, 5, 16),
+                    "stacked": (2, 2, 5, 8)}
 
 
 def test_array_arguments_may_come_by_keyword(backend):

@@ -27,6 +27,27 @@ def _shape(x) -> list:
     return [size if size is not None else x.shape[axis] for axis, size in enumerate(x.type.shape)]
 
 
+def _joined(xs, axis: int) -> tuple:
+    """The static shape of ``xs`` joined along ``axis``: each other axis's size where any input knows it, the sum
+    along ``axis`` where every input knows its size."""
+    shapes = [tuple(x.type.shape) for x in xs]
+    axis %= len(shapes[0])
+    sizes = [next((s[i] for s in shapes if s[i] is not None), None) for i in range(len(shapes[0]))]
+    along = [s[axis] for s in shapes]
+    sizes[axis] = None if None in along else sum(along)
+    return tuple(sizes)
+
+
+def _indexed(shape: tuple, key) -> tuple:
+    """The static shape of ``x[key]`` (basic indexing) for ``x`` of static ``shape``: NumPy indexes two stand-ins
+    of no memory whose unknown axes have different sizes; a result axis is known where both agree."""
+    def result(unknown: int) -> tuple:
+        sizes = tuple(unknown if size is None else size for size in shape)
+        return np.lib.stride_tricks.as_strided(np.zeros(1), sizes, (0,) * len(sizes))[key].shape
+
+    return tuple(a if a == b else None for a, b in zip(result(1_000_003), result(1_000_033)))
+
+
 def _padded(x, pads, value):
     """``x`` inside a constant ``value`` frame, ``pads[i] = (before, after)`` per axis: plain allocation and
     ``set_subtensor``, which every linker runs and differentiates."""
@@ -236,13 +257,16 @@ class AesaraOps(Ops):
         return at.cast(x, dtype)
 
     def concatenate(self, xs, axis=0):
-        return at.concatenate(list(xs), axis=axis)
+        return at.specify_shape(at.concatenate(list(xs), axis=axis), _joined(xs, axis))  # Join forgets all of it
 
     def stack(self, xs, axis=0):
-        return at.stack(list(xs), axis=axis)
+        return at.specify_shape(at.stack(list(xs), axis=axis), _joined([at.expand_dims(x, axis) for x in xs], axis))
 
     def pad(self, x, pad_width, constant_values=0):
         return _padded(x, [tuple(p) for p in pad_width], constant_values)
+
+    def _index(self, native, key):
+        return at.specify_shape(native[key], _indexed(tuple(native.type.shape), key))  # slices forget sizes
 
     def _take(self, x, indices, axis):
         # Aesara's take forgets the static shape, which later ops (dropout's noise, attention) need.
