@@ -4,6 +4,7 @@ and refusals; on every backend and device count, and for ModelParallel."""
 from __future__ import annotations
 
 import csv
+import json
 
 import numpy as np
 import pytest
@@ -72,7 +73,8 @@ def test_callbacks(backend, tmp_path):
                 best.update(self.trainer.params())
 
     history = trainer.fit(X, Y, epochs=10, batch_size=8, validation_data=(VX, VY), metrics=["accuracy"], verbose=0,
-                          callbacks=[Recorder(), Best(), stopper, saver, toolkit.callbacks.CSVLogger(log)])
+                          callbacks=[Recorder(), Best(), stopper, saver, toolkit.callbacks.CSVLogger(log),
+                                     toolkit.callbacks.JSONLinesLogger(tmp_path / "log.jsonl", steps=True)])
     # No epoch improves val_accuracy by 2: the first is the best, and with patience 1 the third stops the fit.
     assert history.epoch == [0, 1, 2] and stopper.stopped_epoch == 2
     assert calls == [(e, ["loss", "val_accuracy", "val_loss"], 3 * (e + 1)) for e in range(3)]
@@ -82,6 +84,11 @@ def test_callbacks(backend, tmp_path):
     rows = list(csv.DictReader(log.open()))
     assert [r["epoch"] for r in rows] == ["0", "1", "2"]
     assert float(rows[1]["val_loss"]) == history.history["val_loss"][1]
+    records = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    epochs = [r for r in records if "epoch" in r]
+    assert [(r["epoch"], r["step"]) for r in epochs] == [(0, 3), (1, 6), (2, 9)]
+    assert [r["step"] for r in records if "epoch" not in r] == list(range(1, 10))
+    assert epochs[1]["val_loss"] == history.history["val_loss"][1] and epochs[2]["loss"] == history.history["loss"][2]
 
 
 def test_reports(backend, capsys):

@@ -1,11 +1,14 @@
 """Callbacks for ``trainer.fit``, with Keras' names and meanings: a user's own (:class:`Callback`), early stopping,
-checkpoints every N epochs or steps (atomic, the last K kept), and a CSV log of the epochs."""
+checkpoints every N epochs or steps (atomic, the last K kept), and logs of the epochs: CSV, or JSON lines (also of
+every step)."""
 
 from __future__ import annotations
 
 import csv
+import json
 import math
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -143,4 +146,38 @@ class CSVLogger(Callback):
             self._file = None
 
 
-__all__ = ["CSVLogger", "Callback", "EarlyStopping", "ModelCheckpoint"]
+class JSONLinesLogger(Callback):
+    """One JSON object per line, written and flushed as each epoch ends: ``{"epoch": 0-based, "step":
+    trainer.step_count, "seconds": since fit began, **logs}``; with ``steps=True`` also one per step, ``{"step",
+    "seconds", "loss"}``. A non-finite value is written as null (JSON has no NaN). Each process writes the file it
+    is given (the logs are the same in every process)."""
+
+    def __init__(self, filename: str | os.PathLike, append: bool = False, steps: bool = False) -> None:
+        self.filename, self.append, self.steps = Path(filename), append, bool(steps)
+        self._file, self._started = None, 0.0
+
+    def _write(self, record: dict) -> None:
+        record = {k: v if not isinstance(v, float) or math.isfinite(v) else None for k, v in record.items()}
+        self._file.write(json.dumps(record) + "\n")
+        self._file.flush()
+
+    def on_train_begin(self, logs=None):
+        self.filename.parent.mkdir(parents=True, exist_ok=True)
+        self._file, self._started = self.filename.open("a" if self.append else "w"), time.perf_counter()
+
+    def on_step_end(self, step, logs):
+        if self.steps:
+            self._write({"step": step, "seconds": time.perf_counter() - self._started,
+                         **{k: float(v) for k, v in logs.items()}})
+
+    def on_epoch_end(self, epoch, logs):
+        self._write({"epoch": epoch, "step": self.trainer.step_count, "seconds": time.perf_counter() - self._started,
+                     **{k: float(v) for k, v in logs.items()}})
+
+    def on_train_end(self, logs=None):
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+__all__ = ["CSVLogger", "Callback", "EarlyStopping", "JSONLinesLogger", "ModelCheckpoint"]
