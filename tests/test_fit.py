@@ -11,7 +11,7 @@ import pytest
 
 import toolkit
 from tests.helpers import max_abs_diff
-from tests.test_model_parallel import chain, data
+from tests.test_model_parallel import chain, data, shared_lstm
 
 RNG = np.random.default_rng(8)
 X, Y = RNG.normal(size=(23, 5)), RNG.integers(0, 3, size=23)
@@ -134,7 +134,22 @@ def test_model_parallel_fits_too(backend):
         for start in range(0, 10, 4):
             by_hand.step(x[order[start:start + 4]], y[order[start:start + 4]])
     assert max_abs_diff(fitted.params(), by_hand.params()) == 0.0 and len(history.history["loss"]) == 2
-    with pytest.raises(TypeError, match="validation_data needs trainer.evaluate"):
-        fitted.fit(x, y, validation_data=(x, y), verbose=0)
-    with pytest.raises(toolkit.ShapeError, match="ModelParallel does not accumulate gradients yet"):
-        fitted.step(x, y, micro_batches=2)
+
+
+@pytest.mark.parametrize("make_model", [shared_lstm, chain], ids=["branches", "chain"])
+def test_model_parallel_predicts_evaluates_and_accumulates_like_one_device(backend, make_model):
+    """ModelParallel's predict and evaluate (part by part on the parts' devices) and its gradient accumulation
+    equal DataParallel on one device; fit takes validation data."""
+    model = make_model()
+    x, y = data(model, n=10)
+    parted = toolkit.ModelParallel(model, backend, toolkit.optim.Adam(0.05), dtype="float64", seed=1)
+    single = toolkit.DataParallel(model, backend, 1, toolkit.optim.Adam(0.05), dtype="float64", seed=1)
+    np.testing.assert_allclose(parted.predict(x, batch_size=4), single.predict(x), rtol=0, atol=1e-12)
+    scores = parted.evaluate(x, y, batch_size=3, metrics=["accuracy"])
+    expected = single.evaluate(x, y, metrics=["accuracy"])
+    assert scores.keys() == expected.keys() and all(abs(scores[k] - expected[k]) <= 1e-12 for k in scores)
+    for _ in range(2):
+        assert abs(parted.step(x, y, micro_batches=3) - single.step(x, y)) <= 1e-12
+    assert max_abs_diff(parted.params(), single.params()) <= 1e-12
+    history = parted.fit(x, y, epochs=1, batch_size=5, validation_data=(x, y), metrics=["accuracy"], verbose=0)
+    assert sorted(history.history) == ["loss", "val_accuracy", "val_loss"]

@@ -21,12 +21,11 @@ import numpy as np
 import optree
 
 from toolkit.backend import Backend
-from toolkit.errors import ComputeError, ShapeError
+from toolkit.errors import ComputeError
 from toolkit.nn.model import Model, batch
 from toolkit.placement.splitting import shard_bounds, split_sizes
 from toolkit.processes import distributed
 from toolkit.registry import REGISTRY
-from toolkit.training import metrics as metrics_module
 from toolkit.training.optim import Optimizer
 from toolkit.training.trainer import DTYPES, LABEL_DTYPE, NAN_POLICIES, Trainer
 
@@ -62,7 +61,7 @@ class DataParallel(Trainer):
         self.weights = None if weights is None else list(weights)
         self._init_params(self.devices)
         self._gradient_fn = self.backend.compile_gradient(model, self.dtype)
-        self._predict_fn, self._scorers = None, {}  # compiled on first use; evaluate's per metric tuple
+        self._predict_fn = None  # compiled on first use
         self._fused_step = self.backend.compile_fused_step(model, optimizer, self.dtype, self._params, self._state,
                                                            self._model_state)
         self.cluster, self._all_reduce, self._row_offset = None, None, lambda count: 0
@@ -98,62 +97,10 @@ class DataParallel(Trainer):
         self._accept_input_spec()
         return self._finish_step(float(self.backend.to_numpy(loss)), bool(self.backend.to_numpy(written)))
 
-    def predict(self, x: Any, batch_size: int | None = None) -> Any:
-        """The model's outputs for ``x`` (an array or a dict of arrays) in inference mode: batch normalization
-        uses its moving statistics, dropout is off. Each batch of ``batch_size`` examples (default: all at once) is
-        split over the trainer's devices like a training batch; the outputs come back as NumPy arrays, in order.
-
-        Raises:
-            ShapeError, DTypeError, NonFiniteError: bad input, or ``batch_size`` < 1 (nothing runs).
-            ComputeError: the framework failed on a device.
-        """
-        x, _ = self._check_batch(x, None)
-        outputs = [optree.tree_map(self.backend.to_numpy, self._infer(x, *shard))
-                   for shard in self._inference_shards(_count(x), batch_size)]
-        return optree.tree_map(lambda *parts: np.concatenate(parts), *outputs)
-
-    def evaluate(self, x: Any, y: Any, batch_size: int | None = None,
-                 metrics: Sequence[str | metrics_module.Metric] = ()) -> dict[str, float]:
-        """The mean loss and ``metrics`` (names from :data:`toolkit.metrics.NAMED`, or
-        :class:`~toolkit.metrics.Metric` objects) over every example of ``x, y`` in inference mode, batched and
-        split over the devices like :meth:`predict`. Each device's per-example values are summed and counted in
-        float64, over every batch and (when training across processes) every process, and divided once: the mean
-        over all examples, whatever the split. Returns ``{"loss": ..., name: ...}``; nothing is updated.
-
-        Raises:
-            ValueError: an unknown metric; ShapeError, DTypeError, NonFiniteError: bad input or batch size.
-            ComputeError: the framework failed on a device.
-        """
-        chosen = metrics_module.get(metrics)
-        x, y = self._check_batch(x, y)
-        scorer = self._scorers.get(chosen)
-        if scorer is None:
-            def scorer(ops, outputs, y):
-                return {"loss": self.model.loss(ops, outputs, y), **{m.name: m(ops, outputs, y) for m in chosen}}
-
-            self._scorers[chosen] = scorer
-        totals = np.zeros(1 + len(chosen) + 1)  # loss, metrics, then the example count
-        for shard in self._inference_shards(len(y), batch_size):
-            device, lo, hi = shard[1:]
-            outputs = self._infer(x, *shard)
-            scores = self._compute(device, f"y {tuple(y[lo:hi].shape)}", self.backend.call, scorer, device,
-                                   {"outputs": outputs, "y": self.backend.place(y[lo:hi], device)}, self.dtype)
-            totals[:-1] += [np.sum(np.asarray(self.backend.to_numpy(scores[k]), np.float64))
-                            for k in ("loss", *(m.name for m in chosen))]
-            totals[-1] += hi - lo
-        if self.cluster is not None:
-            totals = self._all_reduce(totals, f"the evaluation after step {self.step_count}")
-        return {name: float(total / totals[-1]) for name, total in zip(("loss", *(m.name for m in chosen)), totals)}
-
-    def _inference_shards(self, count: int, batch_size: int | None) -> list[tuple[int, Any, int, int]]:
-        """``(replica index, device, first row, end row)`` of every shard of every batch of ``batch_size`` rows
-        (default: one batch) of ``count`` rows, each batch split like a training batch."""
-        if batch_size is None:
-            batch_size = max(count, 1)
-        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
-            raise ShapeError(f"batch_size must be an int >= 1 or None, got {batch_size!r}")
-        return [(index, device, start + lo, start + hi) for start in range(0, count, int(batch_size))
-                for index, device, lo, hi in self._split(min(int(batch_size), count - start))]
+    def _inference(self, x, batches):
+        for start, end in batches:
+            for index, device, lo, hi in self._split(end - start):
+                yield device, self._infer(x, index, device, start + lo, start + hi), start + lo, start + hi
 
     def _infer(self, x, index: int, device, lo: int, hi: int):
         """The model's outputs for rows ``lo:hi`` of ``x`` on replica ``index`` in inference mode (natives)."""
@@ -244,10 +191,6 @@ class DataParallel(Trainer):
 def _replica(variables: Mapping[str, Any], index: int) -> dict[str, Any]:
     """Replica ``index``'s native values of mirrored ``variables``, by name."""
     return {name: var.replicas[index].value for name, var in variables.items()}
-
-
-def _count(x) -> int:
-    return len(next(iter(x.values()))) if isinstance(x, Mapping) else len(x)
 
 
 def _shapes(x) -> Any:

@@ -16,12 +16,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import optree
+
 from toolkit.backend import Backend
 from toolkit.errors import DeviceSpecError, ParamsError, ShapeError
 from toolkit.nn import context
 from toolkit.nn.model import InitFn, LossFn, Model
 from toolkit.nn.ops import Ops, Tensor
 from toolkit.placement.devices import Device
+from toolkit.placement.splitting import shard_bounds, split_sizes
 from toolkit.training.optim import Optimizer
 from toolkit.training.trainer import Trainer
 
@@ -125,6 +128,17 @@ def _training_part(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
     return part
 
 
+def _inference_part(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
+    """``fn`` run in inference mode (predict, evaluate): batch statistics and dropout off."""
+
+    @functools.wraps(fn)
+    def part(ops, *args):
+        with context.running(context.RunContext(training=False)):
+            return fn(ops, *args)
+
+    return part
+
+
 def _named_inputs(names: tuple[str, ...], x: Any) -> dict[str, Any]:
     if isinstance(x, Mapping):
         if set(x) != set(names):
@@ -148,8 +162,9 @@ class ModelParallel(Trainer):
     Attributes:
         devices: ``{part name: Device}``, where each part runs.
 
-    :meth:`param_devices` says where each parameter lives. ``step``, ``gradients``, ``params``, ``set_params``,
-    ``save`` and ``restore`` behave as for ``DataParallel``; the result equals the same model trained on one device.
+    :meth:`param_devices` says where each parameter lives. ``step`` (also with ``micro_batches``), ``fit``,
+    ``predict``, ``evaluate``, ``gradients``, ``params``, ``set_params``, ``save`` and ``restore`` behave as for
+    ``DataParallel``; the result equals the same model trained on one device.
     """
 
     def __init__(self, model: PartedModel, backend: Backend | str, optimizer: Optimizer,
@@ -180,17 +195,47 @@ class ModelParallel(Trainer):
         if missing := sorted(set(homes) - set(self._params)):
             raise ParamsError(f"parts read parameters {missing} that model.init does not make")
         self._gradient_fn = self.backend.compile_parted_gradient(model, self.devices, self.dtype)
+        self._forward = None  # predict's and evaluate's parts, compiled on first use
 
     def _loss_and_gradients(self, x, y, micro_batches=1):
-        if micro_batches != 1:
-            raise ShapeError("ModelParallel does not accumulate gradients yet: micro_batches must be 1, got "
-                             f"{micro_batches}")
-        inputs = _named_inputs(self.model.inputs, x)
+        # Micro-batches run one after another through every part; their mean losses and gradients are combined
+        # weighted by size, each gradient on its parameter's home, which gives the whole batch's mean.
         params = {name: var.replicas[0].value for name, var in self._params.items()}
-        shapes = f"x {({k: tuple(v.shape) for k, v in inputs.items()})}, y {tuple(y.shape)}"
-        loss, grads = self._compute("its devices", shapes, self._gradient_fn, params, inputs, y)
+        results, sizes = [], []
+        for lo, hi in shard_bounds(split_sizes(len(y), micro_batches)):
+            inputs = _named_inputs(self.model.inputs, optree.tree_map(lambda a, lo=lo, hi=hi: a[lo:hi], x))
+            shapes = f"x {({k: tuple(v.shape) for k, v in inputs.items()})}, y {tuple(y[lo:hi].shape)}"
+            results.append(self._compute("its devices", shapes, self._gradient_fn, params, inputs, y[lo:hi]))
+            sizes.append(hi - lo)
         self._accept_input_spec()
+        if len(results) == 1:
+            loss, grads = results[0]
+            return loss, grads, {}
+        homes = self.param_devices()
+        loss = self.backend.average([loss for loss, _ in results], sizes, self.devices[self.model.parts[-1].name])
+        grads = {name: self.backend.average([g[name] for _, g in results], sizes, homes[name]) for name in params}
         return loss, grads, {}
+
+    def _inference(self, x, batches):
+        if self._forward is None:
+            self._forward = {part.name: self.backend.compile_part(_inference_part(part.fn), self.dtype)
+                             for part in self.model.parts}
+        params = {name: var.replicas[0].value for name, var in self._params.items()}
+        last = self.devices[self.model.parts[-1].name]
+        for lo, hi in batches:
+            inputs = _named_inputs(self.model.inputs, optree.tree_map(lambda a, lo=lo, hi=hi: a[lo:hi], x))
+            shapes = f"x {({k: tuple(v.shape) for k, v in inputs.items()})}"
+            yield last, self._compute("its devices", shapes, self._parted_forward, params, inputs), lo, hi
+
+    def _parted_forward(self, params, inputs):
+        """The last part's outputs for ``inputs``, each part run on its device, its inputs moved there."""
+        values = dict(inputs)
+        for part in self.model.parts:
+            device = self.devices[part.name]
+            values[part.name] = self._forward[part.name].forward(
+                {k: self.backend.place(params[k], device) for k in part.params},
+                [self.backend.place(values[i], device) for i in part.inputs], device)
+        return values[self.model.parts[-1].name]
 
     def __repr__(self) -> str:
         placed = ", ".join(f"{name}@{device}" for name, device in self.devices.items())

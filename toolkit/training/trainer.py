@@ -17,10 +17,11 @@ from __future__ import annotations
 import math
 import os
 import traceback
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import optree
 
 from toolkit.backend import Backend
 from toolkit.errors import (
@@ -35,6 +36,7 @@ from toolkit.errors import (
 from toolkit.nn.context import example_keys
 from toolkit.nn.model import Model, State
 from toolkit.registry import get_backend
+from toolkit.training import metrics as metrics_module
 from toolkit.training.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from toolkit.training.optim import Optimizer
 
@@ -84,6 +86,10 @@ def _micro_batches(value: Any, count: int) -> int:
     return int(value)
 
 
+def _count(x) -> int:
+    return len(next(iter(x.values()))) if isinstance(x, Mapping) else len(x)
+
+
 def _count_non_finite(array: np.ndarray) -> int:
     return int(array.size - np.count_nonzero(np.isfinite(array))) if array.dtype.kind == "f" else 0
 
@@ -113,6 +119,7 @@ class Trainer:
         self.seed = int(np.random.SeedSequence().entropy % 2**63) if seed is None else int(seed)
         self.rng = np.random.default_rng(self.seed)
         self._input_spec: tuple | None = None  # shapes and kinds of the first good batch
+        self._scorers: dict = {}  # evaluate's compiled scores, per tuple of metrics
 
     def _init_params(self, replicas: Callable[[str], Sequence[Any]] | Sequence[Any]) -> None:
         """Draw the initial parameters and place them: ``replicas(name)`` gives a parameter's devices (the first is
@@ -217,6 +224,66 @@ class Trainer:
         from toolkit.training.loop import fit
 
         return fit(self, x, y, epochs, batch_size, shuffle, validation_data, callbacks, verbose, metrics)
+
+    def predict(self, x: Any, batch_size: int | None = None) -> Any:
+        """The model's outputs for ``x`` (an array or a dict of arrays) in inference mode: batch normalization
+        uses its moving statistics, dropout is off. Each batch of ``batch_size`` examples (default: all at once)
+        runs as a training batch would: split over the devices (DataParallel) or part by part on the parts'
+        devices (ModelParallel); the outputs come back as NumPy arrays, in order.
+
+        Raises:
+            ShapeError, DTypeError, NonFiniteError: bad input, or ``batch_size`` < 1 (nothing runs).
+            ComputeError: the framework failed on a device.
+        """
+        x, _ = self._check_batch(x, None)
+        outputs = [optree.tree_map(self.backend.to_numpy, out)
+                   for _, out, _, _ in self._inference(x, self._batches(_count(x), batch_size))]
+        return optree.tree_map(lambda *parts: np.concatenate(parts), *outputs)
+
+    def evaluate(self, x: Any, y: Any, batch_size: int | None = None,
+                 metrics: Sequence[str | metrics_module.Metric] = ()) -> dict[str, float]:
+        """The mean loss and ``metrics`` (names from :data:`toolkit.metrics.NAMED`, or
+        :class:`~toolkit.metrics.Metric` objects) over every example of ``x, y`` in inference mode, batched like
+        :meth:`predict`. Each device's per-example values are summed and counted in float64, over every batch and
+        (when training across processes) every process, and divided once: the mean over all examples, whatever the
+        split. Returns ``{"loss": ..., name: ...}``; nothing is updated.
+
+        Raises:
+            ValueError: an unknown metric; ShapeError, DTypeError, NonFiniteError: bad input or batch size.
+            ComputeError: the framework failed on a device.
+        """
+        chosen = metrics_module.get(metrics)
+        x, y = self._check_batch(x, y)
+        scorer = self._scorers.get(chosen)
+        if scorer is None:
+            def scorer(ops, outputs, y):
+                return {"loss": self.model.loss(ops, outputs, y), **{m.name: m(ops, outputs, y) for m in chosen}}
+
+            self._scorers[chosen] = scorer
+        names = ("loss", *(m.name for m in chosen))
+        totals = np.zeros(len(names) + 1)  # the sums, then the example count
+        for device, outputs, lo, hi in self._inference(x, self._batches(len(y), batch_size)):
+            scores = self._compute(device, f"y {tuple(y[lo:hi].shape)}", self.backend.call, scorer, device,
+                                   {"outputs": outputs, "y": self.backend.place(y[lo:hi], device)}, self.dtype)
+            totals[:-1] += [np.sum(np.asarray(self.backend.to_numpy(scores[k]), np.float64)) for k in names]
+            totals[-1] += hi - lo
+        if getattr(self, "cluster", None) is not None:
+            totals = self._all_reduce(totals, f"the evaluation after step {self.step_count}")
+        return {name: float(total / totals[-1]) for name, total in zip(names, totals)}
+
+    @staticmethod
+    def _batches(count: int, batch_size: int | None) -> list[tuple[int, int]]:
+        """``(first row, end row)`` of each batch of ``batch_size`` rows (default: one batch) of ``count`` rows."""
+        if batch_size is None:
+            batch_size = max(count, 1)
+        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+            raise ShapeError(f"batch_size must be an int >= 1 or None, got {batch_size!r}")
+        return [(start, min(start + int(batch_size), count)) for start in range(0, count, int(batch_size))]
+
+    def _inference(self, x: Any, batches: list[tuple[int, int]]) -> Iterator[tuple[Any, Any, int, int]]:
+        """``(device, outputs, first row, end row)`` for each piece of the ``batches`` of ``x`` in inference mode:
+        the outputs (natives) of rows ``first:end``, left on ``device``."""
+        raise NotImplementedError
 
     def gradients(self, x: Any, y: Any) -> dict[str, np.ndarray]:
         """The gradient of the mean loss over the global batch; nothing is updated."""
