@@ -34,3 +34,26 @@ def report(args: argparse.Namespace, result: dict[str, Any], lines: list[str]) -
     if args.json:
         print(json.dumps(result))
     return result
+
+
+def fit_keras_model(args: argparse.Namespace, model, data) -> dict[str, Any]:
+    """The Keras examples' common part: import the built Keras ``model``, train it with ``fit`` (Adam, validation
+    accuracy each epoch), write the trained weights back and compare the Keras model's own predictions."""
+    import numpy as np
+
+    x_train, y_train, x_test, y_test = data
+    trainer = toolkit.DataParallel(toolkit.from_keras(model), args.backend, args.devices,
+                                   toolkit.optim.Adam(args.lr), seed=args.seed)
+    history = trainer.fit(x_train, y_train, epochs=args.epochs, batch_size=args.batch,
+                          validation_data=(x_test, y_test), metrics=["accuracy"], verbose=2)
+    toolkit.to_keras(trainer.params(), model)
+    keras_outputs = np.asarray(model(x_test.astype(np.float32), training=False))
+    difference = float(np.max(np.abs(keras_outputs - trainer.predict(x_test))))
+    keras_accuracy = float(np.mean(np.argmax(keras_outputs, axis=-1) == y_test))
+    result = {"backend": args.backend, "devices": args.devices, "loss": history.history["loss"],
+              "test_accuracy": history.history["val_accuracy"][-1], "keras_test_accuracy": keras_accuracy,
+              "keras_max_abs_diff": difference}
+    return report(args, result, [
+        f"{model.name} imported from Keras, trained on {args.backend} over {args.devices} device(s)",
+        f"test accuracy: toolkit {result['test_accuracy']:.3f}, the Keras model with the trained weights "
+        f"{keras_accuracy:.3f} (outputs differ by at most {difference:.1e})"])

@@ -9,9 +9,7 @@ predictions match. --backend aesara works too where Keras (with TensorFlow) is i
 from __future__ import annotations
 
 import _cli
-import numpy as np
 
-import toolkit
 from toolkit.datasets import digits
 
 
@@ -28,22 +26,7 @@ def main(argv=None):
     model = keras.Sequential([keras.Input((64,)), keras.layers.Dense(128, activation="relu"),
                               keras.layers.Dense(10, activation="softmax")], name="keras-seed-mlp")
     model.compile(loss="sparse_categorical_crossentropy")
-    x_train, y_train, x_test, y_test = digits(seed=args.seed)
-    trainer = toolkit.DataParallel(toolkit.from_keras(model), args.backend, args.devices,
-                                   toolkit.optim.Adam(args.lr), seed=args.seed)
-    history = trainer.fit(x_train, y_train, epochs=args.epochs, batch_size=args.batch,
-                          validation_data=(x_test, y_test), metrics=["accuracy"], verbose=2)
-    toolkit.to_keras(trainer.params(), model)
-    keras_outputs = np.asarray(model(x_test.astype(np.float32), training=False))
-    difference = float(np.max(np.abs(keras_outputs - trainer.predict(x_test))))
-    keras_accuracy = float(np.mean(np.argmax(keras_outputs, axis=-1) == y_test))
-    result = {"backend": args.backend, "devices": args.devices, "loss": history.history["loss"],
-              "test_accuracy": history.history["val_accuracy"][-1], "keras_test_accuracy": keras_accuracy,
-              "keras_max_abs_diff": difference}
-    return _cli.report(args, result, [
-        f"{model.name} imported from Keras, trained on {args.backend} over {args.devices} device(s)",
-        f"test accuracy: toolkit {result['test_accuracy']:.3f}, the Keras model with the trained weights "
-        f"{keras_accuracy:.3f} (outputs differ by at most {difference:.1e})"])
+    return _cli.fit_keras_model(args, model, digits(seed=args.seed))
 
 
 if __name__ == "__main__":
