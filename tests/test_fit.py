@@ -111,6 +111,7 @@ def test_refusals_change_nothing(backend):
         (dict(callbacks=[print]), TypeError, "callbacks must be toolkit.callbacks.Callback"),
         (dict(validation_data=(VX,)), ValueError, "validation_data must be a pair"),
         (dict(validation_data=(VX, VY), metrics=["top9"]), ValueError, "unknown metric 'top9'"),
+        (dict(metrics=["accuracy"]), ValueError, "metrics on validation_data only"),
         (dict(callbacks=[toolkit.callbacks.EarlyStopping(monitor="val_loss")]), KeyError, "monitors 'val_loss'"),
     ]
     for options, error, words in cases:

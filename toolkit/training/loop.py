@@ -121,6 +121,9 @@ def fit(trainer, x: Any, y: Any, epochs: int, batch_size: int, shuffle: bool, va
             raise TypeError(f"callbacks must be toolkit.callbacks.Callback objects, got {type(callback).__name__}")
     x, y = trainer._check_batch(x, y)
     names = ["loss"]
+    if metrics and validation_data is None:
+        raise ValueError("fit computes metrics on validation_data only (a step returns only its loss): pass "
+                         "validation_data=(x, y), or no metrics")
     if validation_data is not None:
         if not hasattr(trainer, "evaluate"):
             raise TypeError(f"validation_data needs trainer.evaluate, which {type(trainer).__name__} does not have")
