@@ -326,7 +326,7 @@ SUPPORTED: dict[str, Callable] = {
     "Add": _merge(_chain("add")), "Subtract": _merge(lambda ops, values, axis: ops.subtract(*values)),
     "Multiply": _merge(_chain("multiply")), "Maximum": _merge(_chain("maximum")),
     "Minimum": _merge(_chain("minimum")),
-    "Average": _merge(lambda ops, values, axis: functools.reduce(ops.add, values) / float(len(values))),
+    "Average": _merge(lambda ops, values, axis: _chain("add")(ops, values, axis) / float(len(values))),
     "Concatenate": _merge(lambda ops, values, axis: ops.concatenate(values, axis=axis), masks=False),
     "MultiHeadAttention": _attention,
 }
@@ -433,6 +433,11 @@ def _graph(keras_model) -> tuple[list[_Call], int]:
     return calls, slots[id(keras_model.outputs[0])]
 
 
+def _copied(values: dict) -> dict:
+    """Fresh copies of weights and :class:`State` entries: every ``init`` call gets arrays of its own."""
+    return {k: State(np.array(v.value)) if isinstance(v, State) else np.array(v) for k, v in values.items()}
+
+
 def _translator(layer) -> Callable:
     kind = type(layer).__name__
     if kind not in SUPPORTED:
@@ -464,10 +469,10 @@ def from_keras(keras_model, loss: Any = None, name: str | None = None) -> Model:
         params.update(weights)
         program.append((apply, call.arguments))
     score = _loss(keras_model, loss)
-    initial = {k: State(np.array(v.value)) if isinstance(v, State) else np.array(v) for k, v in params.items()}
+    initial = _copied(params)
 
     def init(rng):
-        return {k: State(np.array(v.value)) if isinstance(v, State) else np.array(v) for k, v in initial.items()}
+        return _copied(initial)
 
     def forward(ops, p, x):
         flows = [Flow(x, None)]

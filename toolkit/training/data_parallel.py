@@ -27,7 +27,7 @@ from toolkit.placement.splitting import shard_bounds, split_sizes
 from toolkit.processes import distributed
 from toolkit.registry import REGISTRY
 from toolkit.training.optim import Optimizer
-from toolkit.training.trainer import DTYPES, LABEL_DTYPE, NAN_POLICIES, Trainer
+from toolkit.training.trainer import DTYPES, LABEL_DTYPE, NAN_POLICIES, Trainer, rows
 
 __all__ = ["DTYPES", "LABEL_DTYPE", "NAN_POLICIES", "DataParallel"]
 
@@ -106,7 +106,7 @@ class DataParallel(Trainer):
         """The model's outputs for rows ``lo:hi`` of ``x`` on replica ``index`` in inference mode (natives)."""
         if self._predict_fn is None:
             self._predict_fn = self.backend.compile_predict(self.model, self.dtype)
-        shard = optree.tree_map(lambda a: self.backend.place(a[lo:hi], device), x)
+        shard = optree.tree_map(lambda a: self.backend.place(a, device), rows(x, slice(lo, hi)))
         return self._compute(device, f"x {_shapes(shard)}", self._predict_fn, _replica(self._params, index),
                              batch(shard, None, _replica(self._model_state, index)), device)
 
@@ -121,7 +121,7 @@ class DataParallel(Trainer):
         model state. An empty shard contributes nothing (and its mean would be NaN). ``first_row``: the global
         index of the batch's first example (default: where this process's part starts)."""
         keys = self._example_keys(len(y), self._row_offset(len(y)) if first_row is None else first_row)
-        return [(index, device, batch(optree.tree_map(lambda a, lo=lo, hi=hi: a[lo:hi], x), keys[lo:hi],
+        return [(index, device, batch(rows(x, slice(lo, hi)), keys[lo:hi],
                                       _replica(self._model_state, index)), y[lo:hi])
                 for index, device, lo, hi in self._split(len(y))]
 
@@ -137,16 +137,16 @@ class DataParallel(Trainer):
         # Micro-batches run one after another, each split over the devices; their means are combined weighted by
         # size, here and then once across processes, so the result is the whole batch's mean.
         first_row, parts = self._row_offset(len(y)), []
-        for lo, hi in shard_bounds(split_sizes(len(y), micro_batches)):
-            results, shards = [], self._shards(optree.tree_map(lambda a, lo=lo, hi=hi: a[lo:hi], x), y[lo:hi],
-                                               first_row + lo)
+        bounds = shard_bounds(split_sizes(len(y), micro_batches))
+        for lo, hi in bounds:
+            results, shards = [], self._shards(rows(x, slice(lo, hi)), y[lo:hi], first_row + lo)
             for index, device, shard, shard_y in shards:
                 shapes = f"shard x {_shapes(shard['x'])}, y {tuple(shard_y.shape)}"
                 results.append(self._compute(device, shapes, self._shard_gradient, _replica(self._params, index),
                                              shard, shard_y, device))
             parts.append(self.backend.average(results, weights=[len(s[3]) for s in shards], device=self.devices[0]))
-        sizes = [hi - lo for lo, hi in shard_bounds(split_sizes(len(y), micro_batches))]
-        result = parts[0] if len(parts) == 1 else self.backend.average(parts, weights=sizes, device=self.devices[0])
+        result = parts[0] if len(parts) == 1 else self.backend.average(parts, weights=[hi - lo for lo, hi in bounds],
+                                                                       device=self.devices[0])
         if self.cluster is not None:
             result = self._mean_over_processes(*result, len(y))
         self._accept_input_spec()

@@ -18,10 +18,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import optree
 
 from toolkit.errors import ShapeError
+from toolkit.training import metrics as metrics_module
 from toolkit.training.callbacks import Callback
+from toolkit.training.trainer import rows
 
 #: ``verbose`` values: 0 silent, 1 a progress bar (rich) per epoch, 2 one line per epoch; "auto": 1 on a terminal.
 VERBOSITY = (0, 1, 2, "auto")
@@ -125,12 +126,8 @@ def fit(trainer, x: Any, y: Any, epochs: int, batch_size: int, shuffle: bool, va
         raise ValueError("fit computes metrics on validation_data only (a step returns only its loss): pass "
                          "validation_data=(x, y), or no metrics")
     if validation_data is not None:
-        if not hasattr(trainer, "evaluate"):
-            raise TypeError(f"validation_data needs trainer.evaluate, which {type(trainer).__name__} does not have")
         if not isinstance(validation_data, (tuple, list)) or len(validation_data) != 2:
             raise ValueError("validation_data must be a pair (x, y)")
-        from toolkit.training import metrics as metrics_module
-
         names += ["val_loss", *(f"val_{m.name}" for m in metrics_module.get(metrics))]
         trainer._check_batch(*validation_data)
     for callback in callbacks:
@@ -154,9 +151,9 @@ def fit(trainer, x: Any, y: Any, epochs: int, batch_size: int, shuffle: bool, va
             report.begin(epoch)
             total = 0.0
             for done, start in enumerate(range(0, count, batch_size), start=1):
-                rows = order[start:start + batch_size]
-                loss = trainer.step(optree.tree_map(lambda a, rows=rows: a[rows], x), y[rows])
-                total += loss * len(rows)
+                taken = order[start:start + batch_size]
+                loss = trainer.step(rows(x, taken), y[taken])
+                total += loss * len(taken)
                 for callback in callbacks:
                     callback.on_step_end(trainer.step_count, {"loss": loss})
                 report.step(done, loss)

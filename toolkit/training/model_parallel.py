@@ -16,8 +16,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import optree
-
 from toolkit.backend import Backend
 from toolkit.errors import DeviceSpecError, ParamsError, ShapeError
 from toolkit.nn import context
@@ -26,7 +24,7 @@ from toolkit.nn.ops import Ops, Tensor
 from toolkit.placement.devices import Device
 from toolkit.placement.splitting import shard_bounds, split_sizes
 from toolkit.training.optim import Optimizer
-from toolkit.training.trainer import Trainer
+from toolkit.training.trainer import Trainer, rows
 
 
 @dataclass(frozen=True)
@@ -200,12 +198,11 @@ class ModelParallel(Trainer):
     def _loss_and_gradients(self, x, y, micro_batches=1):
         # Micro-batches run one after another through every part; their mean losses and gradients are combined
         # weighted by size, each gradient on its parameter's home, which gives the whole batch's mean.
-        params = {name: var.replicas[0].value for name, var in self._params.items()}
-        results, sizes = [], []
+        params, results, sizes = self._home_params(), [], []
         for lo, hi in shard_bounds(split_sizes(len(y), micro_batches)):
-            inputs = _named_inputs(self.model.inputs, optree.tree_map(lambda a, lo=lo, hi=hi: a[lo:hi], x))
-            shapes = f"x {({k: tuple(v.shape) for k, v in inputs.items()})}, y {tuple(y[lo:hi].shape)}"
-            results.append(self._compute("its devices", shapes, self._gradient_fn, params, inputs, y[lo:hi]))
+            inputs, shapes = self._inputs(x, lo, hi)
+            results.append(self._compute("its devices", f"{shapes}, y {tuple(y[lo:hi].shape)}", self._gradient_fn,
+                                         params, inputs, y[lo:hi]))
             sizes.append(hi - lo)
         self._accept_input_spec()
         if len(results) == 1:
@@ -220,12 +217,19 @@ class ModelParallel(Trainer):
         if self._forward is None:
             self._forward = {part.name: self.backend.compile_part(_inference_part(part.fn), self.dtype)
                              for part in self.model.parts}
-        params = {name: var.replicas[0].value for name, var in self._params.items()}
-        last = self.devices[self.model.parts[-1].name]
+        params, last = self._home_params(), self.devices[self.model.parts[-1].name]
         for lo, hi in batches:
-            inputs = _named_inputs(self.model.inputs, optree.tree_map(lambda a, lo=lo, hi=hi: a[lo:hi], x))
-            shapes = f"x {({k: tuple(v.shape) for k, v in inputs.items()})}"
+            inputs, shapes = self._inputs(x, lo, hi)
             yield last, self._compute("its devices", shapes, self._parted_forward, params, inputs), lo, hi
+
+    def _home_params(self) -> dict[str, Any]:
+        """Each parameter's native value on its home device (a parameter has one replica here)."""
+        return {name: var.replicas[0].value for name, var in self._params.items()}
+
+    def _inputs(self, x, lo: int, hi: int) -> tuple[dict[str, Any], str]:
+        """Rows ``lo:hi`` of the data inputs by name, and their shapes for error messages."""
+        inputs = _named_inputs(self.model.inputs, rows(x, slice(lo, hi)))
+        return inputs, f"x {({k: tuple(v.shape) for k, v in inputs.items()})}"
 
     def _parted_forward(self, params, inputs):
         """The last part's outputs for ``inputs``, each part run on its device, its inputs moved there."""

@@ -90,6 +90,12 @@ def _count(x) -> int:
     return len(next(iter(x.values()))) if isinstance(x, Mapping) else len(x)
 
 
+def rows(x: Any, index: Any) -> Any:
+    """Rows ``index`` (a slice or an array of row numbers) of every array of the batch input ``x`` (an array or a
+    dict of arrays)."""
+    return optree.tree_map(lambda a: a[index], x)
+
+
 def _count_non_finite(array: np.ndarray) -> int:
     return int(array.size - np.count_nonzero(np.isfinite(array))) if array.dtype.kind == "f" else 0
 
