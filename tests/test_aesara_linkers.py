@@ -23,6 +23,24 @@ def test_c_linker_matches_jax_linker():
     assert max_abs_diff(runs["c"][1], runs["jax"][1]) <= FLOAT64_ATOL
 
 
+def test_c_linker_fit_scores_training_metrics_like_the_jax_linker():
+    """The C linker's shared-variable step gives the model state and the training metrics as the JAX linker's
+    step does (a batch-normalized model; a metric that is the loss itself equals the step's loss)."""
+    from tests.test_model_state import BATCH_NORM, X, Y
+
+    metrics = ["accuracy", toolkit.metrics.Metric("loss_again", BATCH_NORM.loss)]
+    histories, states = {}, {}
+    for name, backend in (("c", toolkit.get_backend("aesara", linker="c")), ("jax", toolkit.get_backend("aesara"))):
+        trainer = toolkit.DataParallel(BATCH_NORM, backend, 1, toolkit.optim.Adam(0.05), dtype="float64", seed=3)
+        histories[name] = trainer.fit(X, Y, epochs=2, batch_size=5, verbose=0, metrics=metrics).history
+        states[name] = trainer.state()
+    assert list(histories["c"]) == ["loss", "accuracy", "loss_again"]
+    for metric, values in histories["jax"].items():
+        assert max(abs(a - b) for a, b in zip(histories["c"][metric], values)) <= FLOAT64_ATOL, metric
+    assert max(abs(a - b) for a, b in zip(histories["c"]["loss_again"], histories["c"]["loss"])) <= FLOAT64_ATOL
+    assert max_abs_diff(states["c"], states["jax"]) <= FLOAT64_ATOL
+
+
 def test_c_linker_fused_step_follows_outside_writes(tmp_path):
     check_fused_step_follows_outside_writes(toolkit.get_backend("aesara", linker="c"), 1, tmp_path / "c.npz")
 

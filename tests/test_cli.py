@@ -85,16 +85,16 @@ def test_parity_fails_with_a_diff_on_a_perturbed_backend(monkeypatch, capsys):
 
         name = "perturbed"
 
-        def compile_gradient(self, model, dtype):
-            inner = super().compile_gradient(model, dtype)
+        def compile_gradient(self, model, dtype, metrics=()):
+            inner = super().compile_gradient(model, dtype, metrics)
 
             def perturbed(params, x, y, device):
-                loss, grads, model_state = inner(params, x, y, device)
-                return loss, {k: g * 1.0001 for k, g in grads.items()}, model_state
+                loss, grads, model_state, scores = inner(params, x, y, device)
+                return loss, {k: g * 1.0001 for k, g in grads.items()}, model_state, scores
 
             return perturbed
 
-        def compile_fused_step(self, *args):
+        def compile_fused_step(self, *args, **kwargs):
             return None  # every step composed, through the perturbed gradient
 
     spec = registry.BackendSpec("perturbed", "toolkit.backends.aesara", ("aesara", "jax"), ("aesara", "jax"), "aesara")

@@ -154,17 +154,20 @@ def test_two_processes_fit_like_one(backend_name, tmp_path):
     assert max_abs_diff(first, dict(np.load(tmp_path / "params_1.npz"))) == 0.0
     (x, y), (vx, vy) = fit_data(16)
     one = toolkit.DataParallel(SMALL_MLP, backend_name, 1, toolkit.optim.Adam(LR), dtype="float64")
-    losses = []
+    losses, accuracies = [], []
     for _ in range(FIT["epochs"]):
-        order, total = one.rng.permutation(8), 0.0
+        order, total, correct = one.rng.permutation(8), 0.0, 0.0
         for start in range(0, 8, FIT["batch_size"]):
             rows = order[start:start + FIT["batch_size"]]
             both = np.concatenate([rows, rows + 8])  # process 0's rows of this step, then process 1's
-            total += one.step(x[both], y[both]) * len(rows)
+            correct += one.evaluate(x[both], y[both], metrics=["accuracy"])["accuracy"] * len(rows)  # training
+            total += one.step(x[both], y[both]) * len(rows)  # metrics score the batch before its update
         losses.append(total / 8)
+        accuracies.append(correct / 8)
         scores = one.evaluate(vx, vy, metrics=["accuracy"])
         assert abs(histories[0]["val_accuracy"][len(losses) - 1] - scores["accuracy"]) <= FLOAT64_ATOL
     np.testing.assert_allclose(histories[0]["loss"], losses, rtol=0, atol=FLOAT64_ATOL)
+    np.testing.assert_allclose(histories[0]["accuracy"], accuracies, rtol=0, atol=FLOAT64_ATOL)
     assert max_abs_diff(first, one.params()) <= FLOAT64_ATOL
 
 

@@ -106,7 +106,7 @@ def test_each_part_computes_on_its_device(backend):
     trainer = toolkit.ModelParallel(model, backend, toolkit.optim.SGD(0.1), dtype="float64")
     x, y = data(model)
     params = {name: var.replicas[0].value for name, var in trainer._params.items()}
-    loss, grads = Backend.compile_parted_gradient(backend, model, placement, "float64")(params, {"x": x}, y)
+    loss, grads, _ = Backend.compile_parted_gradient(backend, model, placement, "float64")(params, {"x": x}, y)
     assert all(backend.device_of(g) == trainer.param_devices()[name] for name, g in grads.items())
     np.testing.assert_allclose(float(backend.to_numpy(loss)), trainer.loss(x, y), rtol=0, atol=FLOAT64_ATOL)
     expected = trainer.gradients(x, y)
@@ -223,7 +223,7 @@ def test_tensorflow_runs_each_backward_pass_where_its_forward_ran():
                                     toolkit.optim.SGD(0.1), dtype="float64")
     parallel.step(x, y)
     indices, _, xs, ys = zip(*parallel._shards(*parallel._check_batch(x, y)))
-    graph = parallel._fused_step.function.get_concrete_function(
+    graph = parallel._fused_steps[()].function.get_concrete_function(
         tuple(indices), list(xs), list(ys), tf.constant([0.5, 0.5], tf.float64), np.asarray(2.0)).graph
     devices = _backward_devices(graph)
     assert devices and all(len(d) == 1 for d in devices.values())

@@ -53,7 +53,7 @@ def _train(model, backend, devices, fused=True, weights=None, steps=STEPS, **opt
     trainer = toolkit.DataParallel(model, backend, devices, toolkit.optim.Adam(0.01), dtype="float64", seed=7,
                                    weights=weights, **options)
     if not fused:
-        trainer._fused_step = None
+        trainer._fused_steps = None
     return trainer, [trainer.step(X, Y) for _ in range(steps)]
 
 
@@ -260,7 +260,7 @@ def test_synchronized_statistics_are_refused_where_replicas_do_not_meet(backend_
         trainer = toolkit.DataParallel(SYNC_BATCH_NORM, backend_name, 2, toolkit.optim.SGD(0.1), dtype="float64",
                                        weights=options.get("weights"))
         if not options.get("fused", True):
-            trainer._fused_step = None
+            trainer._fused_steps = None
         params, state = trainer.params(), trainer.state()
         with pytest.raises(toolkit.ComputeError, match="cross_replica_sum .* needs a data-parallel training step "
                                                        "that runs its replicas together") as error:

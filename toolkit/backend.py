@@ -27,10 +27,11 @@ Native = Any  # a backend's array type
 
 class GradientFn(Protocol):
     def __call__(self, params: Mapping[str, Native], batch: Mapping[str, Any], y: Native,
-                 device: Device) -> tuple[Native, dict[str, Native], dict[str, Native]]:
+                 device: Device) -> tuple[Native, dict[str, Native], dict[str, Native], dict[str, Native]]:
         """A training run of the model on one shard (``batch`` from :func:`toolkit.nn.model.batch`: x, the examples'
-        keys, the model state): the mean loss, its gradient for each parameter, and the model state's new values
-        (:meth:`toolkit.nn.model.Model.train_losses`), computed on ``device``, left there."""
+        keys, the model state): the mean loss, its gradient for each parameter, the model state's new values
+        (:meth:`toolkit.nn.model.Model.train_losses`) and the mean of each metric the function was compiled for
+        (``{name: mean}``), computed on ``device``, left there."""
 
 
 class UpdateFn(Protocol):
@@ -90,8 +91,9 @@ class Backend(ABC):
         """Run ``fn(ops, **inputs)`` on ``device``; return its outputs (an array or a pytree of them) left there."""
 
     @abstractmethod
-    def compile_gradient(self, model: Model, dtype: str) -> GradientFn:
-        """The per-device loss-and-gradient function of ``model``."""
+    def compile_gradient(self, model: Model, dtype: str, metrics: tuple = ()) -> GradientFn:
+        """The per-device loss-and-gradient function of ``model``, also scoring ``metrics``
+        (:class:`toolkit.metrics.Metric` objects) on the training run's outputs."""
 
     @abstractmethod
     def compile_update(self, optimizer: Optimizer, dtype: str) -> UpdateFn:
@@ -278,44 +280,48 @@ class Backend(ABC):
 
     def compile_fused_step(self, model: Model, optimizer: Optimizer, dtype: str, params: Mapping[str, Any],
                            state: Mapping[str, Mapping[str, Variable]],
-                           model_state: Mapping[str, MirroredVariable]) -> Callable | None:
+                           model_state: Mapping[str, MirroredVariable], metrics: tuple = ()) -> Callable | None:
         """Optional: a whole data-parallel step as one compiled call, for backends where per-call overhead dominates.
 
-        Returns ``fn(indices, xs, ys, weights, step) -> (mean loss, finite)`` or None (the default: the trainer
+        Returns ``fn(indices, xs, ys, weights, step) -> (mean loss, finite, {metric name: mean})`` or None (the
+        default: the trainer
         composes the step from the primitives above). ``params`` maps names to :class:`MirroredVariable` (first
         replica: home), ``state[slot][name]`` are the optimizer's variables at home, ``model_state`` the model
         state's mirrored variables; ``xs`` are the non-empty shards' model batches (:func:`toolkit.nn.model.batch`,
         NumPy arrays and the replicas' state values), ``ys`` their targets, ``indices`` the replica each runs on,
         ``weights`` their share of the batch (shard size / batch), ``step`` the update's number as a NumPy scalar of
         the dtype.
-        It must do exactly what the composed step does: per-device gradients and new model state, their weighted
-        averages on the home device, ``optimizer.update``, and, only if the loss and every gradient are finite,
-        write the new values to every replica, the optimizer state and the model state; ``finite`` says which
-        happened. ``fn`` may instead return None, changing
-        nothing, for a split it does not take (the Aesara backend takes only equal shards): the trainer then composes
-        that step.
+        It must do exactly what the composed step does: per-device gradients, new model state and ``metrics``' means
+        (as :meth:`compile_gradient`), their weighted averages on the home device, ``optimizer.update``, and, only if
+        the loss and every gradient are finite, write the new values to every replica, the optimizer state and the
+        model state; ``finite`` says which happened. ``fn`` may instead return None, changing nothing, for a split it
+        does not take (the Aesara backend takes only equal shards): the trainer then composes that step.
         """
         return None
 
     # ----------------------------------------------------------------------------------------------------------------
     # Model parallelism.
 
-    def compile_parted_gradient(self, model: Any, placement: Mapping[str, Device], dtype: str) -> Callable:
+    def compile_parted_gradient(self, model: Any, placement: Mapping[str, Device], dtype: str,
+                                metrics: tuple = ()) -> Callable:
         """The loss and gradients of a :class:`~toolkit.PartedModel` with each part on ``placement[part]``.
 
-        Returns ``fn(params, inputs, y) -> (mean loss, {param: gradient})``: ``params`` native arrays on their home
-        devices (the device of the first part reading each), ``inputs`` the data inputs by name, and each gradient
-        left on its parameter's home.
+        Returns ``fn(params, inputs, y) -> (mean loss, {param: gradient}, {metric name: mean})``: ``params`` native
+        arrays on their home devices (the device of the first part reading each), ``inputs`` the data inputs by
+        name, each gradient left on its parameter's home, the loss and ``metrics``' means (scored on the same
+        outputs) on the last part's device.
 
         Written once from :meth:`compile_part`: the forward pass runs part by part, moving each output to the
         devices of the parts that read it; the backward pass runs the parts in reverse on their own devices, moving
         each input's gradient back to the part that produced it (summed where several parts read it); parameter
         gradients are summed on the parameter's home. A backend with a tape that spans devices may override it.
+        The last part's output is the vector ``[loss, *metric means]``, differentiated with the cotangent
+        ``[1, 0, ...]``: the loss's gradient alone.
         """
         parts, last = model.parts, model.parts[-1]
 
         def with_loss(ops, params, *inputs):
-            return ops.mean(model.loss(ops, last.fn(ops, params, *inputs[:-1]), inputs[-1]))
+            return scored_mean(ops, model.loss, metrics, last.fn(ops, params, *inputs[:-1]), inputs[-1])
 
         compiled = {part.name: self.compile_part(part.fn, dtype) for part in parts[:-1]}
         compiled[last.name] = self.compile_part(with_loss, dtype)
@@ -330,7 +336,8 @@ class Backend(ABC):
                 placed[part.name] = ({k: self.place(params[k], device) for k in part.params}, ins)
                 if part is not last:
                     values[part.name] = compiled[part.name].forward(*placed[part.name], device)
-            cotangents: dict[str, list] = {last.name: [self.place(np.asarray(1.0, dtype), placement[last.name])]}
+            seed = np.eye(1, 1 + len(metrics), dtype=dtype)[0]  # d(loss)/d(output): 1 for the loss, 0 for metrics
+            cotangents: dict[str, list] = {last.name: [self.place(seed, placement[last.name])]}
             param_grads: dict[str, list] = {name: [] for name in params}
             loss = None
             for part in reversed(parts):
@@ -348,12 +355,18 @@ class Backend(ABC):
             grads = {name: _sum(self, found, homes[name]) if found else
                      self.place(np.zeros(np.shape(self.to_numpy(params[name])), dtype), homes[name])
                      for name, found in param_grads.items()}
-            return loss, grads
+            return loss[0], grads, {metric.name: loss[1 + i] for i, metric in enumerate(metrics)}
 
         return loss_and_gradients
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name}: {self._listing()}>"
+
+
+def scored_mean(ops: Ops, loss: Callable[..., Any], metrics: Sequence[Any], outputs: Any, y: Any) -> Any:
+    """The vector ``[mean loss, *mean of each metric]`` of ``outputs`` against ``y``, on Tensors: a parted
+    model's last part as its gradient sees it."""
+    return ops.stack([ops.mean(loss(ops, outputs, y)), *(ops.mean(metric(ops, outputs, y)) for metric in metrics)])
 
 
 def _sum(backend: Backend, values: Sequence[Native], device: Device) -> Native:

@@ -121,22 +121,24 @@ def _jax_replica_sum(op, **kwargs):
     return lambda x: jax.lax.psum(x, op.axis)
 
 
-def _loss_and_grads(model, ops, p, batch, y, reduce=at.mean, replica_sum=None):
+def _loss_and_grads(model, ops, p, batch, y, reduce=at.mean, replica_sum=None, metrics=()):
     """The graph of a training run: the loss (per-example losses reduced by ``reduce``), its gradient for each
-    parameter, and the model state's new values. ``replica_sum`` as in ``Model.train_losses``: None where the run
-    is one device's part of a composed step."""
-    losses, model_state = model.train_losses(ops, p, batch, y, replica_sum=replica_sum)
+    parameter, the model state's new values, and each metric's values reduced like the losses. ``replica_sum``
+    as in ``Model.train_losses``: None where the run is one device's part of a composed step."""
+    losses, model_state, scores = model.train_losses(ops, p, batch, y, replica_sum=replica_sum, metrics=metrics)
     loss = reduce(losses)
-    return loss, dict(zip(p, aesara.grad(loss, list(p.values()), disconnected_inputs="ignore"))), model_state
+    grads = dict(zip(p, aesara.grad(loss, list(p.values()), disconnected_inputs="ignore")))
+    return loss, grads, model_state, {k: reduce(v) for k, v in scores.items()}
 
 
-def _training_step(model, optimizer, ops, p, batch, y, slots, step):
+def _training_step(model, optimizer, ops, p, batch, y, slots, step, metrics=()):
     """The graph of a one-device step: the loss, the new parameters and optimizer state, whether the loss, every
-    gradient and the new model state are finite, and the model state's new values."""
-    loss, grads, model_state = _loss_and_grads(model, ops, p, batch, y, replica_sum=single_replica)
+    gradient and the new model state are finite, the model state's new values and the metrics' means."""
+    loss, grads, model_state, scores = _loss_and_grads(model, ops, p, batch, y, replica_sum=single_replica,
+                                                       metrics=metrics)
     new_params, new_state, finite = ops.call(optimizer.update, p, grads, slots, step)
     finite = at.and_(finite, ops.call(type(ops).all_finite, [loss, *model_state.values()]))
-    return loss, new_params, new_state, finite, model_state
+    return loss, new_params, new_state, finite, model_state, scores
 
 
 class _BySignature:
@@ -182,8 +184,9 @@ class _SharedStep:
     arrays; one written from outside (``set_params``, ``restore``) is given back to its shared variable before the
     next step. Passing parameters in and out of the function instead cost 25% more than the native step."""
 
-    def __init__(self, backend, model, optimizer, dtype, params, state, model_state) -> None:
+    def __init__(self, backend, model, optimizer, dtype, params, state, model_state, metrics) -> None:
         self._model, self._optimizer, self._dtype, self._ops = model, optimizer, dtype, backend.ops(dtype)
+        self._metrics = metrics
         self._params, self._slots, self._model_state = params, state, model_state
         self._pairs = [(var, aesara.shared(var.value, name=name, borrow=True)) for name, var in params.items()]
         self._pairs += [(var, aesara.shared(var.value, name=f"{slot}/{name}", borrow=True))
@@ -203,13 +206,14 @@ class _SharedStep:
                 # A shared variable's type has no static shape; the model sees the parameters with theirs (layers
                 # read sizes from them), and the updates go to the shared variables.
                 typed = {k: at.specify_shape(v, self._params[k].shape) for k, v in p.items()}
-                loss, new_params, new_state, ok, model_state = _training_step(
-                    self._model, self._optimizer, self._ops, typed, *symbols, slots, step)
+                loss, new_params, new_state, ok, model_state, scores = _training_step(
+                    self._model, self._optimizer, self._ops, typed, *symbols, slots, step, self._metrics)
                 updates = [(p[k], at.switch(ok, v, p[k])) for k, v in new_params.items()]
                 updates += [(slots[slot][k], at.switch(ok, v, slots[slot][k]))
                             for slot, values in new_state.items() for k, v in values.items()]
                 function = aesara.function([*optree.tree_leaves(symbols), step],
-                                           [loss, ok, *(model_state[k] for k in self._model_state)],
+                                           [loss, ok, *(model_state[k] for k in self._model_state),
+                                            *scores.values()],
                                            updates=updates, mode="FAST_RUN",
                                            on_unused_input="ignore")  # SGD does not read the step
             function.trust_input = True  # the signature is the one compiled for
@@ -221,13 +225,13 @@ class _SharedStep:
         for var, shared in self._pairs:
             if shared.get_value(borrow=True) is not var.value:
                 shared.set_value(var.value, borrow=True)
-        loss, ok, *model_state = function(*leaves, step)
+        loss, ok, *outputs = function(*leaves, step)
         for var, shared in self._pairs:
             var._value = shared.get_value(borrow=True)  # the new value, or the old one if not ok
         if ok:
-            for var, value in zip(self._model_state.values(), model_state):
+            for var, value in zip(self._model_state.values(), outputs):
                 var._write(value)
-        return loss, ok
+        return loss, ok, {m.name: value for m, value in zip(self._metrics, outputs[len(self._model_state):])}
 
 
 class _StackedStep:
@@ -245,7 +249,7 @@ class _StackedStep:
 
     _AXIS = "devices"
 
-    def __init__(self, backend, model, optimizer, dtype, replicas, state, model_state) -> None:
+    def __init__(self, backend, model, optimizer, dtype, replicas, state, model_state, metrics) -> None:
         self._dtype, self._replicas, self._state, self._model_state = dtype, replicas, state, model_state
         self._names = list(replicas)
         self._devices = [backend._jax_device(r.device) for r in replicas[self._names[0]]]
@@ -255,7 +259,7 @@ class _StackedStep:
             symbols = optree.tree_map(_symbol, (params, x, y, scale))
             p, x, y, scale = symbols
             return symbols, _loss_and_grads(model, ops, p, x, y, reduce=lambda losses: at.sum(losses) * scale,
-                                            replica_sum=_ReplicaSum(self._AXIS))
+                                            replica_sum=_ReplicaSum(self._AXIS), metrics=metrics)
 
         def build_update(params, grads, slots, step):
             symbols = optree.tree_map(_symbol, (params, grads, slots, step))
@@ -294,14 +298,15 @@ class _StackedStep:
                 return optree.tree_unflatten(spec, [jnp.asarray(o, d) for o, d in zip(outputs, function._dtypes)])
 
             def replica(params, x, y, scale, state, step):
-                loss, grads, model_state = run(gradient, gradient_spec, params, x, y, scale)
-                # Equal shards: the mean of the replicas' new model state is their sum over the device count.
-                loss, grads, model_state = _psum_flat((loss, grads, {k: v / len(self._devices) for k, v in
-                                                                     model_state.items()}), self._AXIS)
+                loss, grads, model_state, scores = run(gradient, gradient_spec, params, x, y, scale)
+                # Equal shards: the mean of the replicas' new model state is their sum over the device count; the
+                # loss and the metrics are already each replica's share of the batch's mean.
+                loss, grads, model_state, scores = _psum_flat(
+                    (loss, grads, {k: v / len(self._devices) for k, v in model_state.items()}, scores), self._AXIS)
                 new_params, new_state, finite = run(update, update_spec, params, grads, state, step)
                 for value in (loss, *model_state.values()):
                     finite = jnp.logical_and(finite, jnp.all(jnp.isfinite(value)))
-                return loss, new_params, new_state, finite, model_state
+                return loss, new_params, new_state, finite, model_state, scores
 
             self._mapped[key] = jax.pmap(replica, axis_name=self._AXIS, in_axes=(0, 0, 0, None, 0, None),
                                          devices=self._devices)
@@ -314,7 +319,8 @@ class _StackedStep:
         x, y = optree.tree_map(lambda *a: np.stack(a), *xs), np.stack(ys)
         params, state = self._stack()
         scale = np.asarray(1.0 / (len(ys) * len(ys[0])), self._dtype)
-        loss, new_params, new_state, finite, model_state = self._mapped_step(params, x, y, scale, state, step)
+        loss, new_params, new_state, finite, model_state, scores = self._mapped_step(params, x, y, scale, state,
+                                                                                     step)
         written = bool(finite[0])
         if written:
             for name, var in self._model_state.items():
@@ -327,7 +333,7 @@ class _StackedStep:
                 for name, var in values.items():
                     var._defer(lambda a=new_state[slot][name]: a[0])
             self._stacked = (new_params, new_state, self._versions())
-        return loss[0], np.asarray(written)
+        return loss[0], np.asarray(written), {k: v[0] for k, v in scores.items()}
 
 
 class _Part:
@@ -421,15 +427,15 @@ class Backend(interface.Backend):
         placed = optree.tree_map(lambda value: self.place(value, device), dict(inputs))
         return self._compiled[key](placed, device=self._jax_device(device))
 
-    def compile_gradient(self, model, dtype):
-        key = ("gradient", model, dtype)
+    def compile_gradient(self, model, dtype, metrics=()):
+        key = ("gradient", model, dtype, metrics)
         if key not in self._compiled:
             ops = self.ops(dtype)
 
             def build(params, x, y):
                 symbols = optree.tree_map(_symbol, (params, x, y))
                 p, x, y = symbols
-                return symbols, _loss_and_grads(model, ops, p, x, y)
+                return symbols, _loss_and_grads(model, ops, p, x, y, metrics=metrics)
 
             compiled = _BySignature(build, dtype, self.linker)
             self._compiled[key] = lambda params, x, y, device: compiled(params, x, y, device=self._jax_device(device))
@@ -471,21 +477,21 @@ class Backend(interface.Backend):
                                         _BySignature(build_vjp, dtype, self.linker))
         return self._compiled[key]
 
-    def compile_fused_step(self, model, optimizer, dtype, params, state, model_state):
+    def compile_fused_step(self, model, optimizer, dtype, params, state, model_state, metrics=()):
         # One device: the loss, the gradient and the update in one compiled call, where composing took a gradient
         # call, eager averaging ops and an update call. Several JAX devices: one jax.pmap (see _StackedStep).
         replicas = {name: var.replicas for name, var in params.items()}
         if len(next(iter(replicas.values()))) > 1:
-            return _StackedStep(self, model, optimizer, dtype, replicas, state, model_state)
+            return _StackedStep(self, model, optimizer, dtype, replicas, state, model_state, metrics)
         if self.linker == "c":
             return _SharedStep(self, model, optimizer, dtype, {name: r[0] for name, r in replicas.items()}, state,
-                               {name: var.replicas[0] for name, var in model_state.items()})
+                               {name: var.replicas[0] for name, var in model_state.items()}, metrics)
         ops, names = self.ops(dtype), list(params)
 
         def build(current, x, y, slots, step):
             symbols = optree.tree_map(_symbol, (current, x, y, slots, step))
             p, x, y, slots, step = symbols
-            return symbols, _training_step(model, optimizer, ops, p, x, y, slots, step)
+            return symbols, _training_step(model, optimizer, ops, p, x, y, slots, step, metrics)
 
         whole_step = _BySignature(build, dtype, self.linker)
         device = self._jax_device(next(iter(params.values())).devices[0])
@@ -495,8 +501,8 @@ class Backend(interface.Backend):
             # device, faster than a jax.device_put each.
             current = {name: replicas[name][0].value for name in names}
             slots = {slot: {name: var.value for name, var in values.items()} for slot, values in state.items()}
-            loss, new_params, new_state, finite, new_model_state = whole_step(current, xs[0], ys[0], slots, step,
-                                                                              device=device)
+            loss, new_params, new_state, finite, new_model_state, scores = whole_step(current, xs[0], ys[0], slots,
+                                                                                      step, device=device)
             written = bool(np.asarray(finite))
             if written:
                 for name, value in new_model_state.items():
@@ -506,7 +512,7 @@ class Backend(interface.Backend):
                 for slot, values in new_state.items():
                     for name, value in values.items():
                         state[slot][name]._write(value)
-            return loss, np.asarray(written)
+            return loss, np.asarray(written), scores
 
         return run
 

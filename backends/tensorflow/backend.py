@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from toolkit import backend as interface
+from toolkit.backend import scored_mean
 from toolkit.backends.tensorflow import environment
 from toolkit.backends.tensorflow.ops import Replicated, ReplicatedOps, TensorFlowOps, per_replica, replicated
 from toolkit.backends.tensorflow.variables import TensorFlowVariable
@@ -118,19 +119,21 @@ class Backend(interface.Backend):
         with tf.device(self.native_name(device)):
             return self.ops(dtype).call(fn, **inputs)
 
-    def compile_gradient(self, model, dtype):
-        key = ("gradient", model, dtype)
+    def compile_gradient(self, model, dtype, metrics=()):
+        key = ("gradient", model, dtype, metrics)
         if key not in self._compiled:
             ops = self.ops(dtype)
 
             def loss_and_gradients(params, batch, y):
                 with tf.GradientTape() as tape:
                     tape.watch(params)
-                    losses, model_state = model.train_losses(ops, params, batch, y)  # no cross-replica sums
+                    # no cross-replica sums
+                    losses, model_state, scores = model.train_losses(ops, params, batch, y, metrics=metrics)
                     loss = tf.reduce_mean(losses)
                 grads = tape.gradient(loss, params)
                 # A parameter the loss does not use gets a zero gradient, as in the Aesara backend.
-                return loss, {k: _dense(g, params[k]) for k, g in grads.items()}, model_state
+                return (loss, {k: _dense(g, params[k]) for k, g in grads.items()}, model_state,
+                        {k: tf.reduce_mean(v) for k, v in scores.items()})
 
             per_device = _PerDevice(self, loss_and_gradients)
             self._compiled[key] = lambda params, x, y, device: per_device(params, x, y, device=device)
@@ -177,7 +180,7 @@ class Backend(interface.Backend):
             self._compiled[key] = _Part(forward, backward)
         return self._compiled[key]
 
-    def compile_fused_step(self, model, optimizer, dtype, params, state, model_state):
+    def compile_fused_step(self, model, optimizer, dtype, params, state, model_state, metrics=()):
         # One tf.function for the whole step, with the variables captured rather than passed: TensorFlow's per-call
         # cost (argument canonicalisation, one dispatch per eager op) was most of a small model's step time. The
         # replicas are traced together (ReplicatedOps: each op once per replica, under its device), so the model can
@@ -190,14 +193,19 @@ class Backend(interface.Backend):
         def step_fn(indices, xs, ys, weights, step):
             replicas = ReplicatedOps(dtype, [replica_devices[i] for i in indices])
             values = {name: Replicated(params[name].replicas[i].value for i in indices) for name in names}
-            per_example, new_states = model.train_losses(replicas, values, replicated(*xs), replicated(*ys),
-                                                         replica_sum=replicas.replica_sum)
-            losses = []
-            for device, shard_losses in zip(replicas.devices, per_example.values):
-                with tf.device(device):
-                    losses.append(tf.reduce_mean(shard_losses))
-            with tf.device(home):
-                loss = tf.add_n([weights[i] * losses[i] for i in range(len(losses))])
+            per_example, new_states, per_example_scores = model.train_losses(
+                replicas, values, replicated(*xs), replicated(*ys), replica_sum=replicas.replica_sum, metrics=metrics)
+
+            def weighted_mean(replicated_values):
+                means = []
+                for device, shard_values in zip(replicas.devices, replicated_values.values):
+                    with tf.device(device):
+                        means.append(tf.reduce_mean(shard_values))
+                with tf.device(home):
+                    return tf.add_n([weights[i] * mean for i, mean in enumerate(means)])
+
+            loss = weighted_mean(per_example)
+            scores = {k: weighted_mean(v) for k, v in per_example_scores.items()}
             # tf.gradients puts each gradient op on its forward op's device, so every replica's backward pass runs
             # on its own device; a GradientTape would leave them unplaced, and they all ran on the default device.
             variables = [v for name in names for v in values[name].values]
@@ -233,7 +241,7 @@ class Backend(interface.Backend):
 
             with tf.device(home):
                 written = tf.cond(finite, write, lambda: tf.constant(False))
-            return loss, written
+            return loss, written, scores
 
         function = _traced(step_fn)
 
@@ -244,11 +252,11 @@ class Backend(interface.Backend):
         run.function = function  # for tests that read the traced graph's placement
         return run
 
-    def compile_parted_gradient(self, model, placement, dtype):
+    def compile_parted_gradient(self, model, placement, dtype, metrics=()):
         # One gradient across the devices, each part under its tf.device scope, in one tf.function: tf.gradients
         # places each gradient op with its forward op, so the backward pass runs on the devices that own each part
         # (a GradientTape would leave the backward ops unplaced, on the default device).
-        key = ("parted", model, tuple(placement.items()), dtype)
+        key = ("parted", model, tuple(placement.items()), dtype, metrics)
         if key not in self._compiled:
             ops, parts, last = self.ops(dtype), model.parts, model.parts[-1]
             names = {part: self.native_name(device) for part, device in placement.items()}
@@ -261,9 +269,9 @@ class Backend(interface.Backend):
                         values[part.name] = ops.call(part.fn, {k: params[k] for k in part.params},
                                                      *(values[i] for i in part.inputs))
                 with tf.device(names[last.name]):
-                    loss = tf.reduce_mean(ops.call(model.loss, values[last.name], y))
-                grads = dict(zip(params, tf.gradients(loss, list(params.values()))))
-                return loss, {k: _dense(g, params[k]) for k, g in grads.items()}
+                    scored = ops.call(scored_mean, model.loss, metrics, values[last.name], y)
+                grads = dict(zip(params, tf.gradients(scored[0], list(params.values()))))
+                return scored, {k: _dense(g, params[k]) for k, g in grads.items()}
 
             function = _traced(loss_and_gradients)
 
@@ -271,12 +279,13 @@ class Backend(interface.Backend):
                 # A function's outputs come back on the calling device (here the loss's); each gradient then makes
                 # one copy to its parameter's home, where the update runs.
                 with tf.device(names[last.name]):
-                    loss, grads = function(params, inputs, y)
+                    scored, grads = function(params, inputs, y)
+                    loss, scores = scored[0], {metric.name: scored[1 + i] for i, metric in enumerate(metrics)}
                 placed = {}
                 for name, grad in grads.items():
                     with tf.device(homes[name]):
                         placed[name] = tf.identity(grad)
-                return loss, placed
+                return loss, placed, scores
 
             run.function = function  # for tests that read the traced graph's placement
             self._compiled[key] = run

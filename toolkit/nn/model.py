@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,20 +61,23 @@ class Model:
         trainers (the bench's native baselines). A layer that draws noise raises :class:`~toolkit.ModelStateError`
         there; the trainers use :meth:`train_losses`."""
         with context.running(context.RunContext(training=True)):
-            return ops.call(self._scored, params, x, y)
+            return ops.call(self._scored, params, x, y)[0]
 
     def train_losses(self, ops: Ops, params: Mapping[str, Any], batch: Mapping[str, Any], y: Any,
-                     replica_sum: Callable[[Any], Any] | None = None) -> tuple[Any, dict]:
-        """A training run, natives in and out: ``(per-example losses, new model state)``.
+                     replica_sum: Callable[[Any], Any] | None = None,
+                     metrics: Sequence[Any] = ()) -> tuple[Any, dict, dict]:
+        """A training run, natives in and out: ``(per-example losses, new model state, metric values)``.
 
         ``batch`` is what a trainer passes for one shard (:func:`batch`): ``x``, the examples' ``keys`` and the
         ``state`` values. The new state has an entry for every state name (its old value where ``forward`` gave
         it none). ``replica_sum`` is the backend's cross-replica sum where the step traces its replicas together
-        (:attr:`toolkit.nn.context.RunContext.replica_sum`; ``ops.cross_replica_sum`` refuses without one)."""
+        (:attr:`toolkit.nn.context.RunContext.replica_sum`; ``ops.cross_replica_sum`` refuses without one).
+        ``metrics`` (:class:`toolkit.metrics.Metric` objects) are scored on the same training-mode outputs as the
+        loss, as Keras' training metrics are: ``{name: per-example values}``, empty without metrics."""
         run = context.RunContext(training=True, keys=batch["keys"], state=batch["state"], replica_sum=replica_sum)
         with context.running(run):
-            losses = ops.call(self._scored, {**params, **batch["state"]}, batch["x"], y)
-        return losses, {name: run.updates.get(name, value) for name, value in batch["state"].items()}
+            losses, scores = ops.call(self._scored, {**params, **batch["state"]}, batch["x"], y, tuple(metrics))
+        return losses, {name: run.updates.get(name, value) for name, value in batch["state"].items()}, scores
 
     def infer(self, ops: Ops, params: Mapping[str, Any], batch: Mapping[str, Any]) -> Any:
         """An inference run, natives in and out: ``forward``'s outputs with ``ops.training`` False (moving
@@ -82,9 +85,12 @@ class Model:
         with context.running(context.RunContext(training=False, state=batch["state"])):
             return ops.call(self.forward, {**params, **batch["state"]}, batch["x"])
 
-    def _scored(self, ops: Ops, params: Mapping[str, Tensor], x: Any, y: Any) -> Tensor:
-        """``loss(ops, forward(ops, params, x), y)``, on Tensors."""
-        return self.loss(ops, self.forward(ops, params, x), y)
+    def _scored(self, ops: Ops, params: Mapping[str, Tensor], x: Any, y: Any,
+                metrics: Sequence[Any] = ()) -> tuple[Tensor, dict[str, Tensor]]:
+        """``loss(ops, forward(ops, params, x), y)`` and each metric's per-example values on the same outputs, on
+        Tensors."""
+        outputs = self.forward(ops, params, x)
+        return self.loss(ops, outputs, y), {metric.name: metric(ops, outputs, y) for metric in metrics}
 
 
 def batch(x: Any, keys: Any, state: Mapping[str, Any]) -> dict[str, Any]:

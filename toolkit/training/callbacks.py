@@ -29,7 +29,9 @@ class Callback:
     def on_train_end(self, logs: dict | None = None) -> None: """After the last epoch (also when stopped early)."""
     def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None: """Before epoch ``epoch`` (0-based)."""
     def on_epoch_end(self, epoch: int, logs: dict) -> None: """After an epoch and its validation."""
-    def on_step_end(self, step: int, logs: dict) -> None: """After each step; ``step`` is ``trainer.step_count``."""
+    def on_step_end(self, step: int, logs: dict) -> None:
+        """After each step; ``step`` is ``trainer.step_count``, ``logs`` that step's own ``loss`` and metrics (the
+        epoch's running means are what the progress bar shows)."""
 
 
 def _positive_int(what: str, value) -> int:

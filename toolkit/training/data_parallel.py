@@ -60,31 +60,36 @@ class DataParallel(Trainer):
             split_sizes(len(self.devices), len(self.devices), weights)  # validates now rather than at the first step
         self.weights = None if weights is None else list(weights)
         self._init_params(self.devices)
-        self._gradient_fn = self.backend.compile_gradient(model, self.dtype)
         self._predict_fn = None  # compiled on first use
-        self._fused_step = self.backend.compile_fused_step(model, optimizer, self.dtype, self._params, self._state,
-                                                           self._model_state)
+        # What each tuple of training metrics compiles (fit's metrics score the step's own outputs): the gradient
+        # function and the fused step (None: every step composed).
+        self._gradient_fns = {(): self.backend.compile_gradient(model, self.dtype)}
+        self._fused_steps = {(): self._compile_fused_step(())}
         self.cluster, self._all_reduce, self._row_offset = None, None, lambda count: 0
         joined = distributed.current()
         if joined is not None and joined[1].num_processes > 1:
             if joined[0] != self.backend.name:
                 raise distributed.DistributedError(f"this process joined a {joined[0]} job (toolkit.distributed."
                                                    f"initialize); the trainer uses {self.backend.name}")
-            self.cluster, self._fused_step = joined[1], None  # the reduction between processes: a step of its own
+            self.cluster, self._fused_steps = joined[1], None  # the reduction between processes: a step of its own
             self._all_reduce = REGISTRY[self.backend.name].distributed().all_reduce_sum
             self._row_offset = self._process_offset
 
-    def step(self, x, y, micro_batches: int = 1) -> float:
-        """One update on the global batch (see :meth:`Trainer.step`). Where the backend compiles the whole step into
-        one call (:meth:`~toolkit.backend.Backend.compile_fused_step`), that call is used; the result is the same.
-        Accumulating over micro-batches composes the step."""
-        if self._fused_step is None or not (micro_batches == 1 and type(micro_batches) is int):
-            return super().step(x, y, micro_batches)
+    def _step(self, x, y, micro_batches, metrics):
+        # Where the backend compiles the whole step into one call (Backend.compile_fused_step), that call is used;
+        # the result is the same. Accumulating over micro-batches composes the step.
+        if self._fused_steps is None or not (micro_batches == 1 and type(micro_batches) is int):
+            return super()._step(x, y, micro_batches, metrics)
+        if metrics not in self._fused_steps:
+            self._fused_steps[metrics] = self._compile_fused_step(metrics)
+        fused = self._fused_steps[metrics]
+        if fused is None:
+            return super()._step(x, y, micro_batches, metrics)
         x, y = self._check_batch(x, y)
         indices, _, xs, ys = zip(*self._shards(x, y))
         step = np.asarray(self.step_count + 1, dtype=self.dtype)
         try:
-            result = self._fused_step(indices, xs, ys, [len(shard) / len(y) for shard in ys], step)
+            result = fused(indices, xs, ys, [len(shard) / len(y) for shard in ys], step)
         except ComputeError:
             raise
         except Exception as error:
@@ -92,10 +97,15 @@ class DataParallel(Trainer):
             raise self._compute_error(", ".join(map(str, self.devices)), f"x {_shapes(x)}, y {tuple(y.shape)}",
                                       error) from error
         if result is None:  # a split this backend's fused step does not take
-            return super().step(x, y)
-        loss, written = result
+            return super()._step(x, y, micro_batches, metrics)
+        loss, written, scores = result
         self._accept_input_spec()
-        return self._finish_step(float(self.backend.to_numpy(loss)), bool(self.backend.to_numpy(written)))
+        return (self._finish_step(float(self.backend.to_numpy(loss)), bool(self.backend.to_numpy(written))),
+                self._floats(scores))
+
+    def _compile_fused_step(self, metrics: tuple):
+        return self.backend.compile_fused_step(self.model, self.optimizer, self.dtype, self._params, self._state,
+                                               self._model_state, metrics=metrics)
 
     def _inference(self, x, batches):
         for start, end in batches:
@@ -133,17 +143,20 @@ class DataParallel(Trainer):
                                                                                        shard_bounds(sizes)))
                 if hi > lo]
 
-    def _loss_and_gradients(self, x, y, micro_batches=1):
+    def _loss_and_gradients(self, x, y, micro_batches=1, metrics=()):
         # Micro-batches run one after another, each split over the devices; their means are combined weighted by
         # size, here and then once across processes, so the result is the whole batch's mean.
         first_row, parts = self._row_offset(len(y)), []
+        if metrics not in self._gradient_fns:
+            self._gradient_fns[metrics] = self.backend.compile_gradient(self.model, self.dtype, metrics)
+        gradient_fn = self._gradient_fns[metrics]
         bounds = shard_bounds(split_sizes(len(y), micro_batches))
         for lo, hi in bounds:
             results, shards = [], self._shards(rows(x, slice(lo, hi)), y[lo:hi], first_row + lo)
             for index, device, shard, shard_y in shards:
                 shapes = f"shard x {_shapes(shard['x'])}, y {tuple(shard_y.shape)}"
-                results.append(self._compute(device, shapes, self._shard_gradient, _replica(self._params, index),
-                                             shard, shard_y, device))
+                results.append(self._compute(device, shapes, self._shard_gradient, gradient_fn,
+                                             _replica(self._params, index), shard, shard_y, device))
             parts.append(self.backend.average(results, weights=[len(s[3]) for s in shards], device=self.devices[0]))
         result = parts[0] if len(parts) == 1 else self.backend.average(parts, weights=[hi - lo for lo, hi in bounds],
                                                                        device=self.devices[0])
@@ -161,13 +174,14 @@ class DataParallel(Trainer):
         counts = self._all_reduce(counts, f"the example numbering of step {self.step_count + 1}")
         return int(round(float(np.sum(counts[:self.cluster.process_id]))))
 
-    def _mean_over_processes(self, loss, grads, model_state, count: int):
+    def _mean_over_processes(self, loss, grads, model_state, scores, count: int):
         """The mean over every process's examples: each process's mean times its example count, summed by the
         framework's all-reduce (in float64, as one vector), over the total count; each process passes only its own
-        part of the global batch, so the parts may differ in size. The model state's new values are averaged the
-        same way."""
+        part of the global batch, so the parts may differ in size. The model state's new values and the metrics'
+        means are averaged the same way."""
         local = {"": self.backend.to_numpy(loss), **{f"g{k}": self.backend.to_numpy(g) for k, g in grads.items()},
-                 **{f"s{k}": self.backend.to_numpy(v) for k, v in model_state.items()}}
+                 **{f"s{k}": self.backend.to_numpy(v) for k, v in model_state.items()},
+                 **{f"m{k}": self.backend.to_numpy(v) for k, v in scores.items()}}
         parts = [np.asarray(a, np.float64).ravel() for a in local.values()]
         total = self._all_reduce(np.concatenate([[float(count)], *(count * p for p in parts)]),
                                  f"the gradient reduction of step {self.step_count + 1}")
@@ -176,12 +190,11 @@ class DataParallel(Trainer):
         mean = {k: self.backend.place((total[end - p.size:end] / total[0]).reshape(np.shape(a)).astype(self.dtype),
                                       home)
                 for (k, a), p, end in zip(local.items(), parts, ends[1:])}
-        return (mean.pop(""), {k[1:]: v for k, v in mean.items() if k[0] == "g"},
-                {k[1:]: v for k, v in mean.items() if k[0] == "s"})
+        return (mean.pop(""), *({k[1:]: v for k, v in mean.items() if k[0] == kind} for kind in "gsm"))
 
-    def _shard_gradient(self, replica, x, y, device):
+    def _shard_gradient(self, gradient_fn, replica, x, y, device):
         x = optree.tree_map(lambda a: self.backend.place(a, device), x)
-        return self._gradient_fn(replica, x, self.backend.place(y, device), device)
+        return gradient_fn(replica, x, self.backend.place(y, device), device)
 
     def __repr__(self) -> str:
         return (f"DataParallel({self.model.name}, {self.backend.name}, devices=[{', '.join(map(str, self.devices))}], "

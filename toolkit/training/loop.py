@@ -3,10 +3,11 @@
 Each epoch draws an order of the examples from ``trainer.rng`` (so a trainer restored from a checkpoint draws the
 orders the original would have), takes batches of ``batch_size`` in that order, the last one smaller when the
 size does not divide (it is trained on, not dropped), and calls ``trainer.step`` on each: ``fit`` is exactly those
-``step`` calls. The epoch's ``loss`` is the mean of the step losses weighted by batch size (Keras' running mean);
-with ``validation_data`` each epoch ends with ``trainer.evaluate`` on it, logged as ``val_loss`` and
-``val_<metric>``. Across processes each process fits on its own part (the same number of examples in each,
-checked); losses and scores are the global batch's, so every process gets the same history.
+``step`` calls. The epoch's ``loss`` and each metric's value are the means of the steps' values weighted by batch
+size (Keras' running means); a step scores the metrics on its own training-mode outputs, before its update (dropout
+on, batch statistics), as Keras does. With ``validation_data`` each epoch ends with ``trainer.evaluate`` on it,
+logged as ``val_loss`` and ``val_<metric>``. Across processes each process fits on its own part (the same number
+of examples in each, checked); losses and scores are the global batch's, so every process gets the same history.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ class _Lines:
     def begin(self, epoch: int) -> None:
         self.started = time.perf_counter()
 
-    def step(self, done: int, loss: float) -> None:
+    def step(self, done: int, logs: dict) -> None:
         pass
 
     def end(self, epoch: int, logs: dict) -> None:
@@ -66,7 +67,7 @@ class _Lines:
 
 
 class _Bar(_Lines):
-    """verbose=1: a rich progress bar per epoch with the running loss and the time per step."""
+    """verbose=1: a rich progress bar per epoch with the running loss and metrics and the time per step."""
 
     def begin(self, epoch: int) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -77,9 +78,10 @@ class _Bar(_Lines):
         self.progress.start()
         self.task = self.progress.add_task("fit", total=self.steps, info="")
 
-    def step(self, done: int, loss: float) -> None:
+    def step(self, done: int, logs: dict) -> None:
         ms = 1000 * (time.perf_counter() - self.started) / done
-        self.progress.update(self.task, completed=done, info=f"loss {loss:.4g} - {ms:.1f} ms/step")
+        values = " - ".join(f"{k} {v:.4g}" for k, v in logs.items())
+        self.progress.update(self.task, completed=done, info=f"{values} - {ms:.1f} ms/step")
 
     def end(self, epoch: int, logs: dict) -> None:
         self.close()
@@ -121,14 +123,12 @@ def fit(trainer, x: Any, y: Any, epochs: int, batch_size: int, shuffle: bool, va
         if not isinstance(callback, Callback):
             raise TypeError(f"callbacks must be toolkit.callbacks.Callback objects, got {type(callback).__name__}")
     x, y = trainer._check_batch(x, y)
-    names = ["loss"]
-    if metrics and validation_data is None:
-        raise ValueError("fit computes metrics on validation_data only (a step returns only its loss): pass "
-                         "validation_data=(x, y), or no metrics")
+    metrics = metrics_module.get(metrics)
+    names = ["loss", *(m.name for m in metrics)]
     if validation_data is not None:
         if not isinstance(validation_data, (tuple, list)) or len(validation_data) != 2:
             raise ValueError("validation_data must be a pair (x, y)")
-        names += ["val_loss", *(f"val_{m.name}" for m in metrics_module.get(metrics))]
+        names += ["val_loss", *(f"val_{m.name}" for m in metrics)]
         trainer._check_batch(*validation_data)
     for callback in callbacks:
         callback.check_logs(names)
@@ -149,15 +149,18 @@ def fit(trainer, x: Any, y: Any, epochs: int, batch_size: int, shuffle: bool, va
             for callback in callbacks:
                 callback.on_epoch_begin(epoch)
             report.begin(epoch)
-            total = 0.0
+            totals, seen = dict.fromkeys(names[:1 + len(metrics)], 0.0), 0
             for done, start in enumerate(range(0, count, batch_size), start=1):
                 taken = order[start:start + batch_size]
-                loss = trainer.step(rows(x, taken), y[taken])
-                total += loss * len(taken)
+                loss, scores = trainer._step(rows(x, taken), y[taken], 1, metrics)
+                step_logs = {"loss": loss, **scores}
+                for name, value in step_logs.items():
+                    totals[name] += value * len(taken)
+                seen += len(taken)
                 for callback in callbacks:
-                    callback.on_step_end(trainer.step_count, {"loss": loss})
-                report.step(done, loss)
-            logs = {"loss": total / count}
+                    callback.on_step_end(trainer.step_count, step_logs)
+                report.step(done, {name: total / seen for name, total in totals.items()})
+            logs = {name: total / count for name, total in totals.items()}
             if validation_data is not None:
                 scores = trainer.evaluate(*validation_data, batch_size=batch_size, metrics=metrics)
                 logs.update({f"val_{name}": value for name, value in scores.items()})

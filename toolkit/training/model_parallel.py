@@ -192,26 +192,30 @@ class ModelParallel(Trainer):
                               f"{sorted(self._model_state)}: train it with DataParallel")
         if missing := sorted(set(homes) - set(self._params)):
             raise ParamsError(f"parts read parameters {missing} that model.init does not make")
-        self._gradient_fn = self.backend.compile_parted_gradient(model, self.devices, self.dtype)
+        # The parted gradient per tuple of training metrics (fit's metrics score the last part's outputs).
+        self._gradient_fns = {(): self.backend.compile_parted_gradient(model, self.devices, self.dtype)}
         self._forward = None  # predict's and evaluate's parts, compiled on first use
 
-    def _loss_and_gradients(self, x, y, micro_batches=1):
-        # Micro-batches run one after another through every part; their mean losses and gradients are combined
-        # weighted by size, each gradient on its parameter's home, which gives the whole batch's mean.
+    def _loss_and_gradients(self, x, y, micro_batches=1, metrics=()):
+        # Micro-batches run one after another through every part; their mean losses, metrics and gradients are
+        # combined weighted by size, each gradient on its parameter's home, which gives the whole batch's mean.
+        if metrics not in self._gradient_fns:
+            self._gradient_fns[metrics] = self.backend.compile_parted_gradient(self.model, self.devices, self.dtype,
+                                                                               metrics)
         params, results, sizes = self._home_params(), [], []
         for lo, hi in shard_bounds(split_sizes(len(y), micro_batches)):
             inputs, shapes = self._inputs(x, lo, hi)
-            results.append(self._compute("its devices", f"{shapes}, y {tuple(y[lo:hi].shape)}", self._gradient_fn,
-                                         params, inputs, y[lo:hi]))
+            results.append(self._compute("its devices", f"{shapes}, y {tuple(y[lo:hi].shape)}",
+                                         self._gradient_fns[metrics], params, inputs, y[lo:hi]))
             sizes.append(hi - lo)
         self._accept_input_spec()
         if len(results) == 1:
-            loss, grads = results[0]
-            return loss, grads, {}
-        homes = self.param_devices()
-        loss = self.backend.average([loss for loss, _ in results], sizes, self.devices[self.model.parts[-1].name])
-        grads = {name: self.backend.average([g[name] for _, g in results], sizes, homes[name]) for name in params}
-        return loss, grads, {}
+            loss, grads, scores = results[0]
+            return loss, grads, {}, scores
+        homes, last = self.param_devices(), self.devices[self.model.parts[-1].name]
+        loss, scores = self.backend.average([(loss, scores) for loss, _, scores in results], sizes, last)
+        grads = {name: self.backend.average([g[name] for _, g, _ in results], sizes, homes[name]) for name in params}
+        return loss, grads, {}, scores
 
     def _inference(self, x, batches):
         if self._forward is None:

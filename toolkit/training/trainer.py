@@ -151,11 +151,12 @@ class Trainer:
                        for slot in self.optimizer.state_slots()}
         self._update_fn = self.backend.compile_update(self.optimizer, self.dtype)
 
-    def _loss_and_gradients(self, x: Any, y: Any, micro_batches: int = 1) -> tuple[Any, dict[str, Any],
-                                                                                  dict[str, Any]]:
-        """The mean loss over the checked batch, each parameter's gradient on the parameter's home device, and the
-        model state's new values (averaged over replicas, weighted by shard size); computed ``micro_batches`` rows
-        at a time where the trainer accumulates (:meth:`step`)."""
+    def _loss_and_gradients(self, x: Any, y: Any, micro_batches: int = 1,
+                            metrics: tuple = ()) -> tuple[Any, dict[str, Any], dict[str, Any], dict[str, Any]]:
+        """The mean loss over the checked batch, each parameter's gradient on the parameter's home device, the
+        model state's new values (averaged over replicas, weighted by shard size) and the mean of each of
+        ``metrics`` on the same training-mode outputs; computed ``micro_batches`` rows at a time where the trainer
+        accumulates (:meth:`step`)."""
         raise NotImplementedError
 
     # ------------------------------------------------------------------------------------------------------------------
@@ -175,8 +176,14 @@ class Trainer:
             NonFiniteError: with ``nan_policy="raise"``, a NaN or Inf loss or gradient.
             In every case the trainer is left exactly as it was.
         """
+        return self._step(x, y, micro_batches, ())[0]
+
+    def _step(self, x: Any, y: Any, micro_batches: int, metrics: tuple) -> tuple[float, dict[str, float]]:
+        """:meth:`step`, also giving the mean of each of ``metrics`` (:class:`~toolkit.metrics.Metric`) over the
+        batch, scored on the step's own training-mode outputs (before the update), as Keras' training metrics."""
         x, y = self._check_batch(x, y)
-        loss, grads, model_state = self._loss_and_gradients(x, y, _micro_batches(micro_batches, len(y)))
+        loss, grads, model_state, scores = self._loss_and_gradients(x, y, _micro_batches(micro_batches, len(y)),
+                                                                    metrics)
         new_params, new_state, finite = {}, {slot: {} for slot in self._state}, True
         for home, names in self._by_home().items():
             step = self.backend.place(np.asarray(self.step_count + 1, dtype=self.dtype), home)
@@ -198,7 +205,10 @@ class Trainer:
                     self._state[slot][name].assign(value)
             for name, value in model_state.items():
                 self._model_state[name].assign(value)
-        return self._finish_step(loss, finite)
+        return self._finish_step(loss, finite), self._floats(scores)
+
+    def _floats(self, scores: Mapping[str, Any]) -> dict[str, float]:
+        return {name: float(self.backend.to_numpy(value)) for name, value in scores.items()}
 
     def _finish_step(self, loss: float, written: bool) -> float:
         """Apply the NaN policy to a step whose new values were written only if everything was finite."""
@@ -218,8 +228,10 @@ class Trainer:
         """Train on ``x, y`` for ``epochs`` epochs of batches of ``batch_size``, as Keras' ``model.fit``: exactly the
         :meth:`step` calls on each epoch's batches, in an order drawn from :attr:`rng` when ``shuffle`` (the last
         batch smaller when the size does not divide). Returns a :class:`~toolkit.training.loop.History` with each
-        epoch's ``loss`` (the batch-size-weighted mean of its step losses) and, with ``validation_data=(x, y)``,
-        ``val_loss`` and ``val_<metric>`` for ``metrics`` from :meth:`evaluate`. ``callbacks``:
+        epoch's ``loss`` and ``metrics`` (names from :data:`toolkit.metrics.NAMED`, or
+        :class:`~toolkit.metrics.Metric` objects; each the batch-size-weighted mean of its steps' values, scored on
+        each step's training-mode outputs before its update, as Keras) and, with ``validation_data=(x, y)``,
+        ``val_loss`` and ``val_<metric>`` from :meth:`evaluate`. ``callbacks``:
         :mod:`toolkit.callbacks` objects. ``verbose``: 0 silent, 1 a progress bar, 2 one line per epoch, "auto"
         (1 on a terminal, else 2).
 
@@ -293,13 +305,13 @@ class Trainer:
 
     def gradients(self, x: Any, y: Any) -> dict[str, np.ndarray]:
         """The gradient of the mean loss over the global batch; nothing is updated."""
-        _, grads, _ = self._loss_and_gradients(*self._check_batch(x, y))
+        _, grads, _, _ = self._loss_and_gradients(*self._check_batch(x, y))
         return {name: self.backend.to_numpy(g) for name, g in grads.items()}
 
     def loss(self, x: Any, y: Any) -> float:
         """The mean loss over the global batch with the current parameters, computed as a training step computes
         it (training mode: batch statistics, and the dropout of the next step); nothing is updated."""
-        loss, _, _ = self._loss_and_gradients(*self._check_batch(x, y))
+        loss, _, _, _ = self._loss_and_gradients(*self._check_batch(x, y))
         return float(self.backend.to_numpy(loss))
 
     def params(self) -> dict[str, np.ndarray]:
