@@ -111,6 +111,25 @@ def _fix_jax_specify_shape() -> None:
         return specify_shape
 
 
+def _batched_dot_without_blas() -> None:
+    """Aesara 2.9's C code for ``BatchedDot`` (a matmul with batch axes on both sides: attention's scores) calls
+    BLAS's ``dgemm_`` itself, so with no BLAS library named (``blas__ldflags`` empty, as :func:`set_quiet_defaults`
+    leaves it unless the user names one) the C linker could not load it ("undefined symbol: dgemm_"). Without a BLAS
+    the op says it has no C code, and the C linker runs its NumPy implementation."""
+    import aesara
+    from aesara.graph.utils import MethodNotDefined
+    from aesara.tensor.blas import BatchedDot
+
+    with_blas = BatchedDot.c_code
+
+    def c_code(self, *args, **kwargs):
+        if not aesara.config.blas__ldflags.strip():
+            raise MethodNotDefined("BatchedDot's C code needs a BLAS library (blas__ldflags)")
+        return with_blas(self, *args, **kwargs)
+
+    BatchedDot.c_code = c_code
+
+
 @functools.cache
 def import_framework():
     """Import Aesara and JAX quietly, with the logical CPU devices asked for by ``toolkit.use_logical_devices``.
@@ -131,6 +150,7 @@ def import_framework():
     _add_jax_split()
     _add_jax_argmax()
     _fix_jax_specify_shape()
+    _batched_dot_without_blas()
     return aesara, jax
 
 

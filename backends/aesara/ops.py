@@ -215,12 +215,17 @@ class AesaraOps(Ops):
 
     def matmul(self, x1, x2):
         # at.matmul has no gradient in Aesara 2.9 (and computes float32 in float64); batch axes are broadcast and
-        # folded into one for batched_dot, which has both, and runs on every linker.
+        # folded into one for batched_dot, which has both.
         check_matmul(self.native_shape(x1), self.native_shape(x2))
         a = at.shape_padleft(x1) if x1.ndim == 1 else x1
         b = at.shape_padright(x2) if x2.ndim == 1 else x2
-        if a.ndim == 2 and b.ndim == 2:
-            out = at.dot(a, b)
+        if b.ndim == 2:
+            # Rows times one matrix (a dense layer on sequences): the batch axes fold into the rows of one dot.
+            # BatchedDot's C code calls BLAS's dgemm_ itself, which the C linker cannot link without a BLAS library.
+            lead = _shape(a)[:-1]
+            count = int(np.prod(lead)) if all(isinstance(n, int) for n in lead) else -1
+            out = at.dot(at.reshape(a, (count, _shape(a)[-1])), b) if a.ndim > 2 else at.dot(a, b)
+            out = at.reshape(out, (*lead, _shape(b)[-1])) if a.ndim > 2 else out
         else:
             batch = tuple(np.broadcast_shapes(tuple(_shape(a)[:-2]), tuple(_shape(b)[:-2])))
             a = at.broadcast_to(a, (*batch, *_shape(a)[-2:]))
