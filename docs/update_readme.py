@@ -1,5 +1,6 @@
 """Rewrite README.md's generated tables from the committed results: the `multigpu compare` table from
-docs/compare/results.json, the built-in models' table from docs/models.json and the `multigpu bench` tables from
+docs/compare/results.json, the built-in models' tables from docs/models.json and docs/lengths.json and the
+`multigpu bench` tables from
 docs/bench.json. ``nox -s docs`` runs it after it
 has measured both; tests/test_readme.py checks that the README holds exactly what these files give.
 
@@ -19,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 BLOCKS = {
     "compare": ("docs/compare/results.json", "toolkit.command.compare:markdown"),
     "models": ("docs/models.json", "toolkit.command.compare:models_markdown"),
+    "lengths": ("docs/lengths.json", "toolkit.command.compare:lengths_markdown"),
     "bench": ("docs/bench.json", "toolkit.command.bench:markdown"),
 }
 

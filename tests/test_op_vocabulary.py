@@ -89,6 +89,43 @@ def _index(ids, n):
     return np.clip(np.where(ids < 0, ids + n, ids), 0, n - 1)
 
 
+def _recurrence(o, xs, h0, reverse=False, unroll=1):
+    """``scan`` of a tanh recurrence over ``xs``' rows (with ``o`` the toolkit's ops or ``keras.ops``): the last
+    state, then each step's output."""
+    def f(h, x):
+        h = o.tanh(0.5 * h + x)
+        return h, h * x
+
+    h, ys = o.scan(f, h0, xs, reverse=reverse, unroll=unroll)
+    return o.concatenate([h, o.reshape(ys, (-1,))], axis=0)
+
+
+def _recurrence_numpy(xs, h0, reverse=False):
+    h, ys = h0, []
+    for x in xs[::-1] if reverse else xs:
+        h = np.tanh(0.5 * h + x)
+        ys.append(h * x)
+    return np.concatenate([h, np.ravel(ys[::-1] if reverse else ys)])
+
+
+def _scan_pytrees(o, m, v):
+    """A carry dict, a tuple of sequences and no per-step output."""
+    def f(carry, xs):
+        row, twice = xs
+        return {"h": o.tanh(carry["h"] * row + twice), "n": carry["n"] + o.sum(row)}, None
+
+    carry, ys = o.scan(f, {"h": v, "n": o.sum(v) * 0.0}, (m, m * 2.0))
+    assert ys is None
+    return o.concatenate([carry["h"], o.reshape(carry["n"], (1,))], axis=0)
+
+
+def _scan_pytrees_numpy(m, v):
+    h, n = v, 0.0
+    for row in m:
+        h, n = np.tanh(h * row + 2 * row), n + row.sum()
+    return np.concatenate([h, [n]])
+
+
 # name -> (the op with the toolkit's ops, the NumPy reference, the same op with keras.ops or None). Each takes a dict
 # of the inputs it names. The first element of every case's output is differentiable in its float inputs.
 CASES = {
@@ -166,6 +203,21 @@ CASES = {
                                 lambda t: _attention(t["q"], t["k"], t["val"], MASK, causal=True),
                                 lambda k, t: k.dot_product_attention(t["q"], t["k"], t["val"], mask=MASK,
                                                                      is_causal=True)),
+    "scan": (lambda o, t: _recurrence(o, t["m"], t["v"]), lambda t: _recurrence_numpy(t["m"], t["v"]),
+             lambda k, t: _recurrence(k, t["m"], t["v"])),
+    "scan_reverse": (lambda o, t: _recurrence(o, t["m"], t["v"], reverse=True),
+                     lambda t: _recurrence_numpy(t["m"], t["v"], reverse=True),
+                     lambda k, t: _recurrence(k, t["m"], t["v"], reverse=True)),
+    "scan_unrolled": (lambda o, t: _recurrence(o, t["m"], t["v"], reverse=True, unroll=True),
+                      lambda t: _recurrence_numpy(t["m"], t["v"], reverse=True),
+                      lambda k, t: _recurrence(k, t["m"], t["v"], reverse=True, unroll=True)),
+    "scan_length": (lambda o, t: o.reshape(o.scan(lambda c, _: (o.tanh(c) * t["v"], c), t["v"], length=3)[1], (-1,)),
+                    lambda t: np.concatenate([t["v"], np.tanh(t["v"]) * t["v"],
+                                              np.tanh(np.tanh(t["v"]) * t["v"]) * t["v"]]),
+                    lambda k, t: k.reshape(k.scan(lambda c, _: (k.tanh(c) * t["v"], c), t["v"], length=3)[1],
+                                           (-1,))),
+    "scan_pytrees": (lambda o, t: _scan_pytrees(o, t["m"], t["v"]), lambda t: _scan_pytrees_numpy(t["m"], t["v"]),
+                     None),
 }
 #: Integer-valued ops, checked for values and dtype (no gradient).
 INTEGER_CASES = {
@@ -341,6 +393,14 @@ def test_python_truth_of_a_tensor_is_a_type_error(backend):
      "[batch, sequence, heads, depth]"),
     (lambda o, img, ker: img[np.array([0, 1])], TypeError, "ops.take"),
     (lambda o, img, ker: o.matmul(ker, img), toolkit.ShapeError, "do not align (2 != 5)"),
+    (lambda o, img, ker: o.scan(lambda c, x: (o.cast(c, "float64"), None), img[0, 0], img[0]), toolkit.ShapeError,
+     "must return a carry like init"),
+    (lambda o, img, ker: o.scan(lambda c, x: (c, None), img[0, 0], (img[0], ker)), toolkit.ShapeError,
+     "one known leading size >= 1"),
+    (lambda o, img, ker: o.scan(lambda c, x: (c, None), img[0, 0], img[0], unroll=0), ValueError,
+     "unroll must be a bool or an int >= 1"),
+    (lambda o, img, ker: o.scan(lambda c, x: (c + o.example_uniform((5, 3)), None), img[0, 0], img[0]),
+     toolkit.ModelStateError, "inside ops.scan's f"),
 ])
 def test_ops_refuse_what_the_backends_would_do_differently(backend, fn, error, words):
     img, ker = np.zeros((1, 5, 5, 3), np.float32), np.zeros((3, 3, 3, 2), np.float32)

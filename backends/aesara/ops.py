@@ -5,6 +5,7 @@ core chose (see ``toolkit.nn.ops.ARGUMENTS``)."""
 from __future__ import annotations
 
 import functools
+import warnings
 
 import numpy as np
 
@@ -13,9 +14,19 @@ from toolkit.nn.context import MIX32_STEPS, UNIFORM_BITS
 from toolkit.nn.ops import Ops
 from toolkit.nn.shapes import check_conv, check_matmul, output_size, same_padding, window
 
-import_framework()
+_, jax = import_framework()
 
+import aesara  # noqa: E402
 import aesara.tensor as at  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+from aesara.compile.function.types import Supervisor  # noqa: E402
+from aesara.compile.mode import get_mode  # noqa: E402
+from aesara.gradient import DisconnectedType  # noqa: E402
+from aesara.graph.basic import Apply, Constant, io_toposort  # noqa: E402
+from aesara.graph.fg import FunctionGraph  # noqa: E402
+from aesara.graph.op import Op  # noqa: E402
+from aesara.link.jax.dispatch import jax_funcify  # noqa: E402
+from aesara.tensor.exceptions import ShapeError  # noqa: E402
 from aesara.tensor.sharedvar import TensorSharedVariable  # noqa: E402
 from aesara.tensor.special import log_softmax, softmax  # noqa: E402
 from aesara.tensor.var import TensorVariable  # noqa: E402
@@ -273,6 +284,20 @@ class AesaraOps(Ops):
     def _index(self, native, key):
         return at.specify_shape(native[key], _indexed(tuple(native.type.shape), key))  # slices forget sizes
 
+    def _scan(self, step, init, xs, length, reverse, unroll):
+        # The step is built once on fresh inputs; what it reads from outside becomes the loop op's extra inputs.
+        carry = [at.tensor(v.dtype, shape=v.type.shape) for v in init]
+        x = [at.tensor(v.dtype, shape=v.type.shape[1:]) for v in xs]
+        new_carry, ys = step(carry, x)
+        outputs = [*new_carry, *ys]
+        outer = _outer_values(carry + x, outputs)
+        fresh = [v.type() for v in outer]
+        outputs = aesara.clone_replace(outputs, replace=dict(zip(outer, fresh)))
+        loop = _Loop([*carry, *x, *fresh], outputs, len(carry), len(x), length, reverse, unroll)
+        results = loop(*init, *xs, *outer)
+        results = results if isinstance(results, (list, tuple)) else [results]
+        return list(results[:len(carry)]), list(results[len(carry):])
+
     def _take(self, x, indices, axis):
         # Aesara's take forgets the static shape, which later ops (dropout's noise, attention) need.
         axis = axis % x.ndim
@@ -357,3 +382,174 @@ def _frame_numpy(x: np.ndarray, size, strides, padding):
         return x, None
     pads = [same_padding(x.shape[1], size[0], strides[0]), same_padding(x.shape[2], size[1], strides[1])]
     return np.pad(x, [(0, 0), *pads, (0, 0)]), None
+
+
+class _Loop(Op):
+    """A whole ``ops.scan`` as one Aesara op: the step's graph is kept as an inner graph (rewritten once, as the
+    JAX mode rewrites any graph) and becomes one ``jax.lax.scan``. Aesara never sees the loop unrolled, so its
+    rewriting costs one step's graph whatever the length; the unrolled masked LSTM took 58 s to compile at 40 steps.
+    Aesara 2.9's own ``scan`` has no JAX conversion of its gradient, hence this op and :class:`_LoopGradient`
+    (``jax.vjp`` of the same function). The C linker runs both through JAX on the host (:meth:`perform`).
+
+    Inputs: the initial carry, the scanned sequences, then the outer values the step reads (parameters and the
+    like, passed on unchanged); outputs: the last carry, then each per-step output stacked on a new axis 0."""
+
+    def __init__(self, inner_inputs, inner_outputs, carries: int, sequences: int, length: int, reverse: bool,
+                 unroll: int) -> None:
+        self.fgraph = FunctionGraph(inner_inputs, inner_outputs, clone=True)
+        self.fgraph.attach_feature(Supervisor(self.fgraph.inputs))  # rewrites must not destroy the step's inputs
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Skipping `CheckAndRaise` Op", category=UserWarning)
+            get_mode("JAX").optimizer.rewrite(self.fgraph)
+        self.carries, self.sequences, self.length = carries, sequences, length
+        self.reverse, self.unroll = reverse, unroll
+        self._functions: dict = {}
+
+    def __eq__(self, other):
+        return self is other  # each loop is its own op: never merged with another of the same inputs
+
+    def __hash__(self):
+        return id(self)
+
+    def make_node(self, *inputs):
+        inputs = [at.as_tensor_variable(i) for i in inputs]
+        step_outputs = self.fgraph.outputs
+        outputs = [i.type() for i in inputs[:self.carries]]
+        outputs += [at.tensor(o.dtype, shape=(self.length, *o.type.shape)) for o in step_outputs[self.carries:]]
+        return Apply(self, inputs, outputs)
+
+    def function(self):
+        """The loop as a JAX function of the op's inputs, returning its outputs."""
+        if "forward" not in self._functions:
+            step, carries, sequences = jax_funcify(self.fgraph), self.carries, self.sequences
+            dtypes = [o.dtype for o in self.fgraph.outputs]
+
+            def body(carry, x, outer):
+                outputs = step(*carry, *x, *outer)
+                outputs = outputs if isinstance(outputs, (tuple, list)) else (outputs,)
+                # A folded constant comes back float64 whatever the graph declares; the carry must keep its dtype.
+                outputs = [jnp.asarray(o, d) for o, d in zip(outputs, dtypes)]
+                return tuple(outputs[:carries]), tuple(outputs[carries:])
+
+            def loop(*inputs):
+                init, xs = inputs[:carries], inputs[carries:carries + sequences]
+                outer = inputs[carries + sequences:]
+                carry, ys = jax.lax.scan(lambda c, x: body(c, x, outer), tuple(init), tuple(xs), length=self.length,
+                                         reverse=self.reverse, unroll=self.unroll)
+                return _as_outputs((*carry, *ys))
+
+            self._functions["forward"] = loop
+        return self._functions["forward"]
+
+    def perform(self, node, inputs, outputs):
+        _on_host(self.function(), inputs, outputs, self._functions)
+
+    def do_constant_folding(self, fgraph, node):
+        return False
+
+    def infer_shape(self, fgraph, node, shapes):
+        stacked = [tuple(o.type.shape) for o in node.outputs[self.carries:]]
+        if any(None in shape for shape in stacked):
+            raise ShapeError("a per-step output of unknown shape")  # Aesara then asks the output for its shape
+        return [*shapes[:self.carries], *stacked]
+
+    def L_op(self, inputs, outputs, output_grads):
+        cotangents = [at.zeros_like(o) if isinstance(g.type, DisconnectedType) else g
+                      for o, g in zip(outputs, output_grads)]
+        floats = [i for i, x in enumerate(inputs) if x.dtype.startswith("float")]
+        found = _LoopGradient(self, floats)(*inputs, *cotangents)
+        found = found if isinstance(found, (list, tuple)) else [found]
+        grads = dict(zip(floats, found))
+        return [grads[i] if i in grads else DisconnectedType()() for i in range(len(inputs))]
+
+    def connection_pattern(self, node):
+        return [[True] * len(node.outputs) for _ in node.inputs]
+
+
+class _LoopGradient(Op):
+    """The vector-Jacobian product of a :class:`_Loop` for its floating inputs: ``jax.vjp`` of the loop's
+    function, so the backward pass is JAX's reverse scan over the same step."""
+
+    def __init__(self, loop: _Loop, floats: list[int]) -> None:
+        self.loop, self.floats = loop, tuple(floats)
+        self._functions: dict = {}
+
+    def __eq__(self, other):
+        return type(other) is _LoopGradient and other.loop is self.loop and other.floats == self.floats
+
+    def __hash__(self):
+        return hash((id(self.loop), self.floats))
+
+    def make_node(self, *inputs):
+        inputs = [at.as_tensor_variable(i) for i in inputs]
+        return Apply(self, inputs, [inputs[i].type() for i in self.floats])
+
+    def function(self):
+        if "vjp" not in self._functions:
+            loop, floats = self.loop.function(), self.floats
+
+            def vjp(*inputs):
+                count = len(inputs) - len(self.loop.fgraph.outputs)
+                primals, cotangents = list(inputs[:count]), inputs[count:]
+
+                def of_floats(*values):
+                    full = list(primals)
+                    for i, value in zip(floats, values):
+                        full[i] = value
+                    return loop(*full)
+
+                _, pullback = jax.vjp(of_floats, *(primals[i] for i in floats))
+                return _as_outputs(tuple(pullback(_as_outputs(tuple(cotangents)))))
+
+            self._functions["vjp"] = vjp
+        return self._functions["vjp"]
+
+    def perform(self, node, inputs, outputs):
+        _on_host(self.function(), inputs, outputs, self._functions)
+
+    def do_constant_folding(self, fgraph, node):
+        return False
+
+    def infer_shape(self, fgraph, node, shapes):
+        return [shapes[i] for i in self.floats]
+
+
+@jax_funcify.register(_Loop)
+@jax_funcify.register(_LoopGradient)
+def _jax_loop(op, **kwargs):
+    return op.function()
+
+
+def _as_outputs(values: tuple):
+    """A JAX conversion's result as Aesara's JAX linker takes it: one value for an op with one output."""
+    return values[0] if len(values) == 1 else values
+
+
+def _on_host(function, inputs, outputs, cache) -> None:
+    """Run a loop's JAX function on the host CPU for the C linker (and Aesara's Python fallback)."""
+    if "jit" not in cache:
+        cache["jit"] = jax.jit(function)
+    with jax.default_device(jax.devices("cpu")[0]):
+        results = cache["jit"](*inputs)
+    for storage, value in zip(outputs, results if len(outputs) > 1 else (results,)):
+        storage[0] = np.asarray(value)
+
+
+def _outer_values(inner_inputs: list, outputs: list) -> list:
+    """The variables the step's graph reads from outside it: inputs of its nodes (or outputs) that do not depend on
+    the step's own inputs and are not constants (parameters, values computed before the loop)."""
+    nodes = io_toposort(inner_inputs, outputs)
+    dependent = set(inner_inputs)
+    for node in nodes:
+        if any(i in dependent for i in node.inputs):
+            dependent.update(node.outputs)
+    found: dict = {}
+    for node in nodes:
+        if node.outputs[0] in dependent:
+            for i in node.inputs:
+                if i not in dependent and not isinstance(i, Constant):
+                    found.setdefault(i, None)
+    for o in outputs:
+        if o not in dependent and not isinstance(o, Constant):
+            found.setdefault(o, None)
+    return list(found)

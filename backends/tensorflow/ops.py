@@ -189,6 +189,37 @@ class TensorFlowOps(Ops):
     def pad(self, x, pad_width, constant_values=0):
         return tf.pad(x, pad_width, constant_values=constant_values)
 
+    def _scan(self, step, init, xs, length, reverse, unroll):
+        # One tf.while_loop, so tracing and Grappler see the step once; the step is traced twice in all: the first
+        # iteration runs before the loop and gives the outputs' structure, dtypes and shapes for the TensorArrays.
+        # Under ReplicatedOps each replica's tensors are loop variables of their own, read and written under the
+        # replica's device.
+        if unroll >= length:
+            return super()._scan(step, init, xs, length, reverse, unroll)  # unrolled into the graph
+        order = (lambda t: length - 1 - t) if reverse else (lambda t: t)
+        each = functools.partial(_each_part, getattr(self, "devices", None))
+
+        def at(t):
+            return [each(x, lambda part: part[order(t)]) for x in xs]
+
+        def write(arrays, t, ys):
+            arrays = iter(arrays)
+            return [part for y in ys for part in _parts(each(y, lambda part: next(arrays).write(order(t), part)))]
+
+        carry, first = step(init, at(0))
+        arrays = write([tf.TensorArray(part.dtype, size=length, element_shape=part.shape)
+                        for y in first for part in _parts(y)], 0, first)
+
+        def body(t, carry_parts, arrays):
+            carry, ys = step(_rebuilt(init, carry_parts), at(t))
+            return t + 1, [part for c in carry for part in _parts(c)], write(arrays, t, ys)
+
+        _, carry_parts, arrays = tf.while_loop(
+            lambda t, *_: t < length, body, (tf.constant(1), [part for c in carry for part in _parts(c)], arrays),
+            parallel_iterations=1, maximum_iterations=length - 1)
+        arrays = iter(arrays)
+        return _rebuilt(init, carry_parts), [each(y, lambda _: next(arrays).stack()) for y in first]
+
     def _take(self, x, indices, axis):
         return tf.gather(x, indices, axis=axis)
 
@@ -249,6 +280,31 @@ def replicated(*trees):
 def per_replica(value, count: int) -> tuple:
     """Each replica's value: a :class:`Replicated`'s own, or a tensor every replica shares."""
     return value.values if isinstance(value, Replicated) else (value,) * count
+
+
+def _parts(value) -> tuple:
+    """The tensors of a native: a Replicated's, one per replica, or the tensor itself."""
+    return value.values if isinstance(value, Replicated) else (value,)
+
+
+def _rebuilt(likes, flat) -> list:
+    """Natives of the kinds of ``likes`` from their tensors in a flat list."""
+    flat, found = iter(flat), []
+    for like in likes:
+        parts = [next(flat) for _ in _parts(like)]
+        found.append(Replicated(parts) if isinstance(like, Replicated) else parts[0])
+    return found
+
+
+def _each_part(devices, value, fn):
+    """``fn`` of each tensor of a native (a Replicated's under its replica's device), as a native of its kind."""
+    if not isinstance(value, Replicated):
+        return fn(value)
+    found = []
+    for part, device in zip(value.values, devices):
+        with tf.device(device):
+            found.append(fn(part))
+    return Replicated(found)
 
 
 def _mapped(name: str):

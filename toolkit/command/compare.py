@@ -127,3 +127,16 @@ def models_markdown(results: dict[str, dict[str, Any]]) -> str:
             lines.append(f"| {model} | {run['backend']} | {run['devices']} | {run['first_step_ms'] / 1e3:.1f} s | "
                          f"{run['median_ms']:.1f} ms | {gap} |")
     return "\n".join(lines) + "\n"
+
+
+def lengths_markdown(records: list[dict[str, Any]]) -> str:
+    """The README's table of a recurrent model's first step at several sequence lengths (docs/lengths.json), one
+    row per length, the backends side by side."""
+    backends = list(dict.fromkeys(r["backend"] for r in records))
+    lines = ["| model | sequence length | " + " | ".join(f"{b} first step | {b} median step" for b in backends) + " |",
+             "|---|---|" + "---|---|" * len(backends)]
+    for key in dict.fromkeys((r["model"], r["seq_len"]) for r in records):
+        found = {r["backend"]: r for r in records if (r["model"], r["seq_len"]) == key}
+        lines.append(f"| {key[0]} | {key[1]} | " + " | ".join(
+            f"{found[b]['first_step_s']:.1f} s | {found[b]['median_ms']:.1f} ms" for b in backends) + " |")
+    return "\n".join(lines) + "\n"

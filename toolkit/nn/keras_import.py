@@ -219,10 +219,11 @@ def _recurrent(run, names):
         _require(layer, not cell.dropout and not cell.recurrent_dropout, "dropout inside the cell")
         steps = shape[1]
         _require(layer, steps is not None, "a sequence length unknown when the model was built")
-        prefix, units = layer.name, cell.units
+        prefix, units, unroll = layer.name, cell.units, bool(layer.unroll)
         weights = dict(zip(names, layer.get_weights()))
         return {f"{prefix}/{k}": v for k, v in weights.items()}, \
-            lambda ops, p, x, mask: (run(ops, p, x, steps=steps, units=units, prefix=prefix, mask=mask), None)
+            lambda ops, p, x, mask: (run(ops, p, x, steps=steps, units=units, prefix=prefix, mask=mask,
+                                         unroll=unroll), None)
     return translate
 
 

@@ -199,17 +199,18 @@ def transformer_lm(vocab: int = 128, seq_len: int = 32, width: int = 64, heads: 
 
 
 def lstm_text(vocab: int = 32, seq_len: int = 20, embed: int = 16, units: int = 32, classes: int = 2,
-              name: str | None = None) -> Model:
+              name: str | None = None, unroll: bool = False) -> Model:
     """An embedding-LSTM text classifier with masking: Keras' ``Embedding(vocab, embed, mask_zero=True)``, an
-    ``LSTM(units)`` that skips the padding (id 0) as Keras does, and a dense layer to ``classes`` logits. Input
-    ``[batch, seq_len]`` ids padded with 0; target: integer labels."""
+    ``LSTM(units, unroll=unroll)`` that skips the padding (id 0) as Keras does, and a dense layer to ``classes``
+    logits. Input ``[batch, seq_len]`` ids padded with 0; target: integer labels."""
 
     def init(rng):
         return {**layers.embedding_init(rng, vocab, embed), **layers.lstm_init(rng, embed, units),
                 **layers.dense_init(rng, units, classes, prefix="head")}
 
     def forward(ops, params, ids):
-        h = layers.lstm(ops, params, layers.embedding(ops, params, ids), steps=seq_len, units=units, mask=ids != 0)
+        h = layers.lstm(ops, params, layers.embedding(ops, params, ids), steps=seq_len, units=units, mask=ids != 0,
+                        unroll=unroll)
         return layers.dense(ops, params, h, "head")
 
     return Model(init, forward, sparse_softmax_cross_entropy(classes), name=name or "lstm-text")

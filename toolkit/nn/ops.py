@@ -472,6 +472,89 @@ class Ops(ABC):
         weights = self.softmax(logits, axis=-1)
         return self.transpose(self.matmul(weights, self.transpose(value, (0, 2, 1, 3))), (0, 2, 1, 3))
 
+    # --- loops -----------------------------------------------------------------------------------------------------
+    def scan(self, f: Callable, init, xs=None, length: int | None = None, reverse: bool = False, unroll: int = 1):
+        """Scan ``f`` over the leading axis of ``xs`` while carrying a state (``keras.ops.scan``, JAX's
+        ``lax.scan``)::
+
+            carry, ys = init, []
+            for x in xs:                   # xs[length - 1], ..., xs[0] when reverse
+                carry, y = f(carry, x)
+                ys.append(y)
+            return carry, stack(ys)        # in xs' order, also when reverse
+
+        ``init``, ``xs`` and ``f``'s results may be pytrees of tensors (``y`` may be None: nothing is stacked);
+        ``xs=None`` scans ``length`` times with ``x`` None. The carry keeps ``init``'s structure, shapes and dtypes.
+        Each backend runs it as one loop in the graph (the step is built and compiled once: compile time does not
+        grow with ``length``), and differentiates through it. ``unroll`` (Keras' argument: an int >= 1, or True for
+        all of ``length``) is how many iterations one loop iteration runs: JAX (the Aesara backend) unrolls that many;
+        TensorFlow unrolls the whole loop into the graph when ``unroll`` covers ``length`` (faster steps on short
+        sequences, tracing that grows with the length), else runs one step per ``tf.while_loop`` iteration.
+
+        Raises:
+            ShapeError, DTypeError: ``xs`` without a common leading size (or neither ``xs`` nor ``length``), or a
+                carry from ``f`` whose structure, shapes or dtypes differ from ``init``'s.
+            ModelStateError: ``f`` draws noise or updates model state (once per loop, not once per step: refused).
+        """
+        init_leaves, init_spec = optree.tree_flatten(init, is_leaf=self._is_array)
+        init_natives = [self._native(v) for v in init_leaves]
+        xs_leaves, xs_spec = optree.tree_flatten(xs, is_leaf=self._is_array)
+        xs_natives = [self._native(v) for v in xs_leaves]
+        sizes = {self.native_shape(v)[0] if self.native_shape(v) else None for v in xs_natives}
+        if length is not None:
+            sizes.add(length)
+        if (len(sizes) != 1 or None in sizes or not isinstance(next(iter(sizes)), (int, np.integer))
+                or next(iter(sizes)) < 1):
+            raise ShapeError(f"scan needs xs with one known leading size >= 1 or a length, got leading sizes "
+                             f"{sorted(sizes, key=str)} (length={length!r})")
+        length = int(next(iter(sizes)))
+        if isinstance(unroll, bool):
+            unroll = length if unroll else 1
+        if not isinstance(unroll, (int, np.integer)) or unroll < 1:
+            raise ValueError(f"scan's unroll must be a bool or an int >= 1, got {unroll!r}")
+        expected = [(self.native_shape(v), self.native_dtype(v)) for v in init_natives]
+        y_spec = []
+
+        def step(carry: list, x: list) -> tuple[list, list]:
+            """``f`` on natives: the backend's loop body."""
+            self._scan_depth += 1
+            try:
+                new_carry, y = f(optree.tree_unflatten(init_spec, [self.wrap(v) for v in carry]),
+                                 optree.tree_unflatten(xs_spec, [self.wrap(v) for v in x]))
+            finally:
+                self._scan_depth -= 1
+            carry_leaves, carry_spec = optree.tree_flatten(new_carry, is_leaf=self._is_array)
+            carry = [self._native(v) for v in carry_leaves]
+            found = [(self.native_shape(v), self.native_dtype(v)) for v in carry]
+            if carry_spec != init_spec or found != expected:
+                raise ShapeError(f"scan's f must return a carry like init: {init_spec} with (shape, dtype) "
+                                 f"{expected}; got {carry_spec} with {found}")
+            y_leaves, spec = optree.tree_flatten(y, is_leaf=self._is_array)
+            y_spec[:] = [spec]
+            return carry, [self._native(v) for v in y_leaves]
+
+        carry, ys = self._scan(step, init_natives, xs_natives, length, bool(reverse), min(int(unroll), length))
+        return (optree.tree_unflatten(init_spec, [self.wrap(v) for v in carry]),
+                optree.tree_unflatten(y_spec[0], [self.wrap(v) for v in ys]))
+
+    _scan_depth = 0  # > 0 while a scan's body is being built
+
+    def _is_array(self, value) -> bool:
+        return isinstance(value, (Tensor, np.ndarray)) or self.is_native(value)
+
+    def _scan(self, step: Callable, init: list, xs: list, length: int, reverse: bool,
+              unroll: int) -> tuple[list, list]:
+        """The loop under :meth:`scan`, on natives: ``step(carry, x) -> (carry, ys)`` on lists of natives; returns
+        the last carry and each ``ys`` stacked along a new axis 0, in ``xs``' order. This default unrolls it (one
+        copy of the step per iteration); a backend with a loop construct overrides it."""
+        carry, outputs = init, []
+        for t in (range(length - 1, -1, -1) if reverse else range(length)):
+            carry, y = step(carry, [self._index(x, t) for x in xs])
+            outputs.append(y)
+        if reverse:
+            outputs.reverse()
+        return carry, [self.stack([y[i] for y in outputs]).native for i in range(len(outputs[0]))]
+
     # --- training mode, model state and randomness (toolkit.nn.context) -----------------------------------------
     @property
     def training(self) -> bool:
@@ -488,6 +571,9 @@ class Ops(ABC):
         run = context.current()
         if run is None or not run.training:
             return
+        if self._scan_depth:
+            raise ModelStateError(f"update_state({name!r}) inside ops.scan's f: the body is built once for every "
+                                  "iteration; return the value in the carry and update the state after the loop")
         if name not in run.state:
             raise ModelStateError(f"update_state({name!r}): the model declares no state of that name; its state is "
                                   f"{sorted(run.state)} (mark an init entry with toolkit.State(array))")
@@ -529,6 +615,10 @@ class Ops(ABC):
         Raises:
             ModelStateError: outside a training run of a trainer (no keys).
         """
+        if self._scan_depth:
+            raise ModelStateError("example_uniform (dropout, noise) inside ops.scan's f: the body is built once, so "
+                                  "every iteration would draw the same numbers; draw them before the loop and scan "
+                                  "over them as xs")
         run = context.current()
         if run is None or run.keys is None:
             raise ModelStateError("random numbers need a training step of DataParallel, which gives every example "

@@ -18,11 +18,12 @@ def lstm_init(rng: np.random.Generator, inputs: int, units: int, prefix: str = "
             f"{prefix}/bias": bias}
 
 
-def _masked(ops, mask, t):
-    """The step-``t`` column of a ``[batch, time]`` mask as ``[batch, 1]`` floats, or None without a mask."""
-    if mask is None:
-        return None
-    return ops.expand_dims(ops.cast(mask[:, t], ops.dtype), -1)
+def _time_major(ops, x, kernel, bias, mask):
+    """What the loop scans: ``x W + b`` for every step at once (``[time, batch, gates]``: one large matmul instead of
+    one per step), with the mask as ``[time, batch, 1]`` floats (None without a mask)."""
+    inputs = ops.transpose(ops.matmul(x, kernel) + bias, (1, 0, 2))
+    keep = None if mask is None else ops.expand_dims(ops.transpose(ops.cast(mask, ops.dtype)), -1)
+    return inputs, keep
 
 
 def _carry(old, new, keep):
@@ -32,7 +33,7 @@ def _carry(old, new, keep):
     return new if keep is None else old + keep * (new - old)
 
 
-def lstm(ops, params, x, steps: int, units: int, prefix: str = "lstm", mask=None):
+def lstm(ops, params, x, steps: int, units: int, prefix: str = "lstm", mask=None, unroll: bool = False):
     """An LSTM over ``steps`` time steps of ``x`` (``[batch, time, features]``); returns the last hidden state.
 
     The standard equations (Hochreiter and Schmidhuber; as Keras' ``LSTM`` with its default activations)::
@@ -44,20 +45,23 @@ def lstm(ops, params, x, steps: int, units: int, prefix: str = "lstm", mask=None
 
     ``mask`` (``[batch, time]``, booleans or 0/1; for example ``ids != 0`` for Keras' ``Embedding(mask_zero=True)``)
     skips steps as Keras does: at a masked step ``h`` and ``c`` carry over unchanged, so the result is the state
-    after each sequence's last unmasked step. ``steps`` and ``units`` are fixed by the model: the loop is unrolled.
+    after each sequence's last unmasked step. ``steps`` and ``units`` are fixed by the model. The time loop is one
+    :meth:`~toolkit.nn.ops.Ops.scan` (compile time does not grow with ``steps``); ``unroll=True`` (Keras' argument)
+    unrolls it, which on TensorFlow makes short sequences' steps faster and tracing grow with ``steps``.
     """
     kernel, recurrent, bias = (params[f"{prefix}/{k}"] for k in ("kernel", "recurrent", "bias"))
-    h = c = None
-    for t in range(steps):
-        z = ops.matmul(x[:, t, :], kernel) + bias
-        if h is None:
-            h = c = ops.zeros_like(z[:, :units])
+    inputs, keep = _time_major(ops, x[:, :steps, :], kernel, bias, mask if mask is None else mask[:, :steps])
+
+    def step(state, xs):
+        (h, c), (z, keep) = state, xs
         z = z + ops.matmul(h, recurrent)
         i, f = ops.sigmoid(z[:, :units]), ops.sigmoid(z[:, units:2 * units])
         g, o = ops.tanh(z[:, 2 * units:3 * units]), ops.sigmoid(z[:, 3 * units:])
-        keep = _masked(ops, mask, t)
         new_c = f * c + i * g
-        h, c = _carry(h, o * ops.tanh(new_c), keep), _carry(c, new_c, keep)
+        return (_carry(h, o * ops.tanh(new_c), keep), _carry(c, new_c, keep)), None
+
+    zeros = ops.zeros_like(inputs[0, :, :units])
+    (h, _), _ = ops.scan(step, (zeros, zeros), (inputs, keep), unroll=unroll)
     return h
 
 
@@ -70,7 +74,7 @@ def gru_init(rng: np.random.Generator, inputs: int, units: int, prefix: str = "g
             f"{prefix}/bias": np.zeros((2, 3 * units))}
 
 
-def gru(ops, params, x, steps: int, units: int, prefix: str = "gru", mask=None):
+def gru(ops, params, x, steps: int, units: int, prefix: str = "gru", mask=None, unroll: bool = False):
     """A GRU over ``steps`` time steps of ``x`` (``[batch, time, features]``); returns the last hidden state.
 
     Keras' ``GRU`` with ``reset_after=True`` (Cho et al., the cuDNN variant)::
@@ -81,17 +85,18 @@ def gru(ops, params, x, steps: int, units: int, prefix: str = "gru", mask=None):
         n_t = tanh(a_n + r_t * r'_n)
         h_t = z_t * h_{t-1} + (1 - z_t) * n_t  with h_0 = 0
 
-    ``mask`` as for :func:`lstm`: a masked step keeps ``h``.
+    ``mask`` and ``unroll`` as for :func:`lstm`: a masked step keeps ``h``.
     """
     kernel, recurrent, bias = (params[f"{prefix}/{k}"] for k in ("kernel", "recurrent", "bias"))
-    h = None
-    for t in range(steps):
-        a = ops.matmul(x[:, t, :], kernel) + bias[0]
-        if h is None:
-            h = ops.zeros_like(a[:, :units])
+    inputs, keep = _time_major(ops, x[:, :steps, :], kernel, bias[0], mask if mask is None else mask[:, :steps])
+
+    def step(h, xs):
+        a, keep = xs
         r_in = ops.matmul(h, recurrent) + bias[1]
         z = ops.sigmoid(a[:, :units] + r_in[:, :units])
         r = ops.sigmoid(a[:, units:2 * units] + r_in[:, units:2 * units])
         n = ops.tanh(a[:, 2 * units:] + r * r_in[:, 2 * units:])
-        h = _carry(h, z * h + (1.0 - z) * n, _masked(ops, mask, t))
+        return _carry(h, z * h + (1.0 - z) * n, keep), None
+
+    h, _ = ops.scan(step, ops.zeros_like(inputs[0, :, :units]), (inputs, keep), unroll=unroll)
     return h
