@@ -54,8 +54,8 @@ def test_c_linker_fit_scores_training_metrics_like_the_jax_linker():
     histories, states = {}, {}
     for linker, backend in (("c", toolkit.get_backend("aesara", linker="c")), ("jax", toolkit.get_backend("aesara"))):
         trainer = toolkit.DataParallel(BATCH_NORM, backend, 1, toolkit.optim.Adam(0.05), dtype="float64", seed=3)
-        histories[name] = trainer.fit(X, Y, epochs=2, batch_size=5, verbose=0, metrics=metrics).history
-        states[name] = trainer.state()
+        histories[linker] = trainer.fit(X, Y, epochs=2, batch_size=5, verbose=0, metrics=metrics).history
+        states[linker] = trainer.state()
     assert list(histories["c"]) == ["loss", "accuracy", "loss_again"]
     for metric, values in histories["jax"].items():
         assert max(abs(a - b) for a, b in zip(histories["c"][metric], values)) <= FLOAT64_ATOL, metric
