@@ -14,6 +14,7 @@ from tests.helpers import max_abs_diff
 from toolkit import layers
 from toolkit.nn import context
 from toolkit.nn.models import sparse_softmax_cross_entropy
+from toolkit.placement.splitting import shard_bounds
 from toolkit.tolerances import FLOAT64_ATOL
 
 RNG = np.random.default_rng(5)
@@ -211,16 +212,16 @@ def test_per_replica_statistics_differ_from_one_device(backend):
     assert np.all(two.state()["bn/moving_variance"] < one.state()["bn/moving_variance"])  # within-shard variance
 
 
-def _splits(backend_name, n_devices):
-    """The splits a fused step takes with synchronized statistics: any on TensorFlow, equal ones on Aesara (its
-    uneven splits compose the step per device, where replicas cannot meet)."""
-    return [None] + ([[1, 3, 1, 2][:n_devices]] if backend_name == "tensorflow" and n_devices > 1 else [])
+def _splits(n_devices):
+    """Equal shards and, on several devices, a weighted split (uneven shards: TensorFlow traces them together,
+    Aesara's pmapped step pads them to one size)."""
+    return [None] + ([[1, 3, 1, 2][:n_devices]] if n_devices > 1 else [])
 
 
 def test_synchronized_statistics_make_n_devices_train_as_one(backend_name, n_devices):
     backend = toolkit.get_backend(backend_name)
     one, one_losses = _train(SYNC_BATCH_NORM, backend, 1)
-    for weights in _splits(backend_name, n_devices):
+    for weights in _splits(n_devices):
         many, losses = _train(SYNC_BATCH_NORM, backend, n_devices, weights=weights)
         np.testing.assert_allclose(losses, one_losses, rtol=0, atol=FLOAT64_ATOL)
         assert max_abs_diff(many.params(), one.params()) <= FLOAT64_ATOL
@@ -245,7 +246,7 @@ def test_synchronized_statistics_on_the_c_linker_are_the_plain_ones():
 
 def test_synchronized_statistics_are_the_global_batch(backend_name, n_devices):
     trainer = toolkit.DataParallel(SYNC_BATCH_NORM, backend_name, n_devices, toolkit.optim.SGD(1e-300),
-                                   dtype="float64", seed=1, weights=_splits(backend_name, n_devices)[-1])
+                                   dtype="float64", seed=1, weights=_splits(n_devices)[-1])
     params = trainer.params()
     trainer.step(X, Y)  # lr 1e-300: only the state moves
     _, expected = _bn_numpy(params, {"bn/moving_mean": np.zeros(8), "bn/moving_variance": np.ones(8)}, X, True)
@@ -253,26 +254,81 @@ def test_synchronized_statistics_are_the_global_batch(backend_name, n_devices):
 
 
 def test_synchronized_statistics_are_refused_where_replicas_do_not_meet(backend_name):
-    """A step composed per device (Aesara's unequal shards; every backend's composed path, which training across
-    processes takes) and model code outside a trainer cannot sum over replicas: a typed error, nothing changed."""
-    cases = [{"fused": False}] + ([{"weights": [1, 3]}] if backend_name == "aesara" else [])
-    for options in cases:
-        trainer = toolkit.DataParallel(SYNC_BATCH_NORM, backend_name, 2, toolkit.optim.SGD(0.1), dtype="float64",
-                                       weights=options.get("weights"))
-        if not options.get("fused", True):
-            trainer._fused_steps = None
-        params, state = trainer.params(), trainer.state()
-        with pytest.raises(toolkit.ComputeError, match="cross_replica_sum .* needs a data-parallel training step "
-                                                       "that runs its replicas together") as error:
-            trainer.step(X, Y)
-        assert isinstance(error.value.__cause__, toolkit.ModelStateError)
-        assert "one device's part of a step composed per device" in str(error.value)
-        assert max_abs_diff(trainer.params(), params) == 0.0 and max_abs_diff(trainer.state(), state) == 0.0
-        assert trainer.step_count == 0
-        np.testing.assert_allclose(trainer.predict(X), _bn_numpy(params, state, X, False)[0], atol=FLOAT64_ATOL)
+    """A step composed per device (every backend's composed path: trainer.gradients, accumulated micro-batches)
+    and model code outside a trainer cannot sum over replicas: a typed error, nothing changed."""
+    trainer = toolkit.DataParallel(SYNC_BATCH_NORM, backend_name, 2, toolkit.optim.SGD(0.1), dtype="float64")
+    trainer._fused_steps = None
+    params, state = trainer.params(), trainer.state()
+    with pytest.raises(toolkit.ComputeError, match="cross_replica_sum .* needs a data-parallel training step "
+                                                   "that runs its replicas together") as error:
+        trainer.step(X, Y)
+    assert isinstance(error.value.__cause__, toolkit.ModelStateError)
+    assert "one device's part of a step composed per device" in str(error.value)
+    assert max_abs_diff(trainer.params(), params) == 0.0 and max_abs_diff(trainer.state(), state) == 0.0
+    assert trainer.step_count == 0
+    np.testing.assert_allclose(trainer.predict(X), _bn_numpy(params, state, X, False)[0], atol=FLOAT64_ATOL)
     backend = toolkit.get_backend(backend_name)
     with pytest.raises(toolkit.ModelStateError, match="outside a trainer's training step"):
         backend.call(lambda ops, x: ops.cross_replica_sum(x), backend.list_devices()[0], {"x": X}, "float64")
+
+
+def _two_norms_init(rng):
+    return {**_bn_init(rng), **layers.batch_norm_init(rng, 3, "bn2")}
+
+
+def _two_norms_forward(ops, p, x):
+    """Synchronized statistics, then per-replica ones: on Aesara's padded step both must leave the padding out."""
+    return layers.batch_norm(ops, p, _sync_bn_forward(ops, p, x), "bn2")
+
+
+TWO_NORMS = toolkit.Model(_two_norms_init, _two_norms_forward, sparse_softmax_cross_entropy(3), name="two-norms")
+
+
+def test_padded_shards_weigh_nothing_in_either_statistics(backend_name):
+    """Uneven shards, one of them empty (Aesara pads them all to one size): the synchronized statistics are the
+    global batch's and the per-replica ones each shard's own, averaged by shard size, as NumPy computes them."""
+    trainer = toolkit.DataParallel(TWO_NORMS, backend_name, 4, toolkit.optim.SGD(1e-300), dtype="float64",
+                                   seed=1, weights=[1, 3, 1, 2])
+    params, x, y = trainer.params(), X[:4], Y[:4]  # shards of 1, 2, 0 and 1 rows
+    loss = trainer.step(x, y)
+    h, synchronized = _bn_numpy(params, {"bn/moving_mean": np.zeros(8), "bn/moving_variance": np.ones(8)}, x, True)
+    assert toolkit.split_sizes(len(x), 4, [1, 3, 1, 2]) == [1, 2, 0, 1]
+    shards = [(lo, hi) for lo, hi in shard_bounds([1, 2, 0, 1]) if hi > lo]
+    normalized, moving = np.empty_like(h), {"bn2/moving_mean": 0.0, "bn2/moving_variance": 0.0}
+    for lo, hi in shards:
+        mean, var = h[lo:hi].mean(0), h[lo:hi].var(0)
+        normalized[lo:hi] = (h[lo:hi] - mean) / np.sqrt(var + 1e-3)
+        moving["bn2/moving_mean"] += (hi - lo) / len(x) * mean * 0.01
+        moving["bn2/moving_variance"] += (hi - lo) / len(x) * (0.99 + var * 0.01)
+    logits = normalized - normalized.max(1, keepdims=True)
+    expected_loss = np.mean(np.log(np.exp(logits).sum(1)) - logits[np.arange(len(y)), y])
+    assert loss == pytest.approx(expected_loss, abs=FLOAT64_ATOL)
+    assert max_abs_diff(trainer.state(), {**synchronized, **moving}) <= FLOAT64_ATOL
+
+
+def test_a_sum_over_padded_rows_is_refused():
+    """Aesara pads uneven shards: a cross-replica sum the model makes of its rows would count the padding, so it
+    is a typed error that says what to use; TensorFlow traces uneven shards as they are and takes it."""
+    def forward(ops, p, x):
+        h = ops.matmul(x, p["d1/kernel"])
+        return h - ops.cross_replica_sum(ops.sum(h, axis=0)) / 12.0
+
+    model = toolkit.Model(lambda rng: layers.dense_init(rng, 6, 3, "d1"), forward, sparse_softmax_cross_entropy(3))
+    for name in ("tensorflow", "aesara"):
+        if needs_backend(name).args[0]:
+            continue
+        trainer = toolkit.DataParallel(model, name, 2, toolkit.optim.SGD(0.1), dtype="float64", weights=[1, 2])
+        if name == "tensorflow":
+            assert np.isfinite(trainer.step(X, Y))
+            continue
+        params = trainer.params()
+        with pytest.raises(toolkit.ComputeError, match="would count the padding rows; make row statistics with "
+                                                       r"ops.moments\(..., synchronized=True\)") as error:
+            trainer.step(X, Y)
+        assert isinstance(error.value.__cause__, toolkit.ModelStateError)
+        assert max_abs_diff(trainer.params(), params) == 0.0 and trainer.step_count == 0
+        even = toolkit.DataParallel(model, name, 2, toolkit.optim.SGD(0.1), dtype="float64")
+        assert np.isfinite(even.step(X, Y))  # equal shards: no padding, the sum is the model's to make
 
 
 def test_state_equals_on_every_compiled_path(backend, n_devices):

@@ -280,6 +280,20 @@ def test_numpy_references_are_keras_ops(name):
                                rtol=tolerance, atol=tolerance)
 
 
+def test_synchronized_moments_outside_a_training_step_are_the_local_ones(backend):
+    """``moments(..., synchronized=True)`` has Keras' signature; outside a data-parallel training step (here,
+    a plain call) there are no replicas, so it gives the local statistics, as Keras' does outside a strategy."""
+    fn = lambda ops, t: ops.concatenate(ops.moments(t["x"], (1,), True, synchronized=True), axis=1)  # noqa: E731
+    expected = np.concatenate([INPUTS["x"].mean(1, keepdims=True), INPUTS["x"].var(1, keepdims=True)], axis=1)
+    np.testing.assert_allclose(_run(backend, fn, ["x"], "float64"), expected, rtol=0, atol=1e-12)
+    if importlib.util.find_spec("keras") is not None:
+        toolkit.get_backend("tensorflow")
+        import keras
+
+        np.testing.assert_allclose(keras.ops.convert_to_numpy(fn(keras.ops, {"x": INPUTS["x"]})), expected,
+                                   rtol=0, atol=1e-12)
+
+
 def _gradients(backend_name, name, dtype="float64"):
     """Gradients of ``sum(op(inputs) * weights)`` for each float input, through a trainer."""
     fn, reference, _ = CASES[name]

@@ -29,6 +29,7 @@ from aesara.graph.op import Op  # noqa: E402
 from aesara.link.jax.dispatch import jax_funcify  # noqa: E402
 
 from toolkit.nn.context import single_replica  # noqa: E402
+from toolkit.nn.model import batch  # noqa: E402
 
 #: Aesara linkers this backend can compile with.
 LINKERS = ("jax", "c")
@@ -240,8 +241,12 @@ class _StackedStep:
     copy. Calling a jitted function per device instead cost a dispatch each, and every cross-device copy (the
     gradients to the first device, the new parameters back) about 40 microseconds in jax 0.4.30.
 
-    It takes equal shards on every device, each device's loss being ``sum(loss) / batch`` so that the psum is the
-    full-batch mean; for any other split it returns None and the trainer composes the step. Between steps the parameters
+    Each device's loss is ``sum(loss) / batch``, so that the psum is the full-batch mean. ``pmap`` needs equal shards:
+    uneven ones (a weighted split, a batch that does not divide) are padded to the largest by repeating a row, with
+    row weights 0 that leave the padding out of the losses, the metrics and ``ops.moments`` (see
+    :attr:`toolkit.nn.context.RunContext.row_weights`). Only a model whose replicas must run together
+    (synchronized statistics) takes that path: one that mixes rows in its own code would see the padding, so for
+    any other model an uneven split returns None and the trainer composes the step. Between steps the parameters
     and optimizer state stay stacked across the devices; the variables get their values on first read
     (:meth:`AesaraVariable._defer`), and a value written from outside (``set_params``, ``restore``) is noticed by
     its version and stacked again.
@@ -258,8 +263,15 @@ class _StackedStep:
         def build_gradient(params, x, y, scale):
             symbols = optree.tree_map(_symbol, (params, x, y, scale))
             p, x, y, scale = symbols
-            return symbols, _loss_and_grads(model, ops, p, x, y, reduce=lambda losses: at.sum(losses) * scale,
-                                            replica_sum=_ReplicaSum(self._AXIS), metrics=metrics)
+            rows = x.get("rows")
+
+            def replica_sum(value):
+                self._synchronized = True
+                return _ReplicaSum(self._AXIS)(value)
+
+            self._synchronized = False
+            return symbols, _loss_and_grads(model, ops, p, x, y, replica_sum=replica_sum, metrics=metrics,
+                                            reduce=lambda v: at.sum(v if rows is None else v * rows) * scale)
 
         def build_update(params, grads, slots, step):
             symbols = optree.tree_map(_symbol, (params, grads, slots, step))
@@ -269,6 +281,7 @@ class _StackedStep:
         self._update = _BySignature(build_update, dtype, "jax")
         self._mapped: dict = {}
         self._stacked = None  # (params, state, versions) as last written by this step
+        self._synchronized: bool | None = None  # whether the model sums over replicas; known once a graph is built
 
     def _versions(self) -> tuple:
         return (tuple(r.version for name in self._names for r in self._replicas[name]),
@@ -284,7 +297,7 @@ class _StackedStep:
             self._stacked = (params, state, self._versions())
         return self._stacked[:2]
 
-    def _mapped_step(self, params, x, y, scale, state, step):
+    def _mapped_step(self, params, x, y, scale, state, share, step):
         """The pmapped step for these shapes, made from the Aesara functions' own JAX code."""
         leaves, structure = optree.tree_flatten((params, x, y, state))
         key = (structure, tuple((a.dtype, a.shape) for a in leaves))
@@ -297,30 +310,50 @@ class _StackedStep:
                 outputs = function.raw(*optree.tree_leaves(args))
                 return optree.tree_unflatten(spec, [jnp.asarray(o, d) for o, d in zip(outputs, function._dtypes)])
 
-            def replica(params, x, y, scale, state, step):
+            def replica(params, x, y, scale, state, share, step):
                 loss, grads, model_state, scores = run(gradient, gradient_spec, params, x, y, scale)
-                # Equal shards: the mean of the replicas' new model state is their sum over the device count; the
-                # loss and the metrics are already each replica's share of the batch's mean.
+                # The loss and the metrics are already each replica's share of the batch's mean; the new model state
+                # is weighted by the replica's share of the batch.
                 loss, grads, model_state, scores = _psum_flat(
-                    (loss, grads, {k: v / len(self._devices) for k, v in model_state.items()}, scores), self._AXIS)
+                    (loss, grads, {k: v * share for k, v in model_state.items()}, scores), self._AXIS)
                 new_params, new_state, finite = run(update, update_spec, params, grads, state, step)
                 for value in (loss, *model_state.values()):
                     finite = jnp.logical_and(finite, jnp.all(jnp.isfinite(value)))
                 return loss, new_params, new_state, finite, model_state, scores
 
-            self._mapped[key] = jax.pmap(replica, axis_name=self._AXIS, in_axes=(0, 0, 0, None, 0, None),
+            self._mapped[key] = jax.pmap(replica, axis_name=self._AXIS, in_axes=(0, 0, 0, None, 0, 0, None),
                                          devices=self._devices)
-        return self._mapped[key](params, x, y, scale, state, step)
+        return self._mapped[key]
+
+    def _padded(self, indices, xs, ys):
+        """Every device's shard padded to the largest shard's size by repeating its last row (a device without a
+        shard repeats the batch's first row), each with its ``rows`` weights, and each device's example count."""
+        size, shards = max(len(y) for y in ys), dict(zip(indices, zip(xs, ys)))
+        padded, counts = [], []
+        for index in range(len(self._devices)):
+            x, y = shards.get(index, (xs[0], ys[0][:0]))
+            taken = np.minimum(np.arange(size), max(len(y), 1) - 1)
+            shard = batch(optree.tree_map(lambda a, taken=taken: a[taken], x["x"]), x["keys"][taken], x["state"],
+                          rows=(np.arange(size) < len(y)).astype(self._dtype))
+            padded.append((shard, (y if len(y) else ys[0])[taken]))
+            counts.append(len(y))
+        return [shard for shard, _ in padded], [y for _, y in padded], counts
 
     def __call__(self, indices, xs, ys, weights, step):
-        sizes = {len(y) for y in ys}
-        if len(ys) != len(self._devices) or len(sizes) != 1:
-            return None  # uneven shards: pmap needs equal ones, and padding would change models that mix rows
+        counts = [len(y) for y in ys]
+        if len(ys) != len(self._devices) or len(set(counts)) != 1:
+            if self._synchronized is False:
+                return None
+            xs, ys, counts = self._padded(indices, xs, ys)
         x, y = optree.tree_map(lambda *a: np.stack(a), *xs), np.stack(ys)
         params, state = self._stack()
-        scale = np.asarray(1.0 / (len(ys) * len(ys[0])), self._dtype)
-        loss, new_params, new_state, finite, model_state, scores = self._mapped_step(params, x, y, scale, state,
-                                                                                     step)
+        total = sum(counts)
+        scale = np.asarray(1.0 / total, self._dtype)
+        share = np.asarray(counts, self._dtype) / np.asarray(total, self._dtype)
+        mapped = self._mapped_step(params, x, y, scale, state, share, step)
+        if "rows" in xs[0] and not self._synchronized:
+            return None  # the graph just built sums over no replicas: compose the step (exact for any model)
+        loss, new_params, new_state, finite, model_state, scores = mapped(params, x, y, scale, state, share, step)
         written = bool(finite[0])
         if written:
             for name, var in self._model_state.items():

@@ -85,6 +85,10 @@ class RunContext:
         replica_sum: how ``ops.cross_replica_sum`` adds a native over the replicas of the step (the backend's
             translation: a sum across the devices traced together, or the identity for one replica), or None where
             this run is one device's part of a step composed per device, where no replica sees another.
+        row_weights: None where every row of the batch is an example; else a native ``[rows]`` vector of 1 for the
+            shard's examples and 0 for rows that pad the shard to the step's common shard size (Aesara's
+            multi-device step over uneven shards). Losses, metrics and ``ops.moments`` over the batch axis weigh rows
+            by it.
     """
 
     training: bool
@@ -93,6 +97,7 @@ class RunContext:
     updates: dict[str, Any] = field(default_factory=dict)
     calls: int = 0
     replica_sum: Callable[[Any], Any] | None = None
+    row_weights: Any = None
 
 
 def single_replica(value: Any) -> Any:

@@ -68,13 +68,16 @@ class Model:
                      metrics: Sequence[Any] = ()) -> tuple[Any, dict, dict]:
         """A training run, natives in and out: ``(per-example losses, new model state, metric values)``.
 
-        ``batch`` is what a trainer passes for one shard (:func:`batch`): ``x``, the examples' ``keys`` and the
-        ``state`` values. The new state has an entry for every state name (its old value where ``forward`` gave
-        it none). ``replica_sum`` is the backend's cross-replica sum where the step traces its replicas together
-        (:attr:`toolkit.nn.context.RunContext.replica_sum`; ``ops.cross_replica_sum`` refuses without one).
+        ``batch`` is what a trainer passes for one shard (:func:`batch`): ``x``, the examples' ``keys``, the
+        ``state`` values and, for a padded shard, its ``rows`` weights (the losses and metrics are returned for
+        every row; the caller weighs them). The new state has an entry for every state name (its old value where
+        ``forward`` gave it none). ``replica_sum`` is the backend's cross-replica sum where the step traces its
+        replicas together (:attr:`toolkit.nn.context.RunContext.replica_sum`; ``ops.cross_replica_sum`` refuses
+        without one).
         ``metrics`` (:class:`toolkit.metrics.Metric` objects) are scored on the same training-mode outputs as the
         loss, as Keras' training metrics are: ``{name: per-example values}``, empty without metrics."""
-        run = context.RunContext(training=True, keys=batch["keys"], state=batch["state"], replica_sum=replica_sum)
+        run = context.RunContext(training=True, keys=batch["keys"], state=batch["state"], replica_sum=replica_sum,
+                                 row_weights=batch.get("rows"))
         with context.running(run):
             losses, scores = ops.call(self._scored, {**params, **batch["state"]}, batch["x"], y, tuple(metrics))
         return losses, {name: run.updates.get(name, value) for name, value in batch["state"].items()}, scores
@@ -93,8 +96,12 @@ class Model:
         return self.loss(ops, outputs, y), {metric.name: metric(ops, outputs, y) for metric in metrics}
 
 
-def batch(x: Any, keys: Any, state: Mapping[str, Any]) -> dict[str, Any]:
+def batch(x: Any, keys: Any, state: Mapping[str, Any], rows: Any = None) -> dict[str, Any]:
     """One shard's inputs to a model run, as a pytree the backends compile for like any input: ``x`` (an array or
-    a dict of arrays), the examples' uint32 ``keys`` (see :func:`toolkit.nn.context.example_keys`) and the model
-    state's values on the shard's device."""
-    return {"x": x, "keys": keys, "state": dict(state)}
+    a dict of arrays), the examples' uint32 ``keys`` (see :func:`toolkit.nn.context.example_keys`), the model
+    state's values on the shard's device and, for a shard padded to a common size, ``rows``: 1 for each example, 0
+    for each padding row (:attr:`toolkit.nn.context.RunContext.row_weights`)."""
+    shard = {"x": x, "keys": keys, "state": dict(state)}
+    if rows is not None:
+        shard["rows"] = rows
+    return shard

@@ -307,14 +307,46 @@ class Ops(ABC):
         total = self.log(self.sum(self.exp(x - peak), axis=axis, keepdims=True)) + peak
         return total if keepdims else self.squeeze(total, axis=_reduced_axes(axis, self.shape(x)))
 
-    def moments(self, x, axes: Axis, keepdims: bool = False):
-        """Mean and (biased) variance over ``axes`` (``keras.ops.moments``): ``(mean(x), mean((x - mean)**2))``."""
-        mean = self.mean(x, axis=axes, keepdims=True)
-        variance = self.mean(self.square(x - mean), axis=axes, keepdims=True)
+    def moments(self, x, axes: Axis, keepdims: bool = False, synchronized: bool = False):
+        """Mean and (biased) variance over ``axes`` (``keras.ops.moments``): ``(mean(x), mean((x - mean)**2))``.
+
+        ``synchronized=True`` (as Keras' on TensorFlow): in a data-parallel training step, the statistics of the
+        global batch rather than of this replica's shard, from two cross-replica sums (:meth:`cross_replica_sum`)::
+
+            n    = sum over replicas of the count of values reduced
+            mean = sum over replicas of sum(x) / n
+            var  = sum over replicas of sum((x - mean)**2) / n
+
+        so they are the same for any device count and split. Outside a training step (no replicas) it is the
+        local statistics. Where a step pads shards to one size (Aesara's multi-device step over uneven shards), the
+        padding rows weigh nothing in either kind of statistics over the batch axis.
+
+        Raises:
+            ModelStateError: ``synchronized=True`` in a training step whose replicas do not run together
+                (see :meth:`cross_replica_sum`).
+        """
+        run = context.current()
+        reduced = _reduced_axes(axes, self.shape(x))
+        rows = run.row_weights if run is not None and run.training and 0 in reduced else None
+        synchronized = synchronized and run is not None and run.training
+        if rows is None and not synchronized:
+            mean = self.mean(x, axis=axes, keepdims=True)
+            variance = self.mean(self.square(x - mean), axis=axes, keepdims=True)
+        else:
+            summed = (lambda v: self._cross_replica_sum(v, run)) if synchronized else (lambda v: v)
+            weight = self.ones_like(x)
+            if rows is not None:
+                weight = weight * self.reshape(self.wrap(rows), (-1,) + (1,) * (len(self.shape(x)) - 1))
+            totals = summed(self.stack([self.sum(x * weight, axis=reduced, keepdims=True),
+                                        self.sum(weight, axis=reduced, keepdims=True)]))
+            # A shard of padding only (fewer examples than devices) counts 0: its statistics weigh nothing, but
+            # must stay finite, since the padding rows still run through the model.
+            count = self.maximum(totals[1], 1.0)
+            mean = totals[0] / count
+            variance = summed(self.sum(self.square(x - mean) * weight, axis=reduced, keepdims=True)) / count
         if keepdims:
             return mean, variance
-        axes = _reduced_axes(axes, self.shape(x))
-        return self.squeeze(mean, axis=axes), self.squeeze(variance, axis=axes)
+        return self.squeeze(mean, axis=reduced), self.squeeze(variance, axis=reduced)
 
     # --- linear algebra -------------------------------------------------------------------------------------------
     @abstractmethod
@@ -587,20 +619,27 @@ class Ops(ABC):
         """``x`` summed over the replicas of a data-parallel training step, the same on every replica: each device
         adds the other devices' values of ``x`` to its own (``lax.psum``; ``ReplicaContext.all_reduce(SUM)`` under
         ``MirroredStrategy``). Its gradient is the cross-replica sum of the gradients, so training through it is
-        training on the whole batch. With one replica it is ``x``. Synchronized batch normalization
-        (``batch_norm(..., synchronized=True)``) makes its statistics with it.
+        training on the whole batch. With one replica it is ``x``. Synchronized statistics
+        (``moments(..., synchronized=True)``, ``batch_norm(..., synchronized=True)``) are made with it.
 
         Raises:
-            ModelStateError: where the step's replicas do not run together: training across processes, a step
-                composed per device (Aesara with unequal shards; ``trainer.gradients``), ModelParallel, model code
-                run outside a trainer.
+            ModelStateError: where the step's replicas do not run together: a step composed per device
+                (``trainer.gradients``, gradient accumulation), ModelParallel, model code run outside a trainer;
+                and where the step pads uneven shards to one size (Aesara), whose padding rows a sum of rows would
+                count: make row statistics with ``moments(..., synchronized=True)``, which weighs them out.
         """
         run = context.current()
+        if run is not None and run.row_weights is not None:
+            raise ModelStateError("cross_replica_sum in a step over uneven shards padded to one size (Aesara's "
+                                  "multi-device step): a sum over rows would count the padding rows; make row "
+                                  "statistics with ops.moments(..., synchronized=True), which weighs them out")
+        return self._cross_replica_sum(x, run)
+
+    def _cross_replica_sum(self, x, run):
         if run is None or run.replica_sum is None:
-            raise ModelStateError("cross_replica_sum (synchronized batch normalization) needs a data-parallel "
-                                  "training step that runs its replicas together: DataParallel in one process, "
-                                  "with equal shards on Aesara (uneven or weighted splits compose the step per "
-                                  "device there), not trainer.gradients(); this run is "
+            raise ModelStateError("cross_replica_sum (synchronized statistics) needs a data-parallel training step "
+                                  "that runs its replicas together: DataParallel's step, not trainer.gradients() or "
+                                  "accumulated micro-batches; this run is "
                                   + ("outside a trainer's training step" if run is None or not run.training
                                      else "one device's part of a step composed per device"))
         x = self._native(x, self._result_dtype([x], floating=True))

@@ -21,7 +21,7 @@ import numpy as np
 import optree
 
 from toolkit.backend import Backend
-from toolkit.errors import ComputeError
+from toolkit.errors import ComputeError, ModelStateError
 from toolkit.nn.model import Model, batch
 from toolkit.placement.splitting import shard_bounds, split_sizes
 from toolkit.processes import distributed
@@ -92,6 +92,9 @@ class DataParallel(Trainer):
             result = fused(indices, xs, ys, [len(shard) / len(y) for shard in ys], step)
         except ComputeError:
             raise
+        except ModelStateError as error:  # the model's, not a device's: composing the step would not say more
+            raise self._compute_error(", ".join(map(str, self.devices)), f"x {_shapes(x)}, y {tuple(y.shape)}",
+                                      error) from error
         except Exception as error:
             self._loss_and_gradients(x, y)  # the composed computation names the failing device (ComputeError)
             raise self._compute_error(", ".join(map(str, self.devices)), f"x {_shapes(x)}, y {tuple(y.shape)}",

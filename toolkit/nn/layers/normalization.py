@@ -50,25 +50,14 @@ def batch_norm(ops, params, x, prefix: str = "batch_norm", momentum: float = BAT
     Under data parallelism the statistics are by default each replica's (what ``MirroredStrategy`` gives without
     ``synchronized=True``); the trainer then averages the replicas' new moving statistics, weighted by their share of
     the batch. With ``synchronized=True`` (Keras' ``BatchNormalization(synchronized=True)``) they are the whole
-    global batch's, whatever the device count and split, from two cross-replica sums (``ops.cross_replica_sum``)::
-
-        n    = sum over replicas of the replica's count of values per feature
-        mean = sum over replicas of sum(x) / n
-        var  = sum over replicas of sum((x - mean)**2) / n
-
-    so N devices train as one. With one device both are Keras' ``BatchNormalization``.
+    global batch's, whatever the device count and split (``ops.moments(..., synchronized=True)``: two cross-replica
+    sums), so N devices train as one. With one device both are Keras' ``BatchNormalization``.
     """
     gamma, beta = params[f"{prefix}/gamma"], params[f"{prefix}/beta"]
     moving_mean, moving_variance = params[f"{prefix}/moving_mean"], params[f"{prefix}/moving_variance"]
     if ops.training:
         axes = tuple(range(len(ops.shape(x)) - 1))
-        if synchronized:
-            # The count comes from ones rather than static shapes: a traced batch axis may have no static size.
-            totals = ops.cross_replica_sum(ops.stack([ops.sum(x, axis=axes), ops.sum(ops.ones_like(x), axis=axes)]))
-            mean = totals[0] / totals[1]
-            variance = ops.cross_replica_sum(ops.sum(ops.square(x - mean), axis=axes)) / totals[1]
-        else:
-            mean, variance = ops.moments(x, axes=axes)
+        mean, variance = ops.moments(x, axes=axes, synchronized=synchronized)
         ops.update_state(f"{prefix}/moving_mean", moving_mean * momentum + mean * (1.0 - momentum))
         ops.update_state(f"{prefix}/moving_variance", moving_variance * momentum + variance * (1.0 - momentum))
     else:
