@@ -1,6 +1,6 @@
-"""One process of a multi-process test job, started by ``multigpu launch``: SMALL_MLP (or ``--model dropout-mlp``),
-Adam, float64, a new
-global batch each step of which this process reads only its part; writes its parameters to OUT/params_<id>.npz.
+"""One process of a multi-process test job, started by ``multigpu launch``: SMALL_MLP (or ``--model dropout-mlp`` or
+``sync-bn-mlp``), Adam, float64, a new global batch each step of which this process reads only its part; writes its
+parameters to OUT/params_<id>.npz and its model state to OUT/state_<id>.npz.
 ``--die-process K --die-step S``: process K kills itself (SIGKILL) before step S. ``--fit-rows N``: fit on this
 process's part of N rows instead (history_<id>.json too; exit 3 with the message if fit refuses)."""
 
@@ -18,11 +18,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np  # noqa: E402
 
 import toolkit  # noqa: E402
-from tests.helpers import DROPOUT_MLP, SMALL_MLP, batch  # noqa: E402
+from tests.helpers import DROPOUT_MLP, SMALL_MLP, SYNC_BN_MLP, batch  # noqa: E402
 from toolkit import distributed  # noqa: E402
 
 STEPS, BATCH, LR = 10, 7, 0.05  # 7 examples: parts of 4 and 3 on two processes
-MODELS = {"mlp": SMALL_MLP, "dropout-mlp": DROPOUT_MLP}
+MODELS = {"mlp": SMALL_MLP, "dropout-mlp": DROPOUT_MLP, "sync-bn-mlp": SYNC_BN_MLP}
 
 
 #: fit's arguments in the --fit-rows job: 2 epochs of batches of 3 rows per process, validated with accuracy.
@@ -68,4 +68,5 @@ if __name__ == "__main__":
     die = args.die_step if args.die_process == cluster.process_id else None
     params = train(trainer, distributed.process_slice(BATCH), die)
     np.savez(args.out / f"params_{cluster.process_id}.npz", **params)
+    np.savez(args.out / f"state_{cluster.process_id}.npz", **trainer.state())
     print(f"process {cluster.process_id} of {cluster.num_processes} on {len(trainer.devices)} device(s): done")

@@ -37,6 +37,23 @@ def _dropout_forward(ops, params, x):
 DROPOUT_MLP = toolkit.Model(SMALL_MLP.init, _dropout_forward, SMALL_MLP.loss, name="dropout-mlp")
 
 
+def _sync_bn_init(rng):
+    from toolkit import layers
+
+    return {**SMALL_MLP.init(rng), **layers.batch_norm_init(rng, 8, "bn")}
+
+
+def _sync_bn_forward(ops, params, x):
+    from toolkit import layers
+
+    h = layers.batch_norm(ops, params, ops.matmul(x, params["w0"]) + params["b0"], "bn", synchronized=True)
+    return ops.matmul(ops.tanh(h), params["w1"]) + params["b1"]
+
+
+#: SMALL_MLP with synchronized batch normalization on its hidden layer.
+SYNC_BN_MLP = toolkit.Model(_sync_bn_init, _sync_bn_forward, SMALL_MLP.loss, name="sync-bn-mlp")
+
+
 def batch(n: int, seed: int = 0):
     rng = np.random.default_rng(seed)
     return rng.normal(size=(n, FEATURES)), rng.integers(0, NUM_CLASSES, size=n)

@@ -142,6 +142,22 @@ def test_two_processes_draw_the_dropout_masks_of_one(backend_name, tmp_path):
     assert max_abs_diff(first, reference) <= FLOAT64_ATOL
 
 
+@pytest.mark.parametrize("per_process", [1, 2], ids=["1dev-each", "2dev-each"])
+def test_synchronized_statistics_span_the_processes(backend_name, per_process, tmp_path):
+    """Synchronized batch normalization across two processes (parts of 4 and 3 rows, each split over its devices):
+    the statistics are the global batch's, so the job trains like one device, parameters and moving statistics."""
+    if backend_name == "aesara" and per_process > 1:
+        pytest.skip("jax 0.4.30's CPU collectives run one device per process (openxla/xla#16430)")
+    done = _launch("-n", "2", "--devices-per-process", str(per_process), "--timeout", "60", "--",
+                   sys.executable, WORKER, "--backend", backend_name, "--out", str(tmp_path), "--model", "sync-bn-mlp")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    reference = toolkit.DataParallel(MODELS["sync-bn-mlp"], backend_name, 1, toolkit.optim.Adam(LR), dtype="float64")
+    params = train(reference)
+    for k in range(2):
+        assert max_abs_diff(dict(np.load(tmp_path / f"params_{k}.npz")), params) <= FLOAT64_ATOL
+        assert max_abs_diff(dict(np.load(tmp_path / f"state_{k}.npz")), reference.state()) <= FLOAT64_ATOL
+
+
 def test_two_processes_fit_like_one(backend_name, tmp_path):
     """fit across 2 processes (8 rows each): both get the same history and parameters, equal to one process fitting
     on global batches made of the two parts' batches (each process draws the same order of its own rows)."""

@@ -280,7 +280,8 @@ class Backend(ABC):
 
     def compile_fused_step(self, model: Model, optimizer: Optimizer, dtype: str, params: Mapping[str, Any],
                            state: Mapping[str, Mapping[str, Variable]],
-                           model_state: Mapping[str, MirroredVariable], metrics: tuple = ()) -> Callable | None:
+                           model_state: Mapping[str, MirroredVariable], metrics: tuple = (),
+                           across_processes: bool = False) -> Callable | None:
         """Optional: a whole data-parallel step as one compiled call, for backends where per-call overhead dominates.
 
         Returns ``fn(indices, xs, ys, weights, step) -> (mean loss, finite, {metric name: mean})`` or None (the
@@ -290,12 +291,15 @@ class Backend(ABC):
         state's mirrored variables; ``xs`` are the non-empty shards' model batches (:func:`toolkit.nn.model.batch`,
         NumPy arrays and the replicas' state values), ``ys`` their targets, ``indices`` the replica each runs on,
         ``weights`` their share of the batch (shard size / batch), ``step`` the update's number as a NumPy scalar of
-        the dtype.
+        the dtype. ``across_processes``: the step is this process's part of a multi-process job's step (``weights``
+        are shares of the global batch): the loss, gradients, new model state and metrics are summed over the
+        processes inside the step, before the update, and ``ops.cross_replica_sum`` reaches every process's
+        replicas; a backend that cannot returns None.
         It must do exactly what the composed step does: per-device gradients, new model state and ``metrics``' means
         (as :meth:`compile_gradient`), their weighted averages on the home device, ``optimizer.update``, and, only if
         the loss and every gradient are finite, write the new values to every replica, the optimizer state and the
         model state; ``finite`` says which happened. ``fn`` may instead return None, changing nothing, for a split it
-        does not take (the Aesara backend takes only equal shards): the trainer then composes that step.
+        does not take: the trainer then composes that step (in a multi-process job, every process must decide alike).
         """
         return None
 

@@ -254,10 +254,15 @@ class _StackedStep:
 
     _AXIS = "devices"
 
-    def __init__(self, backend, model, optimizer, dtype, replicas, state, model_state, metrics) -> None:
+    def __init__(self, backend, model, optimizer, dtype, replicas, state, model_state, metrics,
+                 processes=None) -> None:
         self._dtype, self._replicas, self._state, self._model_state = dtype, replicas, state, model_state
         self._names = list(replicas)
-        self._devices = [backend._jax_device(r.device) for r in replicas[self._names[0]]]
+        self._devices = [backend._jax_device(r.device) for r in replicas[self._names[0]]]  # this process's
+        # Across processes (``processes``: the backend's distributed module) the pmap spans every process's device
+        # and each process passes its own; the psums then reach every process.
+        self._processes = processes
+        self._pmap_devices = jax.devices() if processes is not None else self._devices
         ops = backend.ops(dtype)
 
         def build_gradient(params, x, y, scale):
@@ -322,13 +327,13 @@ class _StackedStep:
                 return loss, new_params, new_state, finite, model_state, scores
 
             self._mapped[key] = jax.pmap(replica, axis_name=self._AXIS, in_axes=(0, 0, 0, None, 0, 0, None),
-                                         devices=self._devices)
+                                         devices=self._pmap_devices)
         return self._mapped[key]
 
-    def _padded(self, indices, xs, ys):
-        """Every device's shard padded to the largest shard's size by repeating its last row (a device without a
-        shard repeats the batch's first row), each with its ``rows`` weights, and each device's example count."""
-        size, shards = max(len(y) for y in ys), dict(zip(indices, zip(xs, ys)))
+    def _padded(self, indices, xs, ys, size):
+        """Every device's shard padded to ``size`` rows by repeating its last row (a device without a shard repeats
+        the batch's first row), each with its ``rows`` weights, and each device's example count."""
+        shards = dict(zip(indices, zip(xs, ys)))
         padded, counts = [], []
         for index in range(len(self._devices)):
             x, y = shards.get(index, (xs[0], ys[0][:0]))
@@ -339,15 +344,28 @@ class _StackedStep:
             counts.append(len(y))
         return [shard for shard, _ in padded], [y for _, y in padded], counts
 
+    def _sizes(self, indices, ys) -> list[int]:
+        """Every device's shard size, over every process of the step (learnt by an all-reduce across processes, so
+        that every process pads alike and decides alike)."""
+        local = np.zeros(len(self._devices))
+        local[list(indices)] = [len(y) for y in ys]
+        if self._processes is None:
+            return [int(n) for n in local]
+        cluster = self._processes.cluster()
+        table = np.zeros((cluster.num_processes, len(local)))
+        table[cluster.process_id] = local
+        return [int(round(n)) for n in self._processes.all_reduce_sum(table.ravel(), "the shard sizes of a step")]
+
     def __call__(self, indices, xs, ys, weights, step):
+        sizes = self._sizes(indices, ys)
         counts = [len(y) for y in ys]
-        if len(ys) != len(self._devices) or len(set(counts)) != 1:
+        if len(set(sizes)) != 1:
             if self._synchronized is False:
                 return None
-            xs, ys, counts = self._padded(indices, xs, ys)
+            xs, ys, counts = self._padded(indices, xs, ys, max(sizes))
         x, y = optree.tree_map(lambda *a: np.stack(a), *xs), np.stack(ys)
         params, state = self._stack()
-        total = sum(counts)
+        total = sum(sizes)
         scale = np.asarray(1.0 / total, self._dtype)
         share = np.asarray(counts, self._dtype) / np.asarray(total, self._dtype)
         mapped = self._mapped_step(params, x, y, scale, state, share, step)
@@ -510,10 +528,17 @@ class Backend(interface.Backend):
                                         _BySignature(build_vjp, dtype, self.linker))
         return self._compiled[key]
 
-    def compile_fused_step(self, model, optimizer, dtype, params, state, model_state, metrics=()):
+    def compile_fused_step(self, model, optimizer, dtype, params, state, model_state, metrics=(),
+                           across_processes=False):
         # One device: the loss, the gradient and the update in one compiled call, where composing took a gradient
         # call, eager averaging ops and an update call. Several JAX devices: one jax.pmap (see _StackedStep).
         replicas = {name: var.replicas for name, var in params.items()}
+        if across_processes:
+            if self.linker == "c":
+                return None  # the C linker's host step has no collectives: composed, reduced between processes
+            from toolkit.backends.aesara import distributed
+
+            return _StackedStep(self, model, optimizer, dtype, replicas, state, model_state, metrics, distributed)
         if len(next(iter(replicas.values()))) > 1:
             return _StackedStep(self, model, optimizer, dtype, replicas, state, model_state, metrics)
         if self.linker == "c":

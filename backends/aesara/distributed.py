@@ -45,6 +45,11 @@ def start(cluster: Cluster) -> None:
     bounded(cluster, "joining the JAX coordination service", join)
 
 
+def cluster() -> Cluster:
+    """The job this process joined."""
+    return _state["cluster"]
+
+
 def _client():
     from jax._src import distributed  # the coordination-service client jax.distributed made
 

@@ -180,18 +180,27 @@ class Backend(interface.Backend):
             self._compiled[key] = _Part(forward, backward)
         return self._compiled[key]
 
-    def compile_fused_step(self, model, optimizer, dtype, params, state, model_state, metrics=()):
+    def compile_fused_step(self, model, optimizer, dtype, params, state, model_state, metrics=(),
+                           across_processes=False):
         # One tf.function for the whole step, with the variables captured rather than passed: TensorFlow's per-call
         # cost (argument canonicalisation, one dispatch per eager op) was most of a small model's step time. The
         # replicas are traced together (ReplicatedOps: each op once per replica, under its device), so the model can
         # sum over them (synchronized batch normalization), and one gradient of the weighted mean loss gives every
-        # replica's parameters theirs.
+        # replica's parameters theirs. Across processes the step runs in MultiWorkerMirroredStrategy's replica
+        # context, whose all-reduce joins the processes' sums inside the graph (differentiably, for the model's
+        # cross-replica sums) and adds up their shares of the loss, gradients, state and metrics before the update.
         ops, names = self.ops(dtype), list(params)
         replica_devices = [self.native_name(r.device) for r in next(iter(params.values())).replicas]
         home = replica_devices[0]
+        if across_processes:
+            from toolkit.backends.tensorflow import distributed
+
+            in_step, processes_sum = distributed.in_step, distributed.step_sum
+        else:
+            in_step, processes_sum = (lambda fn: fn), None
 
         def step_fn(indices, xs, ys, weights, step):
-            replicas = ReplicatedOps(dtype, [replica_devices[i] for i in indices])
+            replicas = ReplicatedOps(dtype, [replica_devices[i] for i in indices], processes_sum)
             values = {name: Replicated(params[name].replicas[i].value for i in indices) for name in names}
             per_example, new_states, per_example_scores = model.train_losses(
                 replicas, values, replicated(*xs), replicated(*ys), replica_sum=replicas.replica_sum, metrics=metrics)
@@ -217,6 +226,8 @@ class Backend(interface.Backend):
                 mean_state = {k: tf.add_n([weights[i] * v for i, v in
                                            enumerate(per_replica(new_states[k], len(indices)))])
                               for k in model_state}
+                if processes_sum is not None:  # the weights are shares of the global batch: the shares add up
+                    loss, mean, mean_state, scores = processes_sum((loss, mean, mean_state, scores))
                 current = {name: params[name].replicas[0].value for name in names}
                 slots = {slot: {name: var.value for name, var in values.items()} for slot, values in state.items()}
                 new_params, new_state, finite = ops.call(optimizer.update, current, mean, slots, step)
@@ -243,7 +254,7 @@ class Backend(interface.Backend):
                 written = tf.cond(finite, write, lambda: tf.constant(False))
             return loss, written, scores
 
-        function = _traced(step_fn)
+        function = _traced(in_step(step_fn))
 
         def run(indices, xs, ys, weights, step):
             with tf.device(home):  # indices are Python ints: one trace per pattern of non-empty shards

@@ -60,3 +60,16 @@ def all_reduce_sum(array: np.ndarray, what: str) -> np.ndarray:
 def local_task() -> str | None:
     """This process's device-name prefix once the cluster is up (its devices are named ``/job:worker/...``)."""
     return f"/job:worker/replica:0/task:{_state['cluster'].process_id}/" if _state else None
+
+
+def in_step(fn):
+    """``fn(*args)`` traced inside the strategy's replica context, within the caller's ``tf.function``, so that
+    :func:`step_sum` can reduce across the processes there; its result as this process's value."""
+    strategy = _state["strategy"]
+    return lambda *args: strategy.experimental_local_results(strategy.run(lambda: fn(*args)))[0]
+
+
+def step_sum(value):
+    """Inside :func:`in_step`: the sum of a (nested) value over every process, one collective all-reduce whose
+    gradient is the same sum of the gradients."""
+    return _state["tf"].distribute.get_replica_context().all_reduce("SUM", value)

@@ -324,9 +324,10 @@ class _ReplicatedBase(TensorFlowOps):
     Constants stay one tensor that every replica reads. A shape is the replicas' shape, None on axes where unequal
     shards differ."""
 
-    def __init__(self, dtype: str, devices) -> None:
+    def __init__(self, dtype: str, devices, across_processes=None) -> None:
         super().__init__(dtype)
         self.devices = tuple(devices)
+        self._across_processes = across_processes  # the sum over the processes of a multi-process step, or None
 
     def is_native(self, value):
         return isinstance(value, Replicated) or super().is_native(value)
@@ -362,10 +363,13 @@ class _ReplicatedBase(TensorFlowOps):
         return replicated(*results)
 
     def replica_sum(self, value):
-        """The sum of the replicas' values, one copy on each replica's device; TensorFlow's gradient of ``add_n``
-        and of the copies is the same sum of the replicas' gradients."""
+        """The sum of the replicas' values (this process's, then over every process of a multi-process step), one
+        copy on each replica's device; TensorFlow's gradient of ``add_n``, of the collective all-reduce and of the
+        copies is the same sum of the replicas' gradients."""
         with tf.device(self.devices[0]):
             total = tf.add_n(list(per_replica(value, len(self.devices))))
+            if self._across_processes is not None:
+                total = self._across_processes(total)
         copies = []
         for device in self.devices:
             with tf.device(device):

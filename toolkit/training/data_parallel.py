@@ -61,19 +61,19 @@ class DataParallel(Trainer):
         self.weights = None if weights is None else list(weights)
         self._init_params(self.devices)
         self._predict_fn = None  # compiled on first use
-        # What each tuple of training metrics compiles (fit's metrics score the step's own outputs): the gradient
-        # function and the fused step (None: every step composed).
-        self._gradient_fns = {(): self.backend.compile_gradient(model, self.dtype)}
-        self._fused_steps = {(): self._compile_fused_step(())}
-        self.cluster, self._all_reduce, self._row_offset = None, None, lambda count: 0
+        self.cluster, self._all_reduce = None, None
         joined = distributed.current()
         if joined is not None and joined[1].num_processes > 1:
             if joined[0] != self.backend.name:
                 raise distributed.DistributedError(f"this process joined a {joined[0]} job (toolkit.distributed."
                                                    f"initialize); the trainer uses {self.backend.name}")
-            self.cluster, self._fused_steps = joined[1], None  # the reduction between processes: a step of its own
+            self.cluster = joined[1]
             self._all_reduce = REGISTRY[self.backend.name].distributed().all_reduce_sum
-            self._row_offset = self._process_offset
+        # What each tuple of training metrics compiles (fit's metrics score the step's own outputs): the gradient
+        # function and the fused step (None: every step composed, with the reduction between processes a step of
+        # its own).
+        self._gradient_fns = {(): self.backend.compile_gradient(model, self.dtype)}
+        self._fused_steps = {(): self._compile_fused_step(())}
 
     def _step(self, x, y, micro_batches, metrics):
         # Where the backend compiles the whole step into one call (Backend.compile_fused_step), that call is used;
@@ -86,10 +86,11 @@ class DataParallel(Trainer):
         if fused is None:
             return super()._step(x, y, micro_batches, metrics)
         x, y = self._check_batch(x, y)
-        indices, _, xs, ys = zip(*self._shards(x, y))
+        first_row, total = self._place_in_batch(len(y))
+        indices, _, xs, ys = zip(*self._shards(x, y, first_row))
         step = np.asarray(self.step_count + 1, dtype=self.dtype)
         try:
-            result = fused(indices, xs, ys, [len(shard) / len(y) for shard in ys], step)
+            result = fused(indices, xs, ys, [len(shard) / total for shard in ys], step)
         except ComputeError:
             raise
         except ModelStateError as error:  # the model's, not a device's: composing the step would not say more
@@ -108,7 +109,8 @@ class DataParallel(Trainer):
 
     def _compile_fused_step(self, metrics: tuple):
         return self.backend.compile_fused_step(self.model, self.optimizer, self.dtype, self._params, self._state,
-                                               self._model_state, metrics=metrics)
+                                               self._model_state, metrics=metrics,
+                                               across_processes=self.cluster is not None)
 
     def _inference(self, x, batches):
         for start, end in batches:
@@ -133,7 +135,7 @@ class DataParallel(Trainer):
         the model batch (:func:`toolkit.nn.model.batch`) holds the x shard, its examples' keys and the replica's
         model state. An empty shard contributes nothing (and its mean would be NaN). ``first_row``: the global
         index of the batch's first example (default: where this process's part starts)."""
-        keys = self._example_keys(len(y), self._row_offset(len(y)) if first_row is None else first_row)
+        keys = self._example_keys(len(y), self._place_in_batch(len(y))[0] if first_row is None else first_row)
         return [(index, device, batch(rows(x, slice(lo, hi)), keys[lo:hi],
                                       _replica(self._model_state, index)), y[lo:hi])
                 for index, device, lo, hi in self._split(len(y))]
@@ -149,7 +151,7 @@ class DataParallel(Trainer):
     def _loss_and_gradients(self, x, y, micro_batches=1, metrics=()):
         # Micro-batches run one after another, each split over the devices; their means are combined weighted by
         # size, here and then once across processes, so the result is the whole batch's mean.
-        first_row, parts = self._row_offset(len(y)), []
+        first_row, parts = self._place_in_batch(len(y))[0], []
         if metrics not in self._gradient_fns:
             self._gradient_fns[metrics] = self.backend.compile_gradient(self.model, self.dtype, metrics)
         gradient_fn = self._gradient_fns[metrics]
@@ -168,14 +170,17 @@ class DataParallel(Trainer):
         self._accept_input_spec()
         return result
 
-    def _process_offset(self, count: int) -> int:
-        """Where this process's examples start in the global batch: the example counts of the processes before it,
-        learnt by an all-reduce (parts may differ in size, and only the process knows its own), so that an example's
-        random key is its index in the global batch whatever the number of processes."""
+    def _place_in_batch(self, count: int) -> tuple[int, int]:
+        """Where this process's ``count`` examples start in the global batch, and the global batch's size: the
+        example counts of every process, learnt by an all-reduce (parts may differ in size, and only the process
+        knows its own), so that an example's random key is its index in the global batch whatever the number of
+        processes. In one process: ``(0, count)``."""
+        if self.cluster is None:
+            return 0, count
         counts = np.zeros(self.cluster.num_processes)
         counts[self.cluster.process_id] = count
         counts = self._all_reduce(counts, f"the example numbering of step {self.step_count + 1}")
-        return int(round(float(np.sum(counts[:self.cluster.process_id]))))
+        return int(round(float(np.sum(counts[:self.cluster.process_id])))), int(round(float(np.sum(counts))))
 
     def _mean_over_processes(self, loss, grads, model_state, scores, count: int):
         """The mean over every process's examples: each process's mean times its example count, summed by the
