@@ -384,7 +384,24 @@ def _frame_numpy(x: np.ndarray, size, strides, padding):
     return np.pad(x, [(0, 0), *pads, (0, 0)]), None
 
 
-class _Loop(Op):
+class _JaxOp(Op):
+    """An op whose computation is a JAX function (:meth:`function`, cached in ``_functions``): the JAX linker calls
+    it in its compiled step; the C linker runs it on the host. Never folded: its inputs are rarely constant, and
+    tracing it to fold would cost a compilation."""
+
+    _functions: dict
+
+    def function(self):
+        raise NotImplementedError
+
+    def perform(self, node, inputs, outputs):
+        _on_host(self.function(), inputs, outputs, self._functions)
+
+    def do_constant_folding(self, fgraph, node):
+        return False
+
+
+class _Loop(_JaxOp):
     """A whole ``ops.scan`` as one Aesara op: the step's graph is kept as an inner graph (rewritten once, as the
     JAX mode rewrites any graph) and becomes one ``jax.lax.scan``. Aesara never sees the loop unrolled, so its
     rewriting costs one step's graph whatever the length; the unrolled masked LSTM took 58 s to compile at 40 steps.
@@ -441,12 +458,6 @@ class _Loop(Op):
             self._functions["forward"] = loop
         return self._functions["forward"]
 
-    def perform(self, node, inputs, outputs):
-        _on_host(self.function(), inputs, outputs, self._functions)
-
-    def do_constant_folding(self, fgraph, node):
-        return False
-
     def infer_shape(self, fgraph, node, shapes):
         stacked = [tuple(o.type.shape) for o in node.outputs[self.carries:]]
         if any(None in shape for shape in stacked):
@@ -466,7 +477,7 @@ class _Loop(Op):
         return [[True] * len(node.outputs) for _ in node.inputs]
 
 
-class _LoopGradient(Op):
+class _LoopGradient(_JaxOp):
     """The vector-Jacobian product of a :class:`_Loop` for its floating inputs: ``jax.vjp`` of the loop's
     function, so the backward pass is JAX's reverse scan over the same step."""
 
@@ -503,12 +514,6 @@ class _LoopGradient(Op):
 
             self._functions["vjp"] = vjp
         return self._functions["vjp"]
-
-    def perform(self, node, inputs, outputs):
-        _on_host(self.function(), inputs, outputs, self._functions)
-
-    def do_constant_folding(self, fgraph, node):
-        return False
 
     def infer_shape(self, fgraph, node, shapes):
         return [shapes[i] for i in self.floats]
