@@ -70,6 +70,18 @@ def test_compare_json_and_quiet_on_one_backend(tmp_path, capsys, backend_name):
                        f"{tmp_path / 'quiet' / 'step_time.png'}"]
 
 
+@pytest.mark.parametrize("model", ["mnist-convnet", "resnet", "transformer", "lstm-text"])
+def test_compare_trains_the_built_in_real_models(tmp_path, backend_name, model):
+    """The command's path for the real models (their own data, tokens kept as ids, state and dropout): one step
+    on two devices, its loss finite, its first step (compile time) reported."""
+    argv = ["compare", "--backends", backend_name, "--model", model, "--devices", "2", "--steps", "1", "--batch", "8",
+            "--quiet", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    (run,) = json.loads((tmp_path / "results.json").read_text())["runs"]
+    assert run["backend"] == backend_name and run["devices"] == 2
+    assert len(run["losses"]) == 1 and np.isfinite(run["losses"][0]) and run["first_step_ms"] > 0
+
+
 @needs_all_backends
 def test_parity_passes_when_backends_agree(capsys):
     assert main(["parity", "--steps", "3", "--batch", "32"]) == 0
