@@ -489,3 +489,20 @@ def test_max_pool_gives_a_tied_window_maximum_gradient_to_its_first_entry(backen
             di, dj = divmod(int(np.argmax(window)), 2)  # numpy's argmax: the first maximum
             counts[i + di, j + dj] += 1
     np.testing.assert_array_equal(trainer.gradients(np.zeros((1, 1)), np.zeros(1))["image"][..., 0], counts)
+
+
+def test_reductions_keep_the_static_sizes_of_the_axes_they_keep(backend):
+    """Layers and the bench's FLOP count read sizes from static shapes: a max, min or argmax (which Aesara 2.9's
+    MaxAndArgmax left all unknown) keeps them like a sum does."""
+    shapes = {}
+
+    def fn(ops, x):
+        for name in ("sum", "mean", "max", "min", "argmax"):
+            shapes[name] = (ops.shape(getattr(ops, name)(x, axis=1)),
+                            ops.shape(getattr(ops, name)(x, axis=(1, 2) if name != "argmax" else 2, keepdims=True)))
+        return x
+
+    backend.call(fn, backend.list_devices()[0], {"x": np.ones((2, 3, 4, 5))}, "float64")
+    for name, (reduced, kept) in shapes.items():
+        assert reduced == (2, 4, 5), name
+        assert kept == ((2, 1, 1, 5) if name != "argmax" else (2, 3, 1, 5)), name

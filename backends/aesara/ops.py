@@ -38,6 +38,13 @@ def _shape(x) -> list:
     return [size if size is not None else x.shape[axis] for axis, size in enumerate(x.type.shape)]
 
 
+def _reduced(out, x, axis, keepdims: bool):
+    """``out``, a reduction of ``x`` over ``axis``, with the static sizes of the axes it keeps."""
+    axes = range(x.ndim) if axis is None else [a % x.ndim for a in ((axis,) if isinstance(axis, int) else axis)]
+    shape = [1 if i in axes else size for i, size in enumerate(x.type.shape) if keepdims or i not in axes]
+    return at.specify_shape(out, tuple(shape))
+
+
 def _joined(xs, axis: int) -> tuple:
     """The static shape of ``xs`` joined along ``axis``: each other axis's size where any input knows it, the sum
     along ``axis`` where every input knows its size."""
@@ -209,17 +216,17 @@ class AesaraOps(Ops):
         return at.mean(x, axis=axis, keepdims=keepdims)
 
     def max(self, x, axis=None, keepdims=False):
-        return at.max(x, axis=axis, keepdims=keepdims)
+        return _reduced(at.max(x, axis=axis, keepdims=keepdims), x, axis, keepdims)  # MaxAndArgmax forgets sizes
 
     def min(self, x, axis=None, keepdims=False):
-        return at.min(x, axis=axis, keepdims=keepdims)
+        return _reduced(at.min(x, axis=axis, keepdims=keepdims), x, axis, keepdims)
 
     def argmax(self, x, axis=None, keepdims=False):
         # Aesara's Argmax has no JAX conversion in 2.9; environment.py adds one.
         if axis is None:
             found = at.argmax(at.flatten(x), axis=0)
             return at.cast(at.reshape(found, [1] * x.ndim) if keepdims else found, "int32")
-        return at.cast(at.argmax(x, axis=axis, keepdims=keepdims), "int32")
+        return _reduced(at.cast(at.argmax(x, axis=axis, keepdims=keepdims), "int32"), x, axis, keepdims)
 
     def cumsum(self, x, axis=None):
         return at.cumsum(x, axis=axis)
