@@ -46,13 +46,23 @@ def mix32(x: np.ndarray) -> np.ndarray:
     return x
 
 
+def _mix32_int(x: int) -> int:
+    """:func:`mix32` of one Python int: the trainer's step computes its seed and step hashes this way, as NumPy
+    scalar arithmetic under ``errstate`` cost a fifth of a small model's step."""
+    for shift, multiplier in MIX32_STEPS:
+        x ^= x >> shift
+        if multiplier is not None:
+            x = (x * multiplier) & _MASK
+    return x
+
+
 def example_keys(seed: int, step: int, rows: np.ndarray) -> np.ndarray:
     """One key per example: a hash of ``(seed, step, global row index)``. Seeds and steps are taken modulo 2**32
     (a seed's high bits are folded in)."""
     seed = int(seed)
-    base = mix32(np.uint32(seed & _MASK) ^ mix32(np.uint32((seed >> 32) & _MASK)))
-    step_key = mix32(base ^ np.uint32(int(step) & _MASK))
-    return mix32(step_key ^ mix32(np.asarray(rows, np.int64).astype(np.uint32)))
+    base = _mix32_int((seed & _MASK) ^ _mix32_int((seed >> 32) & _MASK))
+    step_key = _mix32_int(base ^ (int(step) & _MASK))
+    return mix32(np.uint32(step_key) ^ mix32(np.asarray(rows, np.int64).astype(np.uint32)))
 
 
 def element_counters(call: int, shape: tuple[int, ...]) -> np.ndarray:
