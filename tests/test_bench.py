@@ -65,11 +65,20 @@ def test_batches_cycle_in_order_with_label_and_float_dtypes():
 def test_bench_measures_every_candidate_and_the_natives_train_alike(backend_name, tmp_path, capsys):
     # Keras keeps the learning rate in a float32 variable: 2**-4 is the same number in float32 and float64.
     argv = ["bench", "--backends", backend_name, "--devices", "1,2", "--dtype", "float64", "--steps", "2",
-            "--rounds", "1", "--batch", "16", "--lr", "0.0625", "--out", str(tmp_path)]
+            "--rounds", "1", "--batch", "16", "--lr", "0.0625", "--peak-size", "256", "--out", str(tmp_path)]
     assert main(argv) == 0
     results = json.loads((tmp_path / "bench.json").read_text())
     assert (results["schema"], results["version"]) == (SCHEMA, SCHEMA_VERSION)
     assert results["machine"]["cores"] >= 1 and backend_name in results["machine"]["versions"]
+    library = {"tensorflow": "tensorflow", "aesara": "jax"}[backend_name]
+    peak = results["peak"]
+    assert (peak["size"], peak["dtype"], set(peak["gflops"])) == (256, "float64", {"numpy", library})
+    assert all(gflops > 0 for gflops in peak["gflops"].values())
+    step = 3 * 2 * 16 * (64 * 128 + 128 * 10) / 1e9  # digits-mlp 64-128-10, batch 16: forward and twice backward
+    for run in results["runs"]:
+        assert run["gflop_per_step"] == pytest.approx(step, rel=1e-12)
+        assert run["gflops"] == pytest.approx(step / (run["median_ms"] / 1e3), rel=1e-12)
+        assert run["peak_fraction"] == pytest.approx(run["gflops"] / max(peak["gflops"].values()), rel=1e-12)
     one, more = CANDIDATES[backend_name]
     assert {r["candidate"] for r in results["runs"] if r["devices"] == 1} == one
     assert {r["candidate"] for r in results["runs"] if r["devices"] == 2} == more
@@ -82,9 +91,11 @@ def test_bench_measures_every_candidate_and_the_natives_train_alike(backend_name
     assert any(r["target"] is not None for r in results["ratios"])
     for r in results["ratios"]:
         assert r["low"] <= r["high"] and (r["verdict"] is None) == (r["target"] is None)
-    assert markdown(results).count("\n| ") >= len(results["runs"]) // 2  # every candidate has a row
+    table = markdown(results)
+    assert table.count("\n| ") >= len(results["runs"])  # every candidate has a row of times and one of GFLOP/s
+    assert "Machine peak, float64 256x256 matmul" in table and "achieved GFLOP/s" in table
     printed = capsys.readouterr().out
-    assert "ratios" in printed and "machine:" in printed and "wrote" in printed
+    assert "ratios" in printed and "machine:" in printed and "wrote" in printed and "Machine peak" in printed
 
 
 def test_bench_of_a_token_model_keeps_its_ids_and_the_natives_train_alike(backend_name, tmp_path):
@@ -114,6 +125,7 @@ def test_bench_refuses_a_model_the_natives_cannot_train_alike(backend_name, mode
     (["bench", "--backends", "torch"], "unknown backend 'torch'"),
     (["bench", "--model", "vgg16"], "unknown model 'vgg16'"),
     (["bench", "--timeout", "0"], "--timeout must be > 0"),
+    (["bench", "--peak-size", "0"], "--peak-size must be >= 1"),
 ])
 def test_bad_bench_requests_are_one_line_and_exit_2(argv, words, capsys):
     assert main(argv) == 2
@@ -126,3 +138,34 @@ def test_bench_of_a_missing_backend_says_how_to_install_it(capsys):
     missing = ({"tensorflow", "aesara"} - INSTALLED).pop()
     assert main(["bench", "--backends", missing]) == 2
     assert "pip install" in capsys.readouterr().err
+
+
+def _step_flops(backend_name, model, x, y):
+    import toolkit
+    from toolkit.command.flops import forward_flops
+
+    trainer = toolkit.DataParallel(model, backend_name, 1, toolkit.optim.SGD(0.1), dtype="float32")
+    return forward_flops(model, trainer.backend, trainer.params(), trainer.state(), x, y, "float32")
+
+
+def test_flops_are_counted_from_the_shapes_of_matmuls_convolutions_and_loop_iterations(backend_name):
+    """The count behind bench's achieved FLOP/s (2 per multiply-add), against the formulas: a dense layer
+    ``2 * batch * in * out``, a convolution ``2 * output elements * kh * kw * c_in``, an LSTM
+    ``2 * batch * steps * 4 * units * (inputs + units)`` (its loop counted once per step), attention's matmuls."""
+    from toolkit import models
+    from toolkit.command.workloads import load_workload
+
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(6, 64)), rng.integers(0, 10, size=6)
+    assert _step_flops(backend_name, load_workload("digits-mlp").model, x, y) == 2 * 6 * (64 * 128 + 128 * 10)
+    conv = 2 * 6 * 6 * 6 * 16 * 3 * 3 * 1  # 3x3 kernel, 1 -> 16 channels, 8x8 -> 6x6 ("valid")
+    assert _step_flops(backend_name, load_workload("digits-conv").model, x, y) == conv + 2 * 6 * 16 * 10
+    ids = rng.integers(1, 32, size=(6, 7))
+    lstm = 2 * 6 * 7 * 4 * 32 * (16 + 32)
+    assert _step_flops(backend_name, models.lstm_text(seq_len=7), ids, y % 2) == lstm + 2 * 6 * 32 * 2
+    width, seq, vocab = 8, 5, 16
+    lm = models.transformer_lm(vocab=vocab, seq_len=seq, width=width, heads=2, depth=1, dropout=0.0)
+    projections = 2 * 6 * seq * (4 * width * width + 2 * width * 4 * width) + 2 * 6 * seq * width * vocab
+    attention = 2 * 2 * 6 * seq * seq * width  # scores and weighted values, over the heads
+    tokens = rng.integers(0, vocab, size=(6, seq))
+    assert _step_flops(backend_name, lm, tokens, tokens) == projections + attention

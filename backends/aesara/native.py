@@ -16,7 +16,7 @@ from toolkit.backends.aesara.environment import import_framework
 from toolkit.backends.aesara.ops import AesaraOps
 from toolkit.command.bench import Batches
 
-aesara, _ = import_framework()
+aesara, jax = import_framework()
 
 import aesara.tensor as at  # noqa: E402
 
@@ -24,6 +24,16 @@ import aesara.tensor as at  # noqa: E402
 TOOLKIT_OPTIONS = {"toolkit": {}, "toolkit-c": {"linker": "c"}}
 #: Aesara's names for the modes of each linker.
 MODES = {"jax": "JAX", "c": "FAST_RUN"}
+#: The library whose matmul measures the machine's peak for this backend (:mod:`toolkit.command.flops`): JAX, the
+#: engine of Aesara's device path.
+PEAK_LIBRARY = "jax"
+
+
+def matmul(a: np.ndarray, b: np.ndarray):
+    """A call that computes ``a @ b`` with ``jax.jit`` on JAX's first device and waits for the result."""
+    ja, jb = jax.device_put(a), jax.device_put(b)
+    product = jax.jit(lambda p, q: p @ q)
+    return lambda: product(ja, jb).block_until_ready()
 
 
 class FunctionWithUpdates:

@@ -25,6 +25,16 @@ import keras  # noqa: E402  (after TensorFlow is configured)
 
 #: The toolkit's candidates: name -> options for get_backend.
 TOOLKIT_OPTIONS = {"toolkit": {}}
+#: The library whose matmul measures the machine's peak for this backend (:mod:`toolkit.command.flops`).
+PEAK_LIBRARY = "tensorflow"
+
+
+def matmul(a: np.ndarray, b: np.ndarray):
+    """A call that computes ``a @ b`` with TensorFlow on its first CPU device and waits for the result."""
+    with tf.device("/CPU:0"):
+        ta, tb = tf.constant(a), tf.constant(b)
+    product = tf.function(lambda p, q: tf.linalg.matmul(p, q))
+    return lambda: product(ta, tb).numpy()
 
 
 def _dataset(batches: Batches):

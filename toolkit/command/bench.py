@@ -19,13 +19,20 @@ A ratio is reported with its spread: a bootstrap interval over the rounds (:func
 against its target: "met" when the whole interval is at or below the target, "not met" when the whole interval is
 above it, and "within noise" when the interval straddles it (the machine's noise decides, not the code).
 
+How well the machine is used: before the device counts, a process of its own measures the machine's peak, the best
+FLOP/s of a large square matmul in the bench's dtype through NumPy's BLAS and each backend's library (TensorFlow;
+JAX for Aesara); each worker counts the model's FLOPs per step from the shapes of its matmuls and convolutions
+(:mod:`toolkit.command.flops`, which says how), and each candidate's achieved FLOP/s is that count over its median
+step time, also given as a fraction of the best peak.
+
 Results (``bench.json``), schema ``multigpu-toolkit/bench`` version :data:`SCHEMA_VERSION`: ``config``, ``machine``,
-``runs`` (``devices``: the process's device count, ``devices_used``: how many the candidate trains on, ``backend``,
-``candidate``, ``label``, ``median_ms``, ``min_ms``, ``max_ms`` over rounds, ``round_ms``: each round's mean step
-time, ``warmup_s``, ``param_diff``: max |parameter - toolkit's| / max |toolkit parameter|, null for the toolkit
-itself) and ``ratios`` (``backend``, ``devices``, ``candidate``, ``baseline``, ``baseline_devices``, ``ratio``,
-``low`` and ``high``: the bootstrap interval, ``target``: the bound or null, ``verdict``: "met", "not met",
-"within noise", or null without a target).
+``peak`` (``size``, ``dtype``, ``gflops``: library -> GFLOP/s), ``runs`` (``devices``: the process's device count,
+``devices_used``: how many the candidate trains on, ``backend``, ``candidate``, ``label``, ``median_ms``,
+``min_ms``, ``max_ms`` over rounds, ``round_ms``: each round's mean step time, ``warmup_s``, ``param_diff``: max
+|parameter - toolkit's| / max |toolkit parameter|, null for the toolkit itself, ``gflop_per_step``, ``gflops``:
+achieved, ``peak_fraction``: of the best peak) and ``ratios`` (``backend``, ``devices``, ``candidate``,
+``baseline``, ``baseline_devices``, ``ratio``, ``low`` and ``high``: the bootstrap interval, ``target``: the bound
+or null, ``verdict``: "met", "not met", "within noise", or null without a target).
 """
 
 from __future__ import annotations
@@ -46,10 +53,11 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from toolkit.command.flops import PEAK_REPEATS
 from toolkit.errors import ComputeError, ModelStateError
 
 SCHEMA = "multigpu-toolkit/bench"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 #: The bootstrap behind each ratio's interval: resamples of the rounds, the interval's percentiles (a 90% interval),
 #: and a fixed seed so the same measurements always give the same interval.
@@ -144,14 +152,34 @@ def _relative_diff(params: dict, reference: dict) -> float:
 
 def measure(config: dict[str, Any]) -> list[dict[str, Any]]:
     """One device count's measurements (run in its own process by :func:`run_bench`)."""
+    if config.get("peak"):
+        return measure_peak(config)
     try:
         return _measure(config)
     except ModelStateError as error:  # raised by a native, which runs the model without per-example keys
         raise ValueError(_NO_NATIVES.format(model=config["model"], what="draws noise (dropout)")) from error
 
 
+def measure_peak(config: dict[str, Any]) -> dict[str, Any]:
+    """The machine's matmul peak in the bench's dtype (:func:`toolkit.command.flops.matmul_peak`), through NumPy and
+    each backend's library, on one device."""
+    import toolkit
+    from toolkit.command.flops import matmul_peak
+    from toolkit.registry import REGISTRY
+
+    toolkit.use_logical_devices(1)
+    products = {}
+    for name in config["backends"]:
+        toolkit.get_backend(name)  # the framework starts configured (logical devices, quiet logs)
+        native = importlib.import_module(f"{REGISTRY[name].package}.native")
+        products[native.PEAK_LIBRARY] = native.matmul
+    return {"size": config["peak_size"], "dtype": config["dtype"],
+            "gflops": matmul_peak(products, config["dtype"], config["peak_size"])}
+
+
 def _measure(config: dict[str, Any]) -> list[dict[str, Any]]:
     import toolkit
+    from toolkit.command.flops import forward_flops, step_flops
     from toolkit.command.workloads import load_workload
     from toolkit.registry import REGISTRY
     from toolkit.training.optim import SGD
@@ -176,6 +204,9 @@ def _measure(config: dict[str, Any]) -> list[dict[str, Any]]:
         for candidate, runner in native.runners(workload.model, initial, batches, backend.select_devices(n),
                                                 backend, dtype, lr).items():
             runners[(name, candidate)] = runner
+    first = runners[(config["backends"][0], "toolkit")]._trainer
+    gflop = step_flops(forward_flops(workload.model, first.backend, first.params(), first.state(), *batches[0], dtype,
+                                     seed)) / 1e9
     warmup, times = {}, {key: [] for key in runners}
     for key, runner in runners.items():
         began = time.perf_counter()
@@ -196,7 +227,7 @@ def _measure(config: dict[str, Any]) -> list[dict[str, Any]]:
             "candidate": candidate, "label": LABELS.get(candidate, candidate),
             "median_ms": statistics.median(times[(name, candidate)]), "min_ms": min(times[(name, candidate)]),
             "max_ms": max(times[(name, candidate)]), "round_ms": times[(name, candidate)],
-            "warmup_s": warmup[(name, candidate)],
+            "warmup_s": warmup[(name, candidate)], "gflop_per_step": gflop,
             "param_diff": None if candidate == "toolkit" else _relative_diff(runner.params(), reference),
         })
     return results
@@ -263,6 +294,15 @@ def ratio_label(ratio: dict[str, Any]) -> str:
     return f"{top} / {bottom}{where}"
 
 
+def peak_sentence(results: dict[str, Any]) -> str:
+    """The machine's measured peak and the model's FLOPs per step, in words."""
+    peak, gflop = results["peak"], results["runs"][0]["gflop_per_step"]
+    speeds = ", ".join(f"{library} {gflops:.1f}" for library, gflops in peak["gflops"].items())
+    return (f"Machine peak, {peak['dtype']} {peak['size']}x{peak['size']} matmul, best of "
+            f"{PEAK_REPEATS}: {speeds} GFLOP/s; the model's step is {gflop:.4g} GFLOP (matmuls and convolutions, "
+            f"backward counted as twice the forward); a candidate's GFLOP/s are that over its median step time.")
+
+
 def markdown(results: dict[str, Any]) -> str:
     """The README's tables of a bench run: the settings and machine, median step times, then every ratio with its
     interval and verdict."""
@@ -279,6 +319,14 @@ def markdown(results: dict[str, Any]) -> str:
     for run in results["runs"]:
         rows.setdefault(f"{run['backend']}: {run['label']}", {})[run["devices"]] = f"{run['median_ms']:.2f}"
     lines += [f"| {label} | " + " | ".join(cells.get(n, "") for n in counts) + " |" for label, cells in rows.items()]
+    lines += ["", peak_sentence(results), "", f"| achieved GFLOP/s (fraction of the best peak) | {head} |",
+              "|---" * (len(counts) + 1) + "|"]
+    achieved: dict[str, dict[int, str]] = {}
+    for run in results["runs"]:
+        achieved.setdefault(f"{run['backend']}: {run['label']}", {})[run["devices"]] = (
+            f"{run['gflops']:.2f} ({run['peak_fraction']:.1%})")
+    lines += [f"| {label} | " + " | ".join(cells.get(n, "") for n in counts) + " |"
+              for label, cells in achieved.items()]
     lines += ["", f"| ratio (90% bootstrap interval) | {head} | target |", "|---" * (len(counts) + 2) + "|"]
     grouped: dict[tuple[str, str], dict[int, dict[str, Any]]] = {}
     for r in results["ratios"]:
@@ -316,26 +364,37 @@ def machine() -> dict[str, Any]:
 
 
 def run_bench(config: dict[str, Any], timeout: float, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Measure every device count of ``config["devices"]``, each in a fresh process; the results dict."""
+    """Measure the machine's matmul peak, then every device count of ``config["devices"]``, each in a fresh
+    process; the results dict, each run with its achieved GFLOP/s and their fraction of the best peak."""
     root = str(Path(__file__).resolve().parents[2])  # the folder holding toolkit/
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.getcwd(), os.environ.get("PYTHONPATH"))
                                                        if p)}
+
+    def worker(request: dict[str, Any], what: str) -> Any:
+        command = [sys.executable, "-m", "toolkit.command.bench", json.dumps(request)]
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
+        except subprocess.TimeoutExpired as error:
+            raise ComputeError(f"the {what} took longer than --timeout {timeout:g} s") from error
+        if done.returncode != 0:
+            tail = done.stderr.strip().splitlines()[-1:] or ["(no output)"]
+            raise ComputeError(f"the {what} failed (exit {done.returncode}): {tail[0]}")
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    if progress:
+        progress("the machine's matmul peak")
+    peak = worker({**config, "devices": 1, "peak": True}, "matmul peak measurement")
+    best = max(peak["gflops"].values())
     runs = []
     for n in config["devices"]:
         if progress:
             progress(f"{n} device(s)")
-        worker = {**config, "devices": n}
-        command = [sys.executable, "-m", "toolkit.command.bench", json.dumps(worker)]
-        try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
-        except subprocess.TimeoutExpired as error:
-            raise ComputeError(f"the {n}-device measurement took longer than --timeout {timeout:g} s") from error
-        if done.returncode != 0:
-            tail = done.stderr.strip().splitlines()[-1:] or ["(no output)"]
-            raise ComputeError(f"the {n}-device measurement failed (exit {done.returncode}): {tail[0]}")
-        runs.extend(json.loads(done.stdout.strip().splitlines()[-1]))
-    return {"schema": SCHEMA, "version": SCHEMA_VERSION, "config": config, "machine": machine(), "runs": runs,
-            "ratios": ratios(runs)}
+        runs.extend(worker({**config, "devices": n}, f"{n}-device measurement"))
+    for run in runs:
+        run["gflops"] = run["gflop_per_step"] / (run["median_ms"] / 1e3)
+        run["peak_fraction"] = run["gflops"] / best
+    return {"schema": SCHEMA, "version": SCHEMA_VERSION, "config": config, "machine": machine(), "peak": peak,
+            "runs": runs, "ratios": ratios(runs)}
 
 
 if __name__ == "__main__":  # a worker of run_bench: one device count, JSON in argv, JSON out on stdout's last line

@@ -47,6 +47,7 @@ def _backends(text: str) -> list[str]:
 
 def build_parser() -> argparse.ArgumentParser:
     from toolkit.command.compare import OPTIMIZERS
+    from toolkit.command.flops import PEAK_MATMUL_SIZE
     from toolkit.command.workloads import WORKLOADS
     from toolkit.registry import available_backends
 
@@ -101,6 +102,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="rounds; a step time is the median over them (default %(default)s)")
     bench.add_argument("--seed", type=int, default=0,
                        help="seeds the initial parameters and the batches (default %(default)s)")
+    bench.add_argument("--peak-size", type=int, default=PEAK_MATMUL_SIZE,
+                       help="side of the square matmul that measures the machine's peak (default %(default)s)")
     bench.add_argument("--timeout", type=float, default=900.0,
                        help="seconds allowed per device count (default %(default)s)")
     bench.add_argument("--out", type=Path, default=Path("results"), help="folder for bench.json (default %(default)s)")
@@ -301,7 +304,8 @@ def _bench(args) -> int:
     from toolkit.errors import BackendUnavailableError
     from toolkit.registry import REGISTRY
 
-    for name, value in (("--steps", args.steps), ("--rounds", args.rounds), ("--batch", args.batch)):
+    for name, value in (("--steps", args.steps), ("--rounds", args.rounds), ("--batch", args.batch),
+                        ("--peak-size", args.peak_size)):
         if value < 1:
             raise ValueError(f"{name} must be >= 1, got {value}")
     if not args.timeout > 0:
@@ -317,7 +321,8 @@ def _bench(args) -> int:
     if args.batch > examples:
         raise ValueError(f"--batch {args.batch} is larger than the {examples} training examples of {args.model}")
     config = {"model": args.model, "backends": args.backends, "devices": args.devices, "dtype": args.dtype,
-              "lr": args.lr, "batch": args.batch, "steps": args.steps, "rounds": args.rounds, "seed": args.seed}
+              "lr": args.lr, "batch": args.batch, "steps": args.steps, "rounds": args.rounds, "seed": args.seed,
+              "peak_size": args.peak_size}
     if args.quiet or args.json or not sys.stderr.isatty():
         results = run_bench(config, args.timeout)
     else:
@@ -335,19 +340,21 @@ def _print_bench(results: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from toolkit.command.bench import LABELS
+    from toolkit.command.bench import LABELS, peak_sentence
 
     config, machine = results["config"], results["machine"]
     console = Console(width=None if sys.stdout.isatty() else 150)
     runs = Table(title=f"{config['model']}, SGD, {config['dtype']}, batch {config['batch']}: step time, median of "
                        f"{config['rounds']} rounds of {config['steps']} steps")
-    for column in ("devices", "backend", "code", "median", "min-max", "warm-up", "params vs toolkit"):
+    for column in ("devices", "backend", "code", "median", "min-max", "warm-up", "GFLOP/s", "of peak",
+                   "params vs toolkit"):
         runs.add_column(column, justify="left" if column == "code" else "right")
     for run in results["runs"]:
         runs.add_row(str(run["devices"]), run["backend"], run["label"], f"{run['median_ms']:.3f} ms",
-                     f"{run['min_ms']:.2f}-{run['max_ms']:.2f}", f"{run['warmup_s']:.2f} s",
-                     "-" if run["param_diff"] is None else f"{run['param_diff']:.1e}")
+                     f"{run['min_ms']:.2f}-{run['max_ms']:.2f}", f"{run['warmup_s']:.2f} s", f"{run['gflops']:.2f}",
+                     f"{run['peak_fraction']:.1%}", "-" if run["param_diff"] is None else f"{run['param_diff']:.1e}")
     console.print(runs)
+    console.print(peak_sentence(results))
     ratios = Table(title="ratios (lower is faster; < 1: the toolkit is faster), with a 90% bootstrap interval")
     for column in ("backend", "toolkit", "over", "ratio", "interval", "target", "verdict"):
         ratios.add_column(column, justify="right" if column in ("ratio", "interval", "target") else "left")
