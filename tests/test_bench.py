@@ -16,7 +16,8 @@ from toolkit.tolerances import FLOAT64_ATOL
 
 #: The candidates each backend's bench runs at one device and at more.
 CANDIDATES = {
-    "tensorflow": ({"toolkit", "mirrored-ctl", "keras-fit"}, {"toolkit", "mirrored-ctl", "keras-fit"}),
+    "tensorflow": ({"toolkit", "mirrored-ctl", "keras-fit", "function", "function-xla"},
+                   {"toolkit", "mirrored-ctl", "keras-fit"}),
     "aesara": ({"toolkit", "toolkit-c", "function-jax", "function-c"}, {"toolkit", "function-jax", "function-c"}),
 }
 

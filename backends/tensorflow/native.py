@@ -6,6 +6,8 @@ parameters, batches and devices (see :mod:`toolkit.command.bench`).
   ``tf.nn.compute_average_loss`` and a Keras optimizer's ``apply_gradients`` (which all-reduces the gradients).
 - ``keras-fit``: a ``keras.Model`` holding the same weights, ``compile`` with its defaults and ``fit`` under the same
   strategy.
+- ``function`` and ``function-xla`` (one device): the guides' custom step without a strategy, a ``tf.function`` of a
+  GradientTape step and a Keras optimizer, without and with ``jit_compile=True``.
 
 The model's math is the toolkit model's, written with :class:`~backends.tensorflow.ops.TensorFlowOps`, whose methods
 are single TensorFlow calls; the loop, the distribution, the gradients and the update are TensorFlow's and Keras'.
@@ -82,6 +84,40 @@ class MirroredCustomLoop:
         return {name: var.numpy() for name, var in self._vars.items()}
 
 
+class FunctionStep:
+    """The custom training step of TensorFlow's own guides on one device, without a strategy: a ``tf.function`` of
+    a GradientTape step with a Keras SGD optimizer, the batches fed one by one; with ``jit_compile=True`` the step
+    is compiled by XLA (``function-xla``)."""
+
+    def __init__(self, model, params, batches: Batches, native_name, dtype, lr, jit_compile: bool) -> None:
+        ops, self._batches, self._next = TensorFlowOps(dtype), batches, 0
+        with tf.device(native_name):
+            self._vars = {name: tf.Variable(np.asarray(value, dtype), name=name) for name, value in params.items()}
+            self._optimizer = keras.optimizers.SGD(learning_rate=lr)
+            self._optimizer.build(list(self._vars.values()))
+            self._inputs = [(tf.constant(x), tf.constant(y)) for x, y in (batches[i] for i in range(len(batches)))]
+        variables, self._device = list(self._vars.values()), native_name
+
+        @tf.function(autograph=False, jit_compile=jit_compile)
+        def train_step(x, y):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(model.losses(ops, self._vars, x, y))
+            self._optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
+            return loss
+
+        self._train_step = train_step
+
+    def run(self, steps: int) -> float:
+        with tf.device(self._device):
+            for _ in range(steps):
+                loss = float(self._train_step(*self._inputs[self._next]))
+                self._next = (self._next + 1) % len(self._inputs)
+        return loss
+
+    def params(self) -> dict[str, np.ndarray]:
+        return {name: var.numpy() for name, var in self._vars.items()}
+
+
 class ToolkitModel(keras.Model):
     """A Keras model whose weights are the toolkit model's parameters and whose call is its forward."""
 
@@ -130,5 +166,9 @@ class KerasFit:
 def runners(model, params, batches: Batches, devices, backend, dtype: str, lr: float) -> dict:
     """The native runners for ``devices`` (the toolkit devices the toolkit's run uses)."""
     names = [backend.native_name(d) for d in devices]
-    return {"mirrored-ctl": MirroredCustomLoop(model, params, batches, names, dtype, lr),
-            "keras-fit": KerasFit(model, params, batches, names, dtype, lr)}
+    natives = {"mirrored-ctl": MirroredCustomLoop(model, params, batches, names, dtype, lr),
+               "keras-fit": KerasFit(model, params, batches, names, dtype, lr)}
+    if len(names) == 1:  # a step without a strategy runs on one device
+        natives["function"] = FunctionStep(model, params, batches, names[0], dtype, lr, jit_compile=False)
+        natives["function-xla"] = FunctionStep(model, params, batches, names[0], dtype, lr, jit_compile=True)
+    return natives

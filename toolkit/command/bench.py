@@ -6,7 +6,8 @@ another device count in one process, and JAX's device count is fixed at start) r
 - ``toolkit``: :class:`~toolkit.DataParallel` on ``n`` devices, per backend, plus any other backend options a
   backend declares in its ``native.TOOLKIT_OPTIONS`` (Aesara's C linker, which has one device, at ``n = 1``);
 - the natives from ``backends/<name>/native.py``: TensorFlow's MirroredStrategy custom training loop and Keras
-  ``fit`` under MirroredStrategy on the same ``n`` devices; a plain ``aesara.function`` step with ``updates`` on one
+  ``fit`` under MirroredStrategy on the same ``n`` devices, and at ``n = 1`` a plain ``tf.function`` step without
+  and with ``jit_compile=True``; a plain ``aesara.function`` step with ``updates`` on one
   device, JAX and C linkers.
 
 All start from the same parameters and train with SGD on the same cycle of ``steps`` batches. After a warm-up cycle
@@ -67,6 +68,8 @@ BOOTSTRAP_RESAMPLES, INTERVAL_PERCENTILES, BOOTSTRAP_SEED = 2000, (5.0, 95.0), 0
 #: Aesara has no native multi-device training, so its baseline is one device.
 TARGETS: tuple[tuple[str, str, str, tuple[int, ...] | None, float], ...] = (
     ("tensorflow", "toolkit", "mirrored-ctl", None, 1.05),
+    ("tensorflow", "toolkit", "function", (1,), 1.05),
+    ("tensorflow", "toolkit", "function-xla", (1,), 1.05),
     ("aesara", "toolkit", "function-jax", (1,), 1.05),
     ("aesara", "toolkit-c", "function-c", (1,), 1.05),
 )
@@ -78,6 +81,8 @@ LABELS = {
     "toolkit-c": "toolkit DataParallel, C linker",
     "mirrored-ctl": "MirroredStrategy custom loop",
     "keras-fit": "Keras fit, MirroredStrategy",
+    "function": "tf.function step",
+    "function-xla": "tf.function step, jit_compile",
     "function-jax": "aesara.function + updates, JAX",
     "function-c": "aesara.function + updates, C",
 }
