@@ -93,11 +93,9 @@ class DataParallel(Trainer):
             result = fused(indices, xs, ys, [len(shard) / total for shard in ys], step)
         except ComputeError:
             raise
-        except ModelStateError as error:  # the model's, not a device's: composing the step would not say more
-            raise self._compute_error(", ".join(map(str, self.devices)), f"x {_shapes(x)}, y {tuple(y.shape)}",
-                                      error) from error
         except Exception as error:
-            self._loss_and_gradients(x, y)  # the composed computation names the failing device (ComputeError)
+            if not isinstance(error, ModelStateError):  # the model's own error: composing would not say more
+                self._loss_and_gradients(x, y)  # the composed computation names the failing device (ComputeError)
             raise self._compute_error(", ".join(map(str, self.devices)), f"x {_shapes(x)}, y {tuple(y.shape)}",
                                       error) from error
         if result is None:  # a split this backend's fused step does not take
