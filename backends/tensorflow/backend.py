@@ -28,6 +28,17 @@ def _traced(fn):
     return function
 
 
+def _call_concrete(concrete, flat: list, args: tuple):
+    """Call a traced step's concrete function with its inputs already flat tensors. A ``tf.function`` call
+    canonicalizes its nested arguments against every signature it has traced, and a concrete function's structured
+    call binds and flattens them again: 0.2-0.4 ms a step, measured with cProfile on the digits MLP (a 0.3 ms step).
+    The flat call skips both; where TensorFlow lacks it or the inputs do not match it, the structured call."""
+    call_flat = getattr(concrete, "_call_flat", None)
+    if call_flat is None or len(flat) != len(concrete.inputs) - len(concrete.captured_inputs):
+        return concrete(*args)
+    return call_flat(flat, concrete.captured_inputs)
+
+
 def _dense(grad, like):
     """A gradient as a dense tensor: zeros where the loss does not use the value (as the Aesara backend gives), and
     ``tf.gather``'s IndexedSlices (the gradient of ``ops.take``) added up into a tensor."""
@@ -255,10 +266,18 @@ class Backend(interface.Backend):
             return loss, written, scores
 
         function = _traced(in_step(step_fn))
+        concrete: dict = {}
 
         def run(indices, xs, ys, weights, step):
             with tf.device(home):  # indices are Python ints: one trace per pattern of non-empty shards
-                return function(tuple(indices), list(xs), list(ys), tf.constant(weights, dtype=dtype), step)
+                args = (tuple(indices), list(xs), list(ys), tf.constant(weights, dtype=dtype), step)
+                # A variable (model state) is a resource input of the traced function: its handle goes in.
+                flat = [a.handle if isinstance(a, tf.Variable) else tf.convert_to_tensor(a)
+                        for a in tf.nest.flatten(args[1:])]
+                key = (args[0], tuple((tuple(t.shape), t.dtype) for t in flat))
+                if key not in concrete:
+                    concrete[key] = function.get_concrete_function(*args)
+                return _call_concrete(concrete[key], flat, args)
 
         run.function = function  # for tests that read the traced graph's placement
         return run
