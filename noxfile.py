@@ -53,11 +53,14 @@ def demo(session: nox.Session) -> None:
 
 @nox.session
 def bench(session: nox.Session) -> None:
-    """``multigpu bench``: the toolkit against native TensorFlow (MirroredStrategy custom loop, Keras fit) and plain
-    Aesara functions on 1, 2 and 4 logical devices; prints the ratios and writes results/bench.json. Arguments after
-    ``--`` go to the command (``nox -s bench -- --batch 1024``)."""
+    """``multigpu bench``: the toolkit against native TensorFlow (tf.function with and without XLA, MirroredStrategy
+    custom loop, Keras fit), plain Aesara functions and plain JAX on the digits MLP and the compute-bound ResNet and
+    Transformer, on 1, 2 and 4 logical devices, with the machine's matmul peak; prints the ratios and fractions of
+    peak with their spread, writes docs/bench.json and regenerates the README's performance tables from it.
+    Arguments after ``--`` go to the command (``nox -s bench -- --model digits-mlp --rounds 9``)."""
     session.install("-e", ".[all]")
-    session.run("multigpu", "bench", "--out", "results", *session.posargs, env=QUIET)
+    session.run("multigpu", "bench", "--out", "docs", *session.posargs, env=QUIET)
+    session.run("python", "docs/update_readme.py")
 
 
 @nox.session
@@ -69,6 +72,6 @@ def docs(session: nox.Session) -> None:
     session.install("-e", ".[all]")
     session.run("multigpu", "compare", "--devices", "1,2,4", "--steps", "40", "--out", "docs/compare", "--quiet",
                 env=QUIET)
-    session.run("multigpu", "bench", "--rounds", "9", "--out", "docs", "--quiet", *session.posargs, env=QUIET)
+    session.run("multigpu", "bench", "--out", "docs", "--quiet", *session.posargs, env=QUIET)
     session.run("python", "docs/models.py", env=QUIET)
     session.run("python", "docs/update_readme.py")

@@ -54,6 +54,23 @@ def _sync_bn_forward(ops, params, x):
 SYNC_BN_MLP = toolkit.Model(_sync_bn_init, _sync_bn_forward, SMALL_MLP.loss, name="sync-bn-mlp")
 
 
+def bn_digits_mlp() -> toolkit.Model:
+    """A digits classifier (64 inputs, 10 classes) with per-replica batch normalization on its hidden layer: model
+    state for ``multigpu bench --model tests.helpers:bn_digits_mlp``."""
+    from toolkit import layers
+
+    base = mlp([64, 16, 10], name="bn-digits-mlp")
+
+    def init(rng):
+        return {**base.init(rng), **layers.batch_norm_init(rng, 16, "bn")}
+
+    def forward(ops, params, x):
+        h = layers.batch_norm(ops, params, ops.matmul(x, params["w0"]) + params["b0"], "bn")
+        return ops.matmul(ops.relu(h), params["w1"]) + params["b1"]
+
+    return toolkit.Model(init, forward, base.loss, name="bn-digits-mlp")
+
+
 def batch(n: int, seed: int = 0):
     rng = np.random.default_rng(seed)
     return rng.normal(size=(n, FEATURES)), rng.integers(0, NUM_CLASSES, size=n)

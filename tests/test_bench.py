@@ -10,7 +10,17 @@ import numpy as np
 import pytest
 
 from tests.conftest import INSTALLED
-from toolkit.command.bench import SCALING_BOUND, SCHEMA, SCHEMA_VERSION, make_batches, markdown, ratios
+from toolkit.command.bench import (
+    DISPATCH_SCALING_BOUND,
+    PEAK_FRACTION_TARGET,
+    SCALING_BOUND,
+    SCHEMA,
+    SCHEMA_VERSION,
+    fractions,
+    make_batches,
+    markdown,
+    ratios,
+)
 from toolkit.command.main import main
 from toolkit.tolerances import FLOAT64_ATOL
 
@@ -18,14 +28,16 @@ from toolkit.tolerances import FLOAT64_ATOL
 CANDIDATES = {
     "tensorflow": ({"toolkit", "mirrored-ctl", "keras-fit", "function", "function-xla"},
                    {"toolkit", "mirrored-ctl", "keras-fit"}),
-    "aesara": ({"toolkit", "toolkit-c", "function-jax", "function-c"}, {"toolkit", "function-jax", "function-c"}),
+    "aesara": ({"toolkit", "toolkit-c", "function-jax", "function-c", "jax-jit"},
+               {"toolkit"}),
 }
 
 
-def _run(name, rounds, devices, candidate):
+def _run(name, rounds, devices, candidate, model="digits-mlp", compute_bound=False):
     rounds = [rounds] * 7 if isinstance(rounds, float) else rounds
-    return {"backend": name, "candidate": candidate, "devices": devices, "median_ms": float(np.median(rounds)),
-            "round_ms": rounds, "label": candidate}
+    return {"model": model, "backend": name, "candidate": candidate, "devices": devices,
+            "median_ms": float(np.median(rounds)), "round_ms": rounds, "label": candidate,
+            "compute_bound": compute_bound}
 
 
 NOISY = [1.0, 1.12, 0.93, 1.2, 0.9, 1.08, 0.97]  # median 1.0, but rounds as far as 1.2
@@ -36,7 +48,12 @@ def test_ratios_attach_the_targets_and_a_verdict_with_its_interval():
             _run("tensorflow", 3.0, 4, "toolkit"), _run("tensorflow", 2.5, 4, "mirrored-ctl"),
             _run("aesara", NOISY, 1, "toolkit"), _run("aesara", 1.0, 1, "function-jax"),
             _run("aesara", 1.2, 4, "toolkit"), _run("aesara", 1.0, 4, "function-jax")]
-    found = {(r["backend"], r["candidate"], r["baseline"], r["devices"]): r for r in ratios(runs)}
+    runs += [_run("aesara", 1.1, 1, "jax-jit"), _run("aesara", 1.0, 1, "toolkit", "resnet-bench", True),
+             _run("aesara", 0.8, 1, "jax-jit", "resnet-bench", True),
+             _run("aesara", 1.1, 4, "toolkit", "resnet-bench", True)]
+    every = ratios(runs)
+    found = {(r["backend"], r["candidate"], r["baseline"], r["devices"]): r for r in every
+             if r["model"] == "digits-mlp"}
     exact = found[("tensorflow", "toolkit", "mirrored-ctl", 1)]
     assert (exact["ratio"], exact["low"], exact["high"], exact["verdict"]) == (1.0, 1.0, 1.0, "met")
     assert found[("tensorflow", "toolkit", "mirrored-ctl", 4)]["verdict"] == "not met"  # 3.0 / 2.5 > 1.05
@@ -45,10 +62,33 @@ def test_ratios_attach_the_targets_and_a_verdict_with_its_interval():
     assert found[("aesara", "toolkit", "function-jax", 4)]["target"] is None  # one-device baseline only
     assert found[("aesara", "toolkit", "function-jax", 4)]["verdict"] is None
     scaling = found[("aesara", "toolkit", "toolkit", 4)]
-    assert scaling["ratio"] == pytest.approx(1.2) and scaling["target"] == SCALING_BOUND
+    assert scaling["ratio"] == pytest.approx(1.2) and scaling["target"] == DISPATCH_SCALING_BOUND
     assert found[("tensorflow", "toolkit", "toolkit", 4)]["verdict"] == "not met"  # 3.0 / 2.0 > 1.3
+    assert found[("aesara", "toolkit", "jax-jit", 1)]["target"] is None  # jax.jit's 1.15: compute-bound models only
+    compute = {(r["candidate"], r["baseline"], r["devices"]): r for r in every if r["model"] == "resnet-bench"}
+    assert set(compute) == {("toolkit", "jax-jit", 1), ("toolkit", "toolkit", 4)}  # models never mix
+    assert compute[("toolkit", "jax-jit", 1)]["target"] == 1.15 and compute[("toolkit", "jax-jit", 1)]["verdict"] == \
+        "not met"  # 1.0 / 0.8
+    assert compute[("toolkit", "toolkit", 4)]["target"] == SCALING_BOUND  # 1.1 <= 1.15
+    assert compute[("toolkit", "toolkit", 4)]["verdict"] == "met"
     assert ("tensorflow", "mirrored-ctl", "mirrored-ctl", 4) in found and \
         found[("tensorflow", "mirrored-ctl", "mirrored-ctl", 4)]["target"] is None  # context, not a target
+
+
+def test_fractions_of_peak_judge_the_faster_backend_on_compute_bound_models():
+    runs = [_run("tensorflow", 10.0, 1, "toolkit", "resnet-bench", True),
+            _run("aesara", NOISY, 1, "toolkit", "resnet-bench", True),
+            _run("aesara", 1.0, 2, "toolkit", "resnet-bench", True),  # not one device: not a fraction
+            _run("aesara", 1.0, 1, "toolkit")]  # dispatch-bound: not a fraction
+    for run in runs:
+        run["gflop_per_step"] = 0.1  # GFLOP: 100 GFLOP/s at 1 ms
+        run["peak_fraction"] = run["gflop_per_step"] / (run["median_ms"] / 1e3) / 150.0
+    found = {f["backend"]: f for f in fractions(runs, best_peak_gflops=150.0)}
+    assert set(found) == {"tensorflow", "aesara"}
+    faster, slower = found["aesara"], found["tensorflow"]
+    assert faster["fraction"] == pytest.approx(100 / 150) and faster["low"] < faster["fraction"] < faster["high"]
+    assert faster["target"] == PEAK_FRACTION_TARGET and faster["verdict"] == "within noise"  # rounds reach 0.56
+    assert slower["target"] is None and slower["verdict"] is None and slower["fraction"] == pytest.approx(10 / 150)
 
 
 def test_batches_cycle_in_order_with_label_and_float_dtypes():
@@ -65,7 +105,8 @@ def test_batches_cycle_in_order_with_label_and_float_dtypes():
 
 def test_bench_measures_every_candidate_and_the_natives_train_alike(backend_name, tmp_path, capsys):
     # Keras keeps the learning rate in a float32 variable: 2**-4 is the same number in float32 and float64.
-    argv = ["bench", "--backends", backend_name, "--devices", "1,2", "--dtype", "float64", "--steps", "2",
+    argv = ["bench", "--model", "digits-mlp", "--backends", backend_name, "--devices", "1,2", "--dtype", "float64",
+            "--steps", "2",
             "--rounds", "1", "--batch", "16", "--lr", "0.0625", "--peak-size", "256", "--out", str(tmp_path)]
     assert main(argv) == 0
     results = json.loads((tmp_path / "bench.json").read_text())
@@ -85,6 +126,9 @@ def test_bench_measures_every_candidate_and_the_natives_train_alike(backend_name
     assert {r["candidate"] for r in results["runs"] if r["devices"] == 2} == more
     for run in results["runs"]:
         assert run["median_ms"] > 0 and run["min_ms"] <= run["median_ms"] <= run["max_ms"]
+        assert (run["model"], run["batch"], run["steps"], run["compute_bound"]) == ("digits-mlp", 16, 2, False)
+        assert 0 < run["compile_s"] <= run["warmup_s"]
+        assert run["first_peak_mb"] >= 0 and run["step_peak_mb"] >= 0  # this machine is Linux
         if run["candidate"] != "toolkit":  # same start, same batches, same SGD steps: the same parameters
             assert run["param_diff"] <= FLOAT64_ATOL, run
     kinds = {(r["candidate"], r["baseline"], r["devices"]) for r in results["ratios"]}
@@ -94,7 +138,7 @@ def test_bench_measures_every_candidate_and_the_natives_train_alike(backend_name
         assert r["low"] <= r["high"] and (r["verdict"] is None) == (r["target"] is None)
     table = markdown(results)
     assert table.count("\n| ") >= len(results["runs"])  # every candidate has a row of times and one of GFLOP/s
-    assert "Machine peak, float64 256x256 matmul" in table and "achieved GFLOP/s" in table
+    assert "Machine peak, float64 256x256 matmul" in table and "**digits-mlp**: global batch 16" in table
     printed = capsys.readouterr().out
     assert "ratios" in printed and "machine:" in printed and "wrote" in printed and "Machine peak" in printed
 
@@ -109,15 +153,27 @@ def test_bench_of_a_token_model_keeps_its_ids_and_the_natives_train_alike(backen
         assert run["candidate"] == "toolkit" or run["param_diff"] <= FLOAT64_ATOL, run
 
 
-@pytest.mark.parametrize("model, words", [("resnet", "keeps model state"), ("transformer", "draws noise")])
-def test_bench_refuses_a_model_the_natives_cannot_train_alike(backend_name, model, words, capsys):
-    """Models with batch-norm state or dropout: the natives run plain framework code, without the toolkit's state
-    and per-example keys, so they would not do the same steps; bench says so rather than compare different work.
-    (Through the command: a measurement runs in a process of its own, with its own logical devices.)"""
-    argv = ["bench", "--model", model, "--backends", backend_name, "--devices", "1", "--steps", "1",
+def test_bench_natives_carry_model_state_like_the_toolkit(backend_name, tmp_path):
+    """Batch normalization's moving statistics: each native keeps them as its framework's variables (averaged over
+    the replicas under MirroredStrategy), and after the same steps parameters and state equal the toolkit's."""
+    argv = ["bench", "--model", "tests.helpers:bn_digits_mlp", "--backends", backend_name, "--devices", "1,2",
+            "--dtype", "float64", "--steps", "2", "--rounds", "1", "--batch", "16", "--lr", "0.0625",
+            "--peak-size", "64", "--out", str(tmp_path), "--quiet"]
+    assert main(argv) == 0
+    runs = json.loads((tmp_path / "bench.json").read_text())["runs"]
+    assert {r["candidate"] for r in runs if r["devices"] == 1} == CANDIDATES[backend_name][0]
+    for run in runs:
+        assert run["candidate"] == "toolkit" or run["param_diff"] <= FLOAT64_ATOL, run
+
+
+def test_bench_refuses_a_model_with_dropout(backend_name, capsys):
+    """Dropout: the natives run plain framework code, without the toolkit's per-example keys, so they would not
+    draw the same noise; bench says so rather than compare different work. (Through the command: a measurement
+    runs in a process of its own, with its own logical devices.)"""
+    argv = ["bench", "--model", "transformer", "--backends", backend_name, "--devices", "1", "--steps", "1",
             "--rounds", "1", "--batch", "4", "--quiet"]
     assert main(argv) != 0
-    assert re.search(f"{model} {words} .* measure this one with multigpu compare", capsys.readouterr().err)
+    assert re.search("transformer draws noise .* measure it with multigpu compare", capsys.readouterr().err)
 
 
 @pytest.mark.parametrize("argv, words", [

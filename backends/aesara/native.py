@@ -1,9 +1,13 @@
-"""Native Aesara training for ``multigpu bench``: a plain ``aesara.function`` training step with ``updates``, as
-Theano users wrote it, on one device, with the JAX linker (``function-jax``) and the C linker (``function-c``).
-Aesara has no multi-device training of its own to compare with (see :mod:`toolkit.command.bench`).
+"""Native Theano-family and JAX training for ``multigpu bench`` (see :mod:`toolkit.command.bench`), on one device
+(Aesara has no multi-device training of its own to compare with):
 
-The model's math is the toolkit model's, written with :class:`~backends.aesara.ops.AesaraOps`, whose methods build
-the same Aesara graph a user would; parameters are ``aesara.shared`` variables updated in place by the function.
+- ``function-jax`` and ``function-c``: a plain ``aesara.function`` training step with ``updates``, as Theano users
+  wrote it, with the JAX linker and the C linker. The model's math is the toolkit model's, written with
+  :class:`~backends.aesara.ops.AesaraOps`, whose methods build the same Aesara graph a user would; parameters and
+  model state are ``aesara.shared`` variables updated in place by the function.
+- ``jax-jit``: the same model written directly in JAX: :class:`JaxOps`, whose methods are single ``jax.numpy`` and
+  ``jax.lax`` calls, a ``jax.value_and_grad`` of the mean loss and an SGD update in one ``jax.jit`` with the
+  parameters and state donated. The ceiling for any JAX-linker path: no Aesara graph in between.
 """
 
 from __future__ import annotations
@@ -15,10 +19,16 @@ import numpy as np
 from toolkit.backends.aesara.environment import import_framework
 from toolkit.backends.aesara.ops import AesaraOps
 from toolkit.command.bench import Batches
+from toolkit.nn.context import MIX32_STEPS, UNIFORM_BITS
+from toolkit.nn.model import batch
+from toolkit.nn.ops import Ops
+from toolkit.nn.shapes import check_conv, check_matmul, window
 
 aesara, jax = import_framework()
 
 import aesara.tensor as at  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+from jax import lax  # noqa: E402
 
 #: The toolkit's candidates: name -> options for get_backend (the C linker has one device: bench runs it at n = 1).
 TOOLKIT_OPTIONS = {"toolkit": {}, "toolkit-c": {"linker": "c"}}
@@ -37,23 +47,28 @@ def matmul(a: np.ndarray, b: np.ndarray):
 
 
 class FunctionWithUpdates:
-    """``f = aesara.function([x, y], loss, updates=[(p, p - lr * grad)])``, called once per batch."""
+    """``f = aesara.function([x, y], loss, updates=[(p, p - lr * grad), (s, new s)])``, called once per batch."""
 
     devices_used = 1
 
-    def __init__(self, model, params, batches: Batches, linker: str, dtype: str, lr: float) -> None:
+    def __init__(self, model, params, state, batches: Batches, linker: str, dtype: str, lr: float) -> None:
         ops = AesaraOps(dtype)
         with aesara.config.change_flags(floatX=dtype):  # what a float32 user sets; keeps constants in dtype
-            self._shared = {name: aesara.shared(np.asarray(value, dtype), name=name) for name, value in params.items()}
+            self._shared = {name: aesara.shared(np.asarray(value, dtype), name=name)
+                            for name, value in {**params, **state}.items()}
             # Every batch has the same shape, so the inputs' types give it: JAX needs static reshape sizes.
             x = at.tensor(batches.x.dtype.name, shape=(batches.size, *batches.x.shape[1:]), name="x")
             y = at.tensor(batches.y.dtype.name, shape=(batches.size, *batches.y.shape[1:]), name="y")
             # Shared variables have no static shape in their type; the model sees its parameters with theirs.
-            typed = {name: at.specify_shape(var, np.shape(params[name])) for name, var in self._shared.items()}
-            loss = at.mean(model.losses(ops, typed, x, y))
-            grads = aesara.grad(loss, list(self._shared.values()))
+            typed = {name: at.specify_shape(var, np.shape(value))
+                     for (name, var), value in zip(self._shared.items(), {**params, **state}.values())}
+            losses, new_state, _ = model.train_losses(ops, {k: typed[k] for k in params},
+                                                      batch(x, None, {k: typed[k] for k in state}), y)
+            loss = at.mean(losses)
+            trained = [self._shared[k] for k in params]
             step = np.asarray(lr, dtype)
-            updates = [(p, p - step * g) for p, g in zip(self._shared.values(), grads)]
+            updates = [(p, p - step * g) for p, g in zip(trained, aesara.grad(loss, trained))]
+            updates += [(self._shared[k], value) for k, value in new_state.items()]
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message="Skipping `CheckAndRaise` Op", category=UserWarning)
                 self._function = aesara.function([x, y], loss, updates=updates, mode=MODES[linker])
@@ -70,6 +85,262 @@ class FunctionWithUpdates:
         return {name: np.asarray(var.get_value()) for name, var in self._shared.items()}
 
 
-def runners(model, params, batches: Batches, devices, backend, dtype: str, lr: float) -> dict:
-    """The native runners: one device whatever ``devices`` is (plain Aesara has no multi-device training)."""
-    return {f"function-{linker}": FunctionWithUpdates(model, params, batches, linker, dtype, lr) for linker in MODES}
+class JaxJit:
+    """The model in plain JAX: ``jax.jit`` of ``value_and_grad`` and the SGD update, parameters and state donated
+    (updated in place), the batches placed on the device once."""
+
+    devices_used = 1
+
+    def __init__(self, model, params, state, batches: Batches, dtype: str, lr: float) -> None:
+        ops, device = JaxOps(dtype), jax.devices()[0]
+        self._params = {k: jax.device_put(np.asarray(v, dtype), device) for k, v in params.items()}
+        self._state = {k: jax.device_put(np.asarray(v, dtype), device) for k, v in state.items()}
+        self._inputs = [jax.device_put(batches[i], device) for i in range(len(batches))]
+        self._next = 0
+
+        def loss(params, state, x, y):
+            losses, new_state, _ = model.train_losses(ops, params, batch(x, None, state), y)
+            return jnp.mean(losses), new_state
+
+        def step(params, state, x, y):
+            (value, new_state), grads = jax.value_and_grad(loss, has_aux=True)(params, state, x, y)
+            return {k: p - lr * grads[k] for k, p in params.items()}, new_state, value
+
+        self._step = jax.jit(step, donate_argnums=(0, 1))
+
+    def run(self, steps: int) -> float:
+        for _ in range(steps):
+            self._params, self._state, loss = self._step(self._params, self._state, *self._inputs[self._next])
+            self._next = (self._next + 1) % len(self._inputs)
+        return float(loss)
+
+    def params(self) -> dict[str, np.ndarray]:
+        return {k: np.asarray(v) for k, v in {**self._params, **self._state}.items()}
+
+
+class JaxOps(Ops):
+    """The neutral ops as single ``jax.numpy`` / ``jax.lax`` calls: what a JAX user writes for each."""
+
+    def is_native(self, value):
+        return isinstance(value, jax.Array)
+
+    def constant(self, value):
+        return jnp.asarray(value)
+
+    def native_dtype(self, value):
+        return value.dtype.name
+
+    def native_shape(self, value):
+        return tuple(value.shape)
+
+    def native_cast(self, value, dtype):
+        return value.astype(dtype)
+
+    def add(self, x1, x2):
+        return x1 + x2
+
+    def subtract(self, x1, x2):
+        return x1 - x2
+
+    def multiply(self, x1, x2):
+        return x1 * x2
+
+    def divide(self, x1, x2):
+        return x1 / x2
+
+    def floor_divide(self, x1, x2):
+        return jnp.floor_divide(x1, x2)
+
+    def mod(self, x1, x2):
+        return jnp.mod(x1, x2)
+
+    def power(self, x1, x2):
+        return jnp.power(x1, x2)
+
+    def negative(self, x):
+        return -x
+
+    def abs(self, x):
+        return jnp.abs(x)
+
+    def maximum(self, x1, x2):
+        return jnp.maximum(x1, x2)
+
+    def minimum(self, x1, x2):
+        return jnp.minimum(x1, x2)
+
+    def greater(self, x1, x2):
+        return x1 > x2
+
+    def greater_equal(self, x1, x2):
+        return x1 >= x2
+
+    def less(self, x1, x2):
+        return x1 < x2
+
+    def less_equal(self, x1, x2):
+        return x1 <= x2
+
+    def equal(self, x1, x2):
+        return x1 == x2
+
+    def not_equal(self, x1, x2):
+        return x1 != x2
+
+    def logical_and(self, x1, x2):
+        return jnp.logical_and(x1, x2)
+
+    def logical_or(self, x1, x2):
+        return jnp.logical_or(x1, x2)
+
+    def logical_not(self, x):
+        return jnp.logical_not(x)
+
+    def where(self, condition, x1, x2):
+        return jnp.where(condition, x1, x2)
+
+    def relu(self, x):
+        return jax.nn.relu(x)
+
+    def tanh(self, x):
+        return jnp.tanh(x)
+
+    def sigmoid(self, x):
+        return jax.nn.sigmoid(x)
+
+    def exp(self, x):
+        return jnp.exp(x)
+
+    def log(self, x):
+        return jnp.log(x)
+
+    def sqrt(self, x):
+        return jnp.sqrt(x)
+
+    def square(self, x):
+        return jnp.square(x)
+
+    def erf(self, x):
+        return jax.scipy.special.erf(x)
+
+    def sin(self, x):
+        return jnp.sin(x)
+
+    def cos(self, x):
+        return jnp.cos(x)
+
+    def softmax(self, x, axis=-1):
+        return jax.nn.softmax(x, axis=axis)
+
+    def log_softmax(self, x, axis=-1):
+        return jax.nn.log_softmax(x, axis=axis)
+
+    def sum(self, x, axis=None, keepdims=False):
+        return jnp.sum(x, axis=axis, keepdims=keepdims)
+
+    def mean(self, x, axis=None, keepdims=False):
+        return jnp.mean(x, axis=axis, keepdims=keepdims)
+
+    def max(self, x, axis=None, keepdims=False):
+        return jnp.max(x, axis=axis, keepdims=keepdims)
+
+    def min(self, x, axis=None, keepdims=False):
+        return jnp.min(x, axis=axis, keepdims=keepdims)
+
+    def argmax(self, x, axis=None, keepdims=False):
+        return jnp.argmax(x, axis=axis, keepdims=keepdims).astype("int32")
+
+    def cumsum(self, x, axis=None):
+        return jnp.cumsum(x, axis=axis)
+
+    def matmul(self, x1, x2):
+        check_matmul(x1.shape, x2.shape)
+        return jnp.matmul(x1, x2)
+
+    def reshape(self, x, shape):
+        return jnp.reshape(x, shape)
+
+    def transpose(self, x, axes=None):
+        return jnp.transpose(x, axes)
+
+    def expand_dims(self, x, axis):
+        return jnp.expand_dims(x, axis)
+
+    def squeeze(self, x, axis=None):
+        return jnp.squeeze(x, axis)
+
+    def broadcast_to(self, x, shape):
+        return jnp.broadcast_to(x, shape)
+
+    def cast(self, x, dtype):
+        return x.astype(dtype)
+
+    def concatenate(self, xs, axis=0):
+        return jnp.concatenate(list(xs), axis=axis)
+
+    def stack(self, xs, axis=0):
+        return jnp.stack(list(xs), axis=axis)
+
+    def pad(self, x, pad_width, constant_values=0):
+        return jnp.pad(x, pad_width, constant_values=constant_values)
+
+    def _scan(self, step, init, xs, length, reverse, unroll):
+        carry, ys = lax.scan(lambda c, x: tuple(map(tuple, step(list(c), list(x)))), tuple(init), tuple(xs),
+                             length=length, reverse=reverse, unroll=unroll)
+        return list(carry), list(ys)
+
+    def _take(self, x, indices, axis):
+        return jnp.take(x, indices, axis=axis)
+
+    def _take_along_axis(self, x, indices, axis):
+        return jnp.take_along_axis(x, indices, axis=axis)
+
+    def ones_like(self, x):
+        return jnp.ones_like(x)
+
+    def zeros_like(self, x):
+        return jnp.zeros_like(x)
+
+    def one_hot(self, indices, depth):
+        return jax.nn.one_hot(indices, depth, dtype=self.dtype)
+
+    def conv(self, inputs, kernel, strides=1, padding="valid", dilation_rate=1):
+        strides, dilations, padding = check_conv(inputs.ndim, kernel.ndim, strides, dilation_rate, padding)
+        return lax.conv_general_dilated(inputs, kernel, strides, padding.upper(), rhs_dilation=dilations,
+                                        dimension_numbers=("NHWC", "HWIO", "NHWC"))
+
+    def max_pool(self, inputs, pool_size, strides=None, padding="valid"):
+        size, strides, padding = window(pool_size, strides, padding)
+        return lax.reduce_window(inputs, -jnp.inf, lax.max, (1, *size, 1), (1, *strides, 1), padding.upper())
+
+    def average_pool(self, inputs, pool_size, strides=None, padding="valid"):
+        # Keras' average over the window's elements inside the input (padding excluded).
+        size, strides, padding = window(pool_size, strides, padding)
+        dims, steps = (1, *size, 1), (1, *strides, 1)
+        total = lax.reduce_window(inputs, 0.0, lax.add, dims, steps, padding.upper())
+        count = lax.reduce_window(jnp.ones(inputs.shape[1:3], inputs.dtype)[None, :, :, None], 0.0, lax.add, dims,
+                                  steps, padding.upper())
+        return total / count
+
+    def all_finite(self, xs):
+        return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in xs]))
+
+    def _hash_uniform(self, keys, counters):
+        x = jnp.bitwise_xor(keys, counters)
+        for shift, multiplier in MIX32_STEPS:
+            x = jnp.bitwise_xor(x, jnp.right_shift(x, jnp.uint32(shift)))
+            if multiplier is not None:
+                x = x * jnp.uint32(multiplier)  # uint32 products wrap modulo 2**32
+        top = jnp.right_shift(x, jnp.uint32(32 - UNIFORM_BITS))
+        return top.astype(self.dtype) * jnp.asarray(2.0 ** -UNIFORM_BITS, self.dtype)
+
+
+def runners(model, params, state, batches: Batches, devices, backend, dtype: str, lr: float) -> dict:
+    """The native runners, in the one-device process only: they have one device (plain Aesara has no multi-device
+    training), and the toolkit on ``n`` devices is compared with them through its scaling ratio (with per-replica
+    batch statistics, ``n`` devices do not train like one, so their parameters could not be compared there)."""
+    if len(devices) > 1:
+        return {}
+    natives = {f"function-{linker}": FunctionWithUpdates(model, params, state, batches, linker, dtype, lr)
+               for linker in MODES}
+    return {**natives, "jax-jit": JaxJit(model, params, state, batches, dtype, lr)}

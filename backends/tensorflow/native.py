@@ -11,6 +11,9 @@ parameters, batches and devices (see :mod:`toolkit.command.bench`).
 
 The model's math is the toolkit model's, written with :class:`~backends.tensorflow.ops.TensorFlowOps`, whose methods
 are single TensorFlow calls; the loop, the distribution, the gradients and the update are TensorFlow's and Keras'.
+Model state (batch normalization's moving statistics) is non-trainable variables, assigned after each step; under
+``MirroredStrategy`` the replicas' new values are averaged, as Keras' ``BatchNormalization`` does with its
+``aggregation="mean"`` moving statistics.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ import numpy as np
 from toolkit.backends.tensorflow import environment
 from toolkit.backends.tensorflow.ops import TensorFlowOps
 from toolkit.command.bench import Batches
+from toolkit.nn import context
+from toolkit.nn.model import batch
 
 tf = environment.import_framework()
 
@@ -44,6 +49,11 @@ def _dataset(batches: Batches):
     return tf.data.Dataset.from_tensor_slices((batches.x, batches.y)).batch(batches.size).repeat()
 
 
+def _variables(values: dict, dtype: str, trainable: bool = True) -> dict:
+    return {name: tf.Variable(np.asarray(value, dtype), name=name, trainable=trainable)
+            for name, value in values.items()}
+
+
 def _strategy(native_names: list[str]):
     return tf.distribute.MirroredStrategy(native_names)
 
@@ -51,27 +61,31 @@ def _strategy(native_names: list[str]):
 class MirroredCustomLoop:
     """``MirroredStrategy`` custom training loop with SGD."""
 
-    def __init__(self, model, params, batches: Batches, native_names, dtype, lr) -> None:
+    def __init__(self, model, params, state, batches: Batches, native_names, dtype, lr) -> None:
         ops, global_batch = TensorFlowOps(dtype), batches.size
         self.strategy = strategy = _strategy(native_names)
         with strategy.scope():
-            self._vars = {name: tf.Variable(np.asarray(value, dtype), name=name) for name, value in params.items()}
+            self._vars = _variables(params, dtype)
+            self._state = _variables(state, dtype, trainable=False)
             self._optimizer = keras.optimizers.SGD(learning_rate=lr)
             self._optimizer.build(list(self._vars.values()))
         self._iterator = iter(strategy.experimental_distribute_dataset(_dataset(batches)))
         variables = list(self._vars.values())
 
-        def replica_step(batch):
-            x, y = batch
+        def replica_step(inputs):
+            x, y = inputs
             with tf.GradientTape() as tape:
-                per_example = model.losses(ops, self._vars, x, y)
+                per_example, new_state, _ = model.train_losses(ops, self._vars, batch(x, None, self._state), y)
                 loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
             self._optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
-            return loss
+            return loss, new_state
 
         @tf.function(autograph=False)  # plain Python model code: nothing to convert, and errors stay as raised
-        def train_step(batch):
-            return strategy.reduce("SUM", strategy.run(replica_step, args=(batch,)), axis=None)
+        def train_step(inputs):
+            loss, new_state = strategy.run(replica_step, args=(inputs,))
+            for name, value in new_state.items():
+                self._state[name].assign(strategy.reduce("MEAN", value, axis=None))
+            return strategy.reduce("SUM", loss, axis=None)
 
         self._train_step = train_step
 
@@ -81,7 +95,7 @@ class MirroredCustomLoop:
         return loss
 
     def params(self) -> dict[str, np.ndarray]:
-        return {name: var.numpy() for name, var in self._vars.items()}
+        return {name: var.numpy() for name, var in {**self._vars, **self._state}.items()}
 
 
 class FunctionStep:
@@ -89,10 +103,11 @@ class FunctionStep:
     a GradientTape step with a Keras SGD optimizer, the batches fed one by one; with ``jit_compile=True`` the step
     is compiled by XLA (``function-xla``)."""
 
-    def __init__(self, model, params, batches: Batches, native_name, dtype, lr, jit_compile: bool) -> None:
+    def __init__(self, model, params, state, batches: Batches, native_name, dtype, lr, jit_compile: bool) -> None:
         ops, self._batches, self._next = TensorFlowOps(dtype), batches, 0
         with tf.device(native_name):
-            self._vars = {name: tf.Variable(np.asarray(value, dtype), name=name) for name, value in params.items()}
+            self._vars = _variables(params, dtype)
+            self._state = _variables(state, dtype, trainable=False)
             self._optimizer = keras.optimizers.SGD(learning_rate=lr)
             self._optimizer.build(list(self._vars.values()))
             self._inputs = [(tf.constant(x), tf.constant(y)) for x, y in (batches[i] for i in range(len(batches)))]
@@ -101,8 +116,11 @@ class FunctionStep:
         @tf.function(autograph=False, jit_compile=jit_compile)
         def train_step(x, y):
             with tf.GradientTape() as tape:
-                loss = tf.reduce_mean(model.losses(ops, self._vars, x, y))
+                per_example, new_state, _ = model.train_losses(ops, self._vars, batch(x, None, self._state), y)
+                loss = tf.reduce_mean(per_example)
             self._optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
+            for name, value in new_state.items():
+                self._state[name].assign(value)
             return loss
 
         self._train_step = train_step
@@ -115,33 +133,47 @@ class FunctionStep:
         return loss
 
     def params(self) -> dict[str, np.ndarray]:
-        return {name: var.numpy() for name, var in self._vars.items()}
+        return {name: var.numpy() for name, var in {**self._vars, **self._state}.items()}
 
 
 class ToolkitModel(keras.Model):
-    """A Keras model whose weights are the toolkit model's parameters and whose call is its forward."""
+    """A Keras model whose weights are the toolkit model's parameters (trainable) and model state (non-trainable,
+    ``aggregation="mean"`` as Keras' batch normalization statistics) and whose call is its forward."""
 
-    def __init__(self, model, params, ops, dtype, integer_inputs: bool) -> None:
+    def __init__(self, model, params, state, ops, dtype, integer_inputs: bool) -> None:
         super().__init__(dtype=dtype, name="toolkit_model")
         self._model, self._ops, self._names = model, ops, list(params)
         self._integer_inputs = integer_inputs
-        # Keras weight names may not contain "/", which the toolkit's layer prefixes use.
-        self._weights = [self.add_weight(shape=np.shape(v), initializer="zeros", dtype=dtype,
-                                         name=k.replace("/", "."))
-                         for k, v in params.items()]
-        for weight, value in zip(self._weights, params.values()):
-            weight.assign(np.asarray(value, dtype))
 
-    def call(self, x):
+        def weight(name, value, trainable):  # Keras weight names may not contain "/", which layer prefixes use
+            made = self.add_weight(shape=np.shape(value), initializer="zeros", dtype=dtype, trainable=trainable,
+                                   name=name.replace("/", "."), aggregation="mean" if not trainable else "none")
+            made.assign(np.asarray(value, dtype))
+            return made
+
+        self._params = {k: weight(k, v, True) for k, v in params.items()}
+        self._state = {k: weight(k, v, False) for k, v in state.items()}
+
+    def call(self, x, training=False):
         if self._integer_inputs:  # Keras' fit hands integer inputs (token ids) over as floats under MirroredStrategy
             x = tf.cast(x, "int32")
-        return self._ops.call(self._model.forward, {k: w.value for k, w in zip(self._names, self._weights)}, x)
+        params = {k: w.value for k, w in self._params.items()}
+        state = {k: w.value for k, w in self._state.items()}
+        run = context.RunContext(training=bool(training), state=state)
+        with context.running(run):
+            outputs = self._ops.call(self._model.forward, {**params, **state}, x)
+        for name, value in run.updates.items():
+            self._state[name].assign(self._ops.unwrap(value))
+        return outputs
+
+    def values(self) -> dict[str, np.ndarray]:
+        return {k: np.asarray(w.numpy()) for k, w in {**self._params, **self._state}.items()}
 
 
 class KerasFit:
     """``model.fit`` under ``MirroredStrategy`` with SGD; ``compile`` keeps its defaults (``jit_compile="auto"``)."""
 
-    def __init__(self, model, params, batches: Batches, native_names, dtype, lr) -> None:
+    def __init__(self, model, params, state, batches: Batches, native_names, dtype, lr) -> None:
         ops = TensorFlowOps(dtype)
         integer_labels = batches.y.dtype.kind in "iu"
 
@@ -150,25 +182,28 @@ class KerasFit:
                 return ops.call(model.loss, y_pred, tf.cast(y_true, "int32") if integer_labels else y_true)
 
         with _strategy(native_names).scope():
-            self._model = ToolkitModel(model, params, ops, dtype, integer_inputs=batches.x.dtype.kind in "iu")
+            self._model = ToolkitModel(model, params, state, ops, dtype, integer_inputs=batches.x.dtype.kind in "iu")
             self._model.compile(optimizer=keras.optimizers.SGD(learning_rate=lr), loss=Loss(dtype=dtype))
-        self._dataset, self._names = _dataset(batches), list(params)
+        self._dataset, self._cycle, self._next = _dataset(batches), len(batches), 0
 
     def run(self, steps: int) -> float:
-        # Each fit() starts the dataset again; the bench runs whole cycles of batches, so the order is the same.
-        history = self._model.fit(self._dataset, epochs=1, steps_per_epoch=steps, shuffle=False, verbose=0)
+        # Each fit() iterates the dataset from its start: skip the batches already trained on in this cycle.
+        history = self._model.fit(self._dataset.skip(self._next), epochs=1, steps_per_epoch=steps, shuffle=False,
+                                  verbose=0)
+        self._next = (self._next + steps) % self._cycle
         return float(history.history["loss"][-1])
 
     def params(self) -> dict[str, np.ndarray]:
-        return {name: np.asarray(w.numpy()) for name, w in zip(self._names, self._model._weights)}
+        return self._model.values()
 
 
-def runners(model, params, batches: Batches, devices, backend, dtype: str, lr: float) -> dict:
-    """The native runners for ``devices`` (the toolkit devices the toolkit's run uses)."""
+def runners(model, params, state, batches: Batches, devices, backend, dtype: str, lr: float) -> dict:
+    """The native runners for ``devices`` (the toolkit devices the toolkit's run uses), from the toolkit's initial
+    ``params`` and model ``state``."""
     names = [backend.native_name(d) for d in devices]
-    natives = {"mirrored-ctl": MirroredCustomLoop(model, params, batches, names, dtype, lr),
-               "keras-fit": KerasFit(model, params, batches, names, dtype, lr)}
+    natives = {"mirrored-ctl": MirroredCustomLoop(model, params, state, batches, names, dtype, lr),
+               "keras-fit": KerasFit(model, params, state, batches, names, dtype, lr)}
     if len(names) == 1:  # a step without a strategy runs on one device
-        natives["function"] = FunctionStep(model, params, batches, names[0], dtype, lr, jit_compile=False)
-        natives["function-xla"] = FunctionStep(model, params, batches, names[0], dtype, lr, jit_compile=True)
+        for candidate, jit_compile in (("function", False), ("function-xla", True)):
+            natives[candidate] = FunctionStep(model, params, state, batches, names[0], dtype, lr, jit_compile)
     return natives

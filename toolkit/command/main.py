@@ -48,7 +48,7 @@ def _backends(text: str) -> list[str]:
 def build_parser() -> argparse.ArgumentParser:
     from toolkit.command.compare import OPTIMIZERS
     from toolkit.command.flops import PEAK_MATMUL_SIZE
-    from toolkit.command.workloads import WORKLOADS
+    from toolkit.command.workloads import BENCH_MODELS, WORKLOADS
     from toolkit.registry import available_backends
 
     parser = _Parser(prog="multigpu", description="Compare TensorFlow and Aesara on several devices.")
@@ -87,7 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
     run_options(parity, "2", 10)
 
     bench = commands.add_parser("bench", help="step time of the toolkit against native TensorFlow and Aesara code")
-    bench.add_argument("--model", default="digits-mlp", help=f"{', '.join(WORKLOADS)} or module:function")
+    bench.add_argument("--model", type=lambda text: [m for m in text.split(",") if m], default=list(BENCH_MODELS),
+                       help=f"models, comma-separated: {', '.join(WORKLOADS)} or module:function (default "
+                            f"{','.join(BENCH_MODELS)}: the MLP and the compute-bound ResNet and Transformer)")
     bench.add_argument("--backends", type=_backends, default=available_backends(),
                        help="comma-separated (default: every installed backend)")
     bench.add_argument("--devices", type=_device_counts, default=_device_counts("1,2,4"),
@@ -95,9 +97,11 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--dtype", choices=["float32", "float64"], default="float32",
                        help="the computation dtype (default %(default)s)")
     bench.add_argument("--lr", type=float, default=0.05, help="SGD learning rate (default %(default)s)")
-    bench.add_argument("--batch", type=int, default=256, help="global batch size (default %(default)s)")
-    bench.add_argument("--steps", type=int, default=32,
-                       help="steps per round, on as many distinct batches (default %(default)s)")
+    bench.add_argument("--batch", type=int, default=None,
+                       help="global batch size (default: each model's, 256 for the small ones)")
+    bench.add_argument("--steps", type=int, default=None,
+                       help="steps per round, on as many distinct batches (default: each model's, 32 for the small "
+                            "ones, 3 for the compute-bound ones)")
     bench.add_argument("--rounds", type=int, default=7,
                        help="rounds; a step time is the median over them (default %(default)s)")
     bench.add_argument("--seed", type=int, default=0,
@@ -105,7 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--peak-size", type=int, default=PEAK_MATMUL_SIZE,
                        help="side of the square matmul that measures the machine's peak (default %(default)s)")
     bench.add_argument("--timeout", type=float, default=900.0,
-                       help="seconds allowed per device count (default %(default)s)")
+                       help="seconds allowed per model and device count (default %(default)s)")
     bench.add_argument("--out", type=Path, default=Path("results"), help="folder for bench.json (default %(default)s)")
     bench.add_argument("--quiet", action="store_true", help="no progress bar, no tables: one line at the end")
     bench.add_argument("--json", action="store_true", help="print the results as JSON on stdout")
@@ -306,7 +310,7 @@ def _bench(args) -> int:
 
     for name, value in (("--steps", args.steps), ("--rounds", args.rounds), ("--batch", args.batch),
                         ("--peak-size", args.peak_size)):
-        if value < 1:
+        if value is not None and value < 1:
             raise ValueError(f"{name} must be >= 1, got {value}")
     if not args.timeout > 0:
         raise ValueError(f"--timeout must be > 0 seconds, got {args.timeout}")
@@ -316,11 +320,14 @@ def _bench(args) -> int:
             raise ValueError(f"unknown backend {name!r}; known: {', '.join(REGISTRY)}")
         if not REGISTRY[name].installed():
             raise BackendUnavailableError(f"{name} is not installed: {REGISTRY[name].install_command}")
-    workload = load_workload(args.model)
-    examples = len(workload.data(args.seed)[1])
-    if args.batch > examples:
-        raise ValueError(f"--batch {args.batch} is larger than the {examples} training examples of {args.model}")
-    config = {"model": args.model, "backends": args.backends, "devices": args.devices, "dtype": args.dtype,
+    if not args.model:
+        raise ValueError("--model needs at least one model")
+    for model in args.model:
+        workload = load_workload(model)
+        examples, size = len(workload.data(args.seed)[1]), args.batch or workload.bench_batch
+        if size > examples:
+            raise ValueError(f"--batch {size} is larger than the {examples} training examples of {model}")
+    config = {"models": args.model, "backends": args.backends, "devices": args.devices, "dtype": args.dtype,
               "lr": args.lr, "batch": args.batch, "steps": args.steps, "rounds": args.rounds, "seed": args.seed,
               "peak_size": args.peak_size}
     if args.quiet or args.json or not sys.stderr.isatty():
@@ -329,10 +336,12 @@ def _bench(args) -> int:
         from rich.progress import Progress
 
         with Progress(transient=True) as bar:
-            task = bar.add_task("measuring", total=len(args.devices))
-            results = run_bench(config, args.timeout,
-                                progress=lambda text: bar.update(task, description=f"measuring {text}"))
-            bar.update(task, completed=len(args.devices))
+            task = bar.add_task("measuring", total=1 + len(args.model) * len(args.devices))
+
+            def advance(text: str) -> None:
+                bar.update(task, description=f"measuring {text}", advance=0 if text.startswith("the machine") else 1)
+
+            results = run_bench(config, args.timeout, progress=advance)
     return _emit(args, "bench.json", results, lambda: _print_bench(results))
 
 
@@ -343,35 +352,46 @@ def _print_bench(results: dict[str, Any]) -> None:
     from toolkit.command.bench import LABELS, peak_sentence
 
     config, machine = results["config"], results["machine"]
-    console = Console(width=None if sys.stdout.isatty() else 150)
-    runs = Table(title=f"{config['model']}, SGD, {config['dtype']}, batch {config['batch']}: step time, median of "
-                       f"{config['rounds']} rounds of {config['steps']} steps")
-    for column in ("devices", "backend", "code", "median", "min-max", "warm-up", "GFLOP/s", "of peak",
-                   "params vs toolkit"):
-        runs.add_column(column, justify="left" if column == "code" else "right")
-    for run in results["runs"]:
-        runs.add_row(str(run["devices"]), run["backend"], run["label"], f"{run['median_ms']:.3f} ms",
-                     f"{run['min_ms']:.2f}-{run['max_ms']:.2f}", f"{run['warmup_s']:.2f} s", f"{run['gflops']:.2f}",
-                     f"{run['peak_fraction']:.1%}", "-" if run["param_diff"] is None else f"{run['param_diff']:.1e}")
-    console.print(runs)
+    console = Console(width=None if sys.stdout.isatty() else 170)
+    used = {(u["model"], u["backend"], u["candidate"], u["devices"]): u["devices_used"] for u in results["runs"]}
+    for model in dict.fromkeys(r["model"] for r in results["runs"]):
+        mine = [r for r in results["runs"] if r["model"] == model]
+        first = mine[0]
+        runs = Table(title=f"{model}, SGD, {config['dtype']}, batch {first['batch']}, {first['gflop_per_step']:.4g} "
+                           f"GFLOP a step: step time, median of {config['rounds']} rounds of {first['steps']} steps")
+        for column in ("devices", "backend", "code", "median", "min-max", "first step", "memory MiB", "GFLOP/s",
+                       "of peak", "vs toolkit"):
+            runs.add_column(column, justify="left" if column == "code" else "right")
+        for run in mine:
+            memory = "-" if run["step_peak_mb"] is None else f"{run['first_peak_mb']:.0f}/{run['step_peak_mb']:.0f}"
+            runs.add_row(str(run["devices"]), run["backend"], run["label"], f"{run['median_ms']:.3f} ms",
+                         f"{run['min_ms']:.2f}-{run['max_ms']:.2f}", f"{run['compile_s']:.2f} s", memory,
+                         f"{run['gflops']:.2f}", f"{run['peak_fraction']:.1%}",
+                         "-" if run["param_diff"] is None else f"{run['param_diff']:.1e}")
+        console.print(runs)
+        ratios = Table(title=f"{model}: ratios (lower is faster; < 1: the toolkit is faster), with a 90% bootstrap "
+                             "interval")
+        for column in ("backend", "toolkit", "over", "ratio", "interval", "target", "verdict"):
+            ratios.add_column(column, justify="right" if column in ("ratio", "interval", "target") else "left")
+        for r in (r for r in results["ratios"] if r["model"] == model):
+            baseline_used = used[(model, r["backend"], r["baseline"], r["baseline_devices"])]
+            over = (f"{LABELS.get(r['baseline'], r['baseline'])}, {baseline_used} dev"
+                    if r["baseline"] != r["candidate"] else f"itself on {r['baseline_devices']} device")
+            ratios.add_row(r["backend"], f"{LABELS.get(r['candidate'], r['candidate'])}, {r['devices']} dev", over,
+                           f"{r['ratio']:.2f}", f"{r['low']:.2f}-{r['high']:.2f}",
+                           "-" if r["target"] is None else f"<= {r['target']}",
+                           {None: "", "not met": "NOT MET"}.get(r["verdict"], r["verdict"]))
+        console.print(ratios)
     console.print(peak_sentence(results))
-    ratios = Table(title="ratios (lower is faster; < 1: the toolkit is faster), with a 90% bootstrap interval")
-    for column in ("backend", "toolkit", "over", "ratio", "interval", "target", "verdict"):
-        ratios.add_column(column, justify="right" if column in ("ratio", "interval", "target") else "left")
-    for r in results["ratios"]:
-        used = {(u["backend"], u["candidate"], u["devices"]): u["devices_used"] for u in results["runs"]}
-        baseline_used = used[(r["backend"], r["baseline"], r["baseline_devices"])]
-        over = (f"{LABELS.get(r['baseline'], r['baseline'])}, {baseline_used} dev"
-                if r["baseline"] != r["candidate"] else f"itself on {r['baseline_devices']} device")
-        ratios.add_row(r["backend"], f"{LABELS.get(r['candidate'], r['candidate'])}, {r['devices']} dev", over,
-                       f"{r['ratio']:.2f}", f"{r['low']:.2f}-{r['high']:.2f}",
-                       "-" if r["target"] is None else f"<= {r['target']}",
-                       {None: "", "not met": "NOT MET"}.get(r["verdict"], r["verdict"]))
-    console.print(ratios)
+    for f in results["fractions"]:
+        judged = "" if f["target"] is None else f" (target >= {f['target']:.0%}: {f['verdict']})"
+        print(f"{f['model']}, {f['backend']} toolkit on 1 device: {f['fraction']:.1%} of the best peak "
+              f"({f['low']:.1%}-{f['high']:.1%}){judged}")
     print(f"machine: {machine['cpu']}, {machine['cores']} cores, {machine['platform']}, "
           + ", ".join(f"{k} {v}" for k, v in machine["versions"].items()))
-    print("params vs toolkit: max |difference| / max |parameter| after the same steps (a check that the codes "
-          "compared do the same training)")
+    print("vs toolkit: max |difference| / max |value| of the parameters and model state after the same steps (a "
+          "check that the codes compared do the same training); memory: peak resident MiB added during the "
+          "warm-up cycle / during a timed round")
 
 
 def _launch(args) -> int:

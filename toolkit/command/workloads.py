@@ -27,6 +27,11 @@ class Workload:
     model: Model
     data: Callable[[int], tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]
     classifier: bool = True
+    #: ``multigpu bench``'s global batch and steps per round for this model unless given, and whether its step is
+    #: compute-bound at that size (the issue's targets for arithmetic: fraction of peak, jax.jit, scaling).
+    bench_batch: int = 256
+    bench_steps: int = 32
+    compute_bound: bool = False
 
 
 def _conv_net() -> Model:
@@ -59,6 +64,14 @@ def _polynomial_data(seed: int):
 #: The built-in real models at the sizes the command trains them (small enough for a CPU; the model functions in
 #: :mod:`toolkit.nn.models` take any size). Their data: :mod:`toolkit.datasets`' documented recipes.
 RESNET_WIDTH, TRANSFORMER_SEQ_LEN, TRANSFORMER_WIDTH, LSTM_SEQ_LEN = 8, 32, 64, 20
+#: The same models at the sizes ``multigpu bench`` measures arithmetic with, where a step is 10-40 GFLOP, not
+#: dispatch: the ResNet at width 16 (16-32-64 channels on 32x32 images) and batch 128 (9.6 GFLOP a step); the
+#: Transformer at sequence 128, width 256, 4 heads, 2 blocks, batch 16 (21 GFLOP a step), without dropout (the
+#: natives it is compared with do not draw the toolkit's per-example noise; dropout is elementwise, not arithmetic).
+BENCH_RESNET_WIDTH, BENCH_RESNET_BATCH = 16, 128
+BENCH_TRANSFORMER_SEQ_LEN, BENCH_TRANSFORMER_WIDTH, BENCH_TRANSFORMER_BATCH = 128, 256, 16
+#: Steps per round of the compute-bound bench models: a round of each candidate stays near a second.
+BENCH_COMPUTE_STEPS = 3
 
 WORKLOADS: dict[str, Callable[[], Workload]] = {
     "digits-mlp": lambda: Workload("digits-mlp", mlp([64, 128, 10], name="digits-mlp-64-128-10"), digits),
@@ -73,7 +86,19 @@ WORKLOADS: dict[str, Callable[[], Workload]] = {
                                     lambda seed: zen_corpus(TRANSFORMER_SEQ_LEN, seed=seed)),
     "lstm-text": lambda: Workload("lstm-text", lstm_text(seq_len=LSTM_SEQ_LEN),
                                   lambda seed: synthetic_sequences(seq_len=LSTM_SEQ_LEN, seed=seed)),
+    "resnet-bench": lambda: Workload(
+        "resnet-bench", resnet(width=BENCH_RESNET_WIDTH, name=f"resnet-w{BENCH_RESNET_WIDTH}"),
+        lambda seed: synthetic_images(seed=seed), bench_batch=BENCH_RESNET_BATCH, bench_steps=BENCH_COMPUTE_STEPS,
+        compute_bound=True),
+    "transformer-bench": lambda: Workload(
+        "transformer-bench", transformer_lm(seq_len=BENCH_TRANSFORMER_SEQ_LEN, width=BENCH_TRANSFORMER_WIDTH,
+                                            dropout=0.0, name=f"transformer-lm-{BENCH_TRANSFORMER_SEQ_LEN}x"
+                                                              f"{BENCH_TRANSFORMER_WIDTH}"),
+        lambda seed: zen_corpus(BENCH_TRANSFORMER_SEQ_LEN, seed=seed), bench_batch=BENCH_TRANSFORMER_BATCH,
+        bench_steps=BENCH_COMPUTE_STEPS, compute_bound=True),
 }
+#: What ``multigpu bench`` measures unless told: the dispatch-bound MLP and the compute-bound ResNet and Transformer.
+BENCH_MODELS = ("digits-mlp", "resnet-bench", "transformer-bench")
 
 
 def draw_batches(examples: int, size: int, count: int, seed: int) -> list[np.ndarray]:
