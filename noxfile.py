@@ -1,15 +1,21 @@
-"""Sessions: one test run per backend (each installs only its own framework), a parity run with both, lint, and the
-demo and the benchmark. ``nox`` runs the four test and lint sessions; ``nox -s demo`` runs the demo, ``nox -s bench``
+"""Sessions: one test run per backend (each installs only its own framework), a parity run of TensorFlow with each
+Theano-family engine (Aesara on NumPy 1, PyTensor on NumPy 2: they cannot share an environment, so their agreement is
+shown through a reference file made in Aesara's and checked in PyTensor's), lint, and the demo and the benchmark.
+``nox`` runs the test, parity and lint sessions; ``nox -s demo`` runs the demo, ``nox -s bench``
 the benchmark against native code, ``nox -s docs`` measures again what the README shows (pictures and tables)."""
 
 from __future__ import annotations
 
 import nox
 
-nox.options.sessions = ["tests-tensorflow", "tests-aesara", "parity", "lint"]
+nox.options.sessions = ["tests-tensorflow", "tests-aesara", "tests-pytensor", "parity", "parity-pytensor", "lint"]
 nox.options.reuse_existing_virtualenvs = True
 
 QUIET = {"TF_CPP_MIN_LOG_LEVEL": "3", "TF_ENABLE_ONEDNN_OPTS": "0"}
+#: Where ``reference-aesara`` writes the run that ``parity-pytensor`` checks PyTensor against.
+REFERENCE = ".nox/_reference-aesara"
+#: The reference run: float64 (the backends must agree within 1e-10), 1, 2 and 4 devices, the digits MLP.
+REFERENCE_RUN = ["--devices", "1,2,4", "--dtype", "float64", "--steps", "10", "--batch", "64", "--quiet"]
 
 
 @nox.session(name="tests-tensorflow")
@@ -24,6 +30,30 @@ def tests_aesara(session: nox.Session) -> None:
     """Every test that needs no TensorFlow, with only Aesara and JAX installed."""
     session.install("-e", ".[aesara,dev]")
     session.run("pytest", "-m", "not parity", *session.posargs, env=QUIET)
+
+
+@nox.session(name="tests-pytensor")
+def tests_pytensor(session: nox.Session) -> None:
+    """Every test that needs no TensorFlow, with only PyTensor and current JAX installed, on NumPy 2."""
+    session.install("-e", ".[pytensor,dev]")
+    session.run("pytest", "-m", "not parity", *session.posargs, env=QUIET)
+
+
+@nox.session(name="reference-aesara")
+def reference_aesara(session: nox.Session) -> None:
+    """The Aesara run that PyTensor is checked against (``multigpu compare --out``: results.json and params.npz)."""
+    session.install("-e", ".[aesara]")
+    session.run("multigpu", "compare", "--backends", "aesara", *REFERENCE_RUN, "--out", REFERENCE, env=QUIET)
+
+
+@nox.session(name="parity-pytensor", requires=["reference-aesara"])
+def parity_pytensor(session: nox.Session) -> None:
+    """TensorFlow and PyTensor on NumPy 2: the parity tests, the PyTensor cases of the tests whose reference is Keras,
+    and PyTensor against the Aesara reference run (same seed, batches and steps: float64 within 1e-10)."""
+    session.install("-e", ".[tensorflow,pytensor,dev]")
+    session.run("pytest", "-m", "parity", *session.posargs, env=QUIET)
+    session.run("pytest", "-m", "not parity", "-k", "pytensor and keras", *session.posargs, env=QUIET)
+    session.run("multigpu", "parity", "--backends", "pytensor", "--against", f"{REFERENCE}/results.json", env=QUIET)
 
 
 @nox.session

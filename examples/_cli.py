@@ -12,7 +12,7 @@ from toolkit.placement.devices import logical_device_count
 
 def parser(doc: str) -> argparse.ArgumentParser:
     result = argparse.ArgumentParser(description=doc.strip().splitlines()[0])
-    result.add_argument("--backend", choices=["tensorflow", "aesara"], default="tensorflow")
+    result.add_argument("--backend", choices=["tensorflow", "aesara", "pytensor"], default="tensorflow")
     result.add_argument("--devices", type=int, default=2, help="devices to use: GPUs, or logical CPU devices")
     result.add_argument("--seed", type=int, default=0)
     result.add_argument("--json", action="store_true", help="also print the result as one JSON line")

@@ -26,7 +26,7 @@ from toolkit.nn.models import accuracy, mlp
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--backend", choices=["tensorflow", "aesara"], default="tensorflow")
+    parser.add_argument("--backend", choices=["tensorflow", "aesara", "pytensor"], default="tensorflow")
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--batch", type=int, default=128, help="global batch size, split across the processes")
     parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])

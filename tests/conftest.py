@@ -18,6 +18,15 @@ toolkit.use_logical_devices(MAX_DEVICES)
 
 INSTALLED = set(toolkit.available_backends())
 
+#: The Theano family's backends. They cannot share an environment (Aesara needs NumPy 1, PyTensor 3 NumPy 2), so an
+#: environment has at most one of them, which the parity tests compare with TensorFlow.
+THEANO_FAMILY = ("aesara", "pytensor")
+#: This environment's Theano-family backend (Aesara where both are, in a hand-made environment), or "aesara" where
+#: neither is, so that skips name the install command of the default one.
+THEANO = next((name for name in THEANO_FAMILY if name in INSTALLED), THEANO_FAMILY[0])
+#: The backends the parity tests compare.
+PARITY = ("tensorflow", THEANO)
+
 
 def needs_backend(name: str):
     """Skips a test when backend ``name`` is not installed, with the command that installs it."""
@@ -27,20 +36,22 @@ def needs_backend(name: str):
 
 BACKEND_PARAMS = [pytest.param(name, marks=needs_backend(name), id=name) for name in REGISTRY]
 
-#: Marks a test that needs every backend installed. It also gets the ``parity`` marker, so the nox session that
-#: installs both backends (``-m parity``) runs it and the single-backend sessions (``-m "not parity"``) leave it out.
+#: Marks a test that compares the backends of :data:`PARITY` (TensorFlow and this environment's Theano-family one). It
+#: also gets the ``parity`` marker, so the nox sessions that install both (``-m parity``) run it and the
+#: single-backend sessions (``-m "not parity"``) leave it out.
 needs_all_backends = pytest.mark.both_backends
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest's own -m selection reads the markers
 def pytest_collection_modifyitems(config, items):
-    missing = sorted(set(REGISTRY) - INSTALLED)
+    missing = [name for name in PARITY if name not in INSTALLED]
     for item in items:
         if item.get_closest_marker("both_backends"):
             item.add_marker(pytest.mark.parity)
             if missing:
                 item.add_marker(pytest.mark.skip(
-                    reason=f'needs every backend; missing: {", ".join(missing)} (pip install "multigpu-toolkit[all]")'))
+                    reason=f'needs {" and ".join(PARITY)}; missing: {", ".join(missing)} '
+                           f'(pip install "multigpu-toolkit[tensorflow,aesara]" or "[tensorflow,pytensor]")'))
 
 
 @pytest.fixture(params=BACKEND_PARAMS)

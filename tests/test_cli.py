@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import subprocess
@@ -11,7 +12,7 @@ import sys
 import numpy as np
 import pytest
 
-from tests.conftest import INSTALLED, needs_all_backends
+from tests.conftest import INSTALLED, THEANO, needs_all_backends
 from toolkit import registry
 from toolkit.command.compare import SCHEMA, SCHEMA_VERSION
 from toolkit.command.main import main
@@ -44,9 +45,9 @@ def test_compare_writes_table_json_and_plots(tmp_path, capsys):
     assert "median step" in printed and "results.json" in printed
     results = json.loads((out / "results.json").read_text())
     assert results["schema"] == SCHEMA and results["version"] == SCHEMA_VERSION
-    assert results["config"]["backends"] == ["tensorflow", "aesara"] and results["config"]["devices"] == [1, 2]
+    assert results["config"]["backends"] == ["tensorflow", THEANO] and results["config"]["devices"] == [1, 2]
     runs = {(r["backend"], r["devices"]): r for r in results["runs"]}
-    assert set(runs) == {(b, n) for b in ("tensorflow", "aesara") for n in (1, 2)}
+    assert set(runs) == {(b, n) for b in ("tensorflow", THEANO) for n in (1, 2)}
     for run in runs.values():
         assert len(run["losses"]) == len(run["step_times_ms"]) == 3
         assert run["first_step_ms"] == run["step_times_ms"][0] and run["p10_ms"] <= run["median_ms"] <= run["p90_ms"]
@@ -90,10 +91,10 @@ def test_parity_passes_when_backends_agree(capsys):
 
 @needs_all_backends
 def test_parity_fails_with_a_diff_on_a_perturbed_backend(monkeypatch, capsys):
-    from toolkit.backends.aesara.backend import Backend as AesaraBackend
+    TheanoBackend = importlib.import_module(f"toolkit.backends.{THEANO}.backend").Backend
 
-    class Perturbed(AesaraBackend):
-        """Aesara with every gradient scaled by 1.0001: a deliberate, small disagreement."""
+    class Perturbed(TheanoBackend):
+        """Aesara or PyTensor with every gradient scaled by 1.0001: a deliberate, small disagreement."""
 
         name = "perturbed"
 
@@ -109,13 +110,63 @@ def test_parity_fails_with_a_diff_on_a_perturbed_backend(monkeypatch, capsys):
         def compile_fused_step(self, *args, **kwargs):
             return None  # every step composed, through the perturbed gradient
 
-    spec = registry.BackendSpec("perturbed", "toolkit.backends.aesara", ("aesara", "jax"), ("aesara", "jax"), "aesara")
+    spec = registry.BackendSpec("perturbed", f"toolkit.backends.{THEANO}", (THEANO, "jax"), (THEANO, "jax"), THEANO)
     monkeypatch.setitem(registry.REGISTRY, "perturbed", spec)
     monkeypatch.setitem(registry._loaded, ("perturbed", ()), Perturbed())
     assert main(["parity", "--backends", "tensorflow,perturbed", "--steps", "3", "--batch", "32"]) == 1
     printed = capsys.readouterr().out
     assert "FAILED" in printed and "first step beyond tolerance: 1" in printed
     assert "w0: max |difference|" in printed and "tensorflow" in printed
+
+
+def _reference_elsewhere(backend_name, tmp_path, perturb=0.0):
+    """A `multigpu compare --out` folder of ``backend_name``'s run, relabelled as another environment's backend
+    ("elsewhere"), with ``perturb`` added to one parameter of each run."""
+    out = tmp_path / "reference"
+    assert main(["compare", "--backends", backend_name, "--devices", "1,2", "--dtype", "float64", "--steps", "3",
+                 "--batch", "32", "--out", str(out), "--quiet"]) == 0
+    results = json.loads((out / "results.json").read_text())
+    for run in results["runs"]:
+        run["backend"] = "elsewhere"
+    (out / "results.json").write_text(json.dumps(results))
+    with np.load(out / "params.npz") as saved:
+        params = {key.replace(f"{backend_name}/", "elsewhere/", 1): saved[key] for key in saved.files}
+    name = sorted(params)[0].rsplit("/", 1)[1]
+    for key in params:
+        if key.endswith(f"/{name}"):
+            params[key] = params[key] + perturb  # the same parameter in every run
+    np.savez(out / "params.npz", **params)
+    return out / "results.json"
+
+
+@pytest.mark.parametrize("perturb", [0.0, 1e-6], ids=["same", "perturbed"])
+def test_parity_against_another_environments_run(backend_name, perturb, tmp_path, capsys):
+    """`parity --against` trains this environment's backend as the file's run was trained (its config: model,
+    devices, dtype, steps, batch, seed) and compares losses and final parameters run by run."""
+    reference = _reference_elsewhere(backend_name, tmp_path, perturb)
+    capsys.readouterr()
+    code = main(["parity", "--backends", backend_name, "--against", str(reference), "--steps", "1"])
+    printed = capsys.readouterr().out
+    lines = [line for line in printed.splitlines() if line.startswith("elsewhere")]
+    assert [f"on {n} device(s), float64, 3 adam steps" in line for n, line in zip((1, 2), lines)] == [True, True]
+    if perturb:
+        assert code == 1 and all("max |param difference| 1e-06" in line and "FAILED" in line for line in lines)
+    else:
+        assert code == 0 and all(line.endswith(": ok") for line in lines)
+
+
+@pytest.mark.parametrize("content, words", [
+    (None, "cannot read it"),
+    ("{not json", "not JSON"),
+    ('{"schema": "other"}', "expected a `multigpu compare --out` results.json"),
+])
+def test_parity_against_a_bad_reference_is_one_line_and_exit_2(content, words, tmp_path, capsys):
+    path = tmp_path / "results.json"
+    if content is not None:
+        path.write_text(content)
+    assert main(["parity", "--against", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert words in err and len(err.strip().splitlines()) == 1
 
 
 @pytest.mark.parametrize("argv, words", [

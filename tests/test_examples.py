@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import needs_all_backends, needs_backend
+from tests.conftest import THEANO, needs_all_backends, needs_backend
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 sys.path.insert(0, str(EXAMPLES))
@@ -64,7 +64,7 @@ def test_mlp_classifier_reads_an_mnist_file(backend_name, tmp_path):
 @pytest.mark.skipif(importlib.util.find_spec("keras") is None,
                     reason='needs keras (pip install "multigpu-toolkit[tensorflow]")')
 @pytest.mark.parametrize("backend_name", [pytest.param("tensorflow", marks=needs_backend("tensorflow")),
-                                          pytest.param("aesara", marks=needs_all_backends)])
+                                          pytest.param(THEANO, marks=needs_all_backends)])
 @pytest.mark.parametrize("name, options", [("keras_seed_mlp", ()), ("keras_convnet", ("--filters", "8"))])
 def test_keras_models(backend_name, devices, name, options):
     result = run(name, backend_name, devices, "--epochs", "3", *options)
@@ -120,7 +120,7 @@ def test_the_demo_prints_and_writes_one_run_with_its_options(tmp_path, capsys):
                                          "--out", str(tmp_path)])
     results = json.loads((tmp_path / "results.json").read_text())
     assert results["config"]["dtype"] == "float64" and results["config"]["devices"] == [4]
-    assert {(r["backend"], r["devices"]) for r in results["runs"]} == {("tensorflow", 4), ("aesara", 4)}
+    assert {(r["backend"], r["devices"]) for r in results["runs"]} == {("tensorflow", 4), (THEANO, 4)}
     for run in results["runs"]:  # the epoch losses printed are those of the steps written: 6 steps per epoch
         losses = run["losses"]
         assert len(losses) == 12 and summary["accuracy"][run["backend"]] == run["accuracy"]

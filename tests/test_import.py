@@ -10,16 +10,16 @@ import textwrap
 
 import pytest
 
-from tests.conftest import needs_all_backends, needs_backend
+from tests.conftest import THEANO, needs_all_backends, needs_backend
 
-FRAMEWORKS = ("tensorflow", "aesara", "jax", "jaxlib")
+FRAMEWORKS = ("tensorflow", "aesara", "pytensor", "jax", "jaxlib")
 
 
 def run_python(code: str, stdin: bool = False) -> subprocess.CompletedProcess:
     """Run ``code`` in a fresh interpreter (``python -c``, or piped to ``python -`` with ``stdin``), without the
     logical-device and quiet settings this process made."""
-    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "AESARA_FLAGS", "TF_CPP_MIN_LOG_LEVEL",
-                                                             "TF_ENABLE_ONEDNN_OPTS")}
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "AESARA_FLAGS", "PYTENSOR_FLAGS",
+                                                             "TF_CPP_MIN_LOG_LEVEL", "TF_ENABLE_ONEDNN_OPTS")}
     code = textwrap.dedent(code)
     argv = [sys.executable, "-"] if stdin else [sys.executable, "-c", code]
     return subprocess.run(argv, input=code if stdin else None, capture_output=True, text=True, timeout=300, env=env)
@@ -30,6 +30,7 @@ def test_import_toolkit_imports_no_framework():
         import json, sys
         import toolkit, toolkit.nn.models, toolkit.datasets, toolkit.tolerances, toolkit.backends.tensorflow
         import toolkit.backends.aesara, toolkit.backends.tensorflow.environment, toolkit.backends.aesara.environment
+        import toolkit.backends.pytensor.environment
         toolkit.available_backends()
         toolkit.use_logical_devices(2)
         print(json.dumps([m for m in {FRAMEWORKS!r} if m in sys.modules]))
@@ -97,7 +98,7 @@ def test_logical_devices_after_tensorflow_started_is_refused_and_changes_nothing
     assert "at the top of the program" in result.stdout
 
 
-@needs_backend("aesara")
+@needs_backend(THEANO)
 def test_logical_devices_after_jax_started_is_refused():
     result = run_python("""
         import jax
@@ -113,7 +114,7 @@ def test_logical_devices_after_jax_started_is_refused():
 
 
 @needs_all_backends
-@pytest.mark.parametrize("first", ["tensorflow", "aesara"])
+@pytest.mark.parametrize("first", ["tensorflow", THEANO])
 def test_logical_devices_reach_both_frameworks_and_stay_quiet(first):
     # Either import order: JAX, imported first, would lower TensorFlow's C++ log level for the whole process.
     result = run_python(f"""
@@ -122,16 +123,16 @@ def test_logical_devices_reach_both_frameworks_and_stay_quiet(first):
         import numpy as np
         from toolkit.nn.models import mlp
         toolkit.get_backend("{first}")
-        tf_backend, aesara_backend = toolkit.get_backend("tensorflow"), toolkit.get_backend("aesara")
-        print([str(d) for d in tf_backend.list_devices()], [str(d) for d in aesara_backend.list_devices()])
+        tf_backend, theano_backend = toolkit.get_backend("tensorflow"), toolkit.get_backend("{THEANO}")
+        print([str(d) for d in tf_backend.list_devices()], [str(d) for d in theano_backend.list_devices()])
         model, rng = mlp([4, 8, 3]), np.random.default_rng(0)
-        for name in ("tensorflow", "aesara"):  # a sweep, as users run it: several trainers, uneven batches
+        for name in ("tensorflow", "{THEANO}"):  # a sweep, as users run it: several trainers, uneven batches
             for n in (1, 2, 3):
                 for optimizer in (toolkit.optim.SGD(0.1), toolkit.optim.Adam(0.01)):
                     trainer = toolkit.DataParallel(model, name, n, optimizer)
                     for size in (7, 5, 8):
                         trainer.step(rng.normal(size=(size, 4)), rng.integers(0, 3, size))
-        toolkit.get_backend("aesara", linker="c")
+        toolkit.get_backend("{THEANO}", linker="c")
     """)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "['cpu:0', 'cpu:1', 'cpu:2'] ['cpu:0', 'cpu:1', 'cpu:2']"

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import toolkit
-from tests.conftest import needs_all_backends
+from tests.conftest import THEANO, needs_all_backends
 from tests.helpers import max_abs_diff
 from toolkit import layers
 from toolkit.nn.models import sparse_softmax_cross_entropy
@@ -116,10 +116,10 @@ def test_layer_gradients_agree_across_backends_after_five_sgd_steps(make_model, 
     model, rng = make_model(), np.random.default_rng(8)
     x, y = rng.normal(size=x_shape), rng.integers(0, 3, x_shape[0])
     trainers = {name: toolkit.DataParallel(model, name, n_devices, toolkit.optim.SGD(0.2), dtype="float64")
-                for name in ("tensorflow", "aesara")}
+                for name in ("tensorflow", THEANO)}
     grads = {name: t.gradients(x, y) for name, t in trainers.items()}
-    assert max_abs_diff(grads["tensorflow"], grads["aesara"]) <= FLOAT64_ATOL
+    assert max_abs_diff(grads["tensorflow"], grads[THEANO]) <= FLOAT64_ATOL
     for _ in range(5):
         losses = [t.step(x, y) for t in trainers.values()]
         assert abs(losses[0] - losses[1]) <= FLOAT64_ATOL
-    assert max_abs_diff(trainers["tensorflow"].params(), trainers["aesara"].params()) <= FLOAT64_ATOL
+    assert max_abs_diff(trainers["tensorflow"].params(), trainers[THEANO].params()) <= FLOAT64_ATOL

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import toolkit
-from tests.conftest import needs_backend
+from tests.conftest import THEANO, needs_backend
 from tests.helpers import max_abs_diff
 from toolkit import layers
 from toolkit.nn import context
@@ -157,7 +157,7 @@ def test_the_step_and_the_seed_change_the_masks(backend):
     assert first != second and other.loss(X, Y) != first
 
 
-@pytest.mark.parametrize("other", ["tensorflow", "aesara"])
+@pytest.mark.parametrize("other", ["tensorflow", THEANO])
 def test_restoring_a_checkpoint_replays_the_masks(backend, other, tmp_path):
     needs = needs_backend(other)
     if needs.args[0]:
@@ -239,9 +239,9 @@ def _check_one_device_synchronized_is_plain(backend):
     assert max_abs_diff(synchronized.state(), plain.state()) <= FLOAT64_ATOL
 
 
-@needs_backend("aesara")
+@needs_backend(THEANO)
 def test_synchronized_statistics_on_the_c_linker_are_the_plain_ones():
-    _check_one_device_synchronized_is_plain(toolkit.get_backend("aesara", linker="c"))
+    _check_one_device_synchronized_is_plain(toolkit.get_backend(THEANO, linker="c"))
 
 
 def test_synchronized_statistics_are_the_global_batch(backend_name, n_devices):
@@ -314,7 +314,7 @@ def test_a_sum_over_padded_rows_is_refused():
         return h - ops.cross_replica_sum(ops.sum(h, axis=0)) / 12.0
 
     model = toolkit.Model(lambda rng: layers.dense_init(rng, 6, 3, "d1"), forward, sparse_softmax_cross_entropy(3))
-    for name in ("tensorflow", "aesara"):
+    for name in ("tensorflow", THEANO):
         if needs_backend(name).args[0]:
             continue
         trainer = toolkit.DataParallel(model, name, 2, toolkit.optim.SGD(0.1), dtype="float64", weights=[1, 2])

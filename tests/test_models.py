@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import toolkit
-from tests.conftest import needs_all_backends
+from tests.conftest import THEANO, needs_all_backends
 from tests.helpers import max_abs, max_abs_diff
 from toolkit import datasets, models
 from toolkit.tolerances import FLOAT64_ATOL, parity_bound
@@ -60,14 +60,14 @@ def _train(name, backend, n_devices, dtype):
 
 @pytest.mark.parametrize("name", list(MODELS))
 def test_backends_and_device_counts_agree_in_float64(name, n_devices):
-    tf_run, aesara_run = (_train(name, b, n_devices, "float64") for b in ("tensorflow", "aesara"))
+    tf_run, aesara_run = (_train(name, b, n_devices, "float64") for b in ("tensorflow", THEANO))
     np.testing.assert_allclose(tf_run[0], aesara_run[0], rtol=0, atol=FLOAT64_ATOL)
     assert max_abs_diff(tf_run[1], aesara_run[1]) <= FLOAT64_ATOL
     if tf_run[2]:
         assert max_abs_diff(tf_run[2], aesara_run[2]) <= FLOAT64_ATOL
     np.testing.assert_allclose(tf_run[4], aesara_run[4], rtol=0, atol=FLOAT64_ATOL)
     assert tf_run[0][-1] < tf_run[0][0]  # it trains
-    one = _train(name, "aesara", 1, "float64")
+    one = _train(name, THEANO, 1, "float64")
     np.testing.assert_allclose(aesara_run[0], one[0], rtol=0, atol=FLOAT64_ATOL)
     assert max_abs_diff(aesara_run[1], one[1]) <= FLOAT64_ATOL
     if one[2]:
@@ -76,7 +76,7 @@ def test_backends_and_device_counts_agree_in_float64(name, n_devices):
 
 @pytest.mark.parametrize("name", list(MODELS))
 def test_backends_agree_in_float32_within_the_derived_bound(name):
-    tf_run, aesara_run = (_train(name, b, 2, "float32") for b in ("tensorflow", "aesara"))
+    tf_run, aesara_run = (_train(name, b, 2, "float32") for b in ("tensorflow", THEANO))
     bound = parity_bound("float32", toolkit.optim.Adam(LR, eps=FLOAT32_EPS), STEPS, grad_scale=tf_run[3],
                          param_scale=max_abs(tf_run[1]))
     assert max_abs_diff(tf_run[1], aesara_run[1]) <= bound
@@ -87,7 +87,7 @@ def test_transformer_dropout_changes_training_but_not_inference():
     plain = models.transformer_lm(vocab=128, seq_len=8, width=16, heads=2, depth=1, dropout=0.0)
     runs = {}
     for model in (_model("transformer"), plain):
-        trainer = toolkit.DataParallel(model, "aesara", 1, toolkit.optim.SGD(1e-300), dtype="float64", seed=2)
+        trainer = toolkit.DataParallel(model, THEANO, 1, toolkit.optim.SGD(1e-300), dtype="float64", seed=2)
         runs[model] = (trainer.loss(x, y), trainer.predict(x))
     assert abs(runs[plain][0] - runs[_model("transformer")][0]) > 1e-6
     np.testing.assert_allclose(runs[plain][1], runs[_model("transformer")][1], rtol=0, atol=1e-12)

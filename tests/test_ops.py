@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import toolkit
-from tests.conftest import needs_all_backends
+from tests.conftest import THEANO, needs_all_backends
 from toolkit.tolerances import FLOAT64_ATOL
 
 RNG = np.random.default_rng(0)
@@ -91,6 +91,27 @@ def test_op_gradients_agree_across_backends(name):
     model = toolkit.Model(init, forward, loss)
     target = np.stack([weights, 2.0 * weights])
     grads = {name: toolkit.DataParallel(model, name, 1, toolkit.optim.SGD(0.1), dtype="float64")
-             .gradients(np.zeros((2, 1)), target) for name in ("tensorflow", "aesara")}
+             .gradients(np.zeros((2, 1)), target) for name in ("tensorflow", THEANO)}
     for key in grads["tensorflow"]:
-        np.testing.assert_allclose(grads["tensorflow"][key], grads["aesara"][key], rtol=0, atol=FLOAT64_ATOL)
+        np.testing.assert_allclose(grads["tensorflow"][key], grads[THEANO][key], rtol=0, atol=FLOAT64_ATOL)
+
+
+def test_sums_of_allocated_arrays_count_every_element(backend):
+    """Sums over made arrays larger than 127 elements: PyTensor 3.0 rewrites ``sum(ones(shape))`` into the product
+    of the shape's sizes in their constants' dtype, which overflowed int8 (16 * 8 * 8 gave 0: batch normalization's
+    statistics then divided by 1) until the backend made its static sizes int64."""
+    x = np.random.default_rng(1).normal(size=(16, 8, 8, 3))
+
+    def sums(ops, x):
+        def total(made):  # over the leading axes, as ops.moments sums its weights
+            return ops.reshape(ops.sum(made, axis=(0, 1, 2), keepdims=True), (-1,))
+
+        ones = ops.ones_like(x)  # the weights of ops.moments: the sum of x * ones and of ones, then their ratio
+        weighted = ops.stack([ops.sum(x * ones, axis=(0, 1, 2), keepdims=True), ops.sum(ones, axis=(0, 1, 2),
+                                                                                         keepdims=True)])
+        return ops.stack([total(ones), ops.reshape(weighted[1], (-1,)),
+                          total(ops.broadcast_to(ops.ones_like(x[:1]), (16, 8, 8, 3))),
+                          total(ops.pad(ops.zeros_like(x), [(0, 0), (1, 1), (1, 1), (0, 0)], 1.0))])
+
+    out = backend.to_numpy(backend.call(sums, backend.list_devices()[0], {"x": x}, "float64"))
+    np.testing.assert_array_equal(out, np.array([[16 * 8 * 8] * 3] * 3 + [[16 * (10 * 10 - 8 * 8)] * 3]))

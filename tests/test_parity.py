@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import toolkit
-from tests.conftest import needs_all_backends
+from tests.conftest import THEANO, needs_all_backends
 from tests.helpers import SMALL_MLP, batch, max_abs, max_abs_diff
 from toolkit.datasets import digits
 from toolkit.nn.models import accuracy, mlp
@@ -14,7 +14,7 @@ from toolkit.tolerances import FLOAT32_GRAD_RTOL, FLOAT32_RTOL, FLOAT64_ATOL, ad
 
 pytestmark = [pytest.mark.parity, needs_all_backends]
 
-BACKENDS = ("tensorflow", "aesara")
+BACKENDS = ("tensorflow", THEANO)
 STEPS = 10
 LR = 0.01
 #: float32 Adam/RMSprop runs use this eps so that the bound of ``adaptive_float32_atol`` is tight enough to test
@@ -44,7 +44,7 @@ def test_backends_agree_after_ten_steps(optimizer_name, dtype, n_devices):
     x, y = x_train[:64], y_train[:64]
     adaptive = optimizer_name in ("adam", "rmsprop")
     optimizer = OPTIMIZERS[optimizer_name](FLOAT32_TEST_EPS if adaptive and dtype == "float32" else None)
-    gradient = toolkit.DataParallel(DIGITS_MLP, "aesara", n_devices, optimizer, dtype=dtype).gradients(x, y)
+    gradient = toolkit.DataParallel(DIGITS_MLP, THEANO, n_devices, optimizer, dtype=dtype).gradients(x, y)
     trainers, losses = train_both(DIGITS_MLP, n_devices, optimizer, dtype, x, y)
     tf_params, aesara_params = (trainers[name].params() for name in BACKENDS)
     difference, scale = max_abs_diff(tf_params, aesara_params), max_abs(aesara_params)
@@ -56,7 +56,7 @@ def test_backends_agree_after_ten_steps(optimizer_name, dtype, n_devices):
         bound = FLOAT32_RTOL * scale
     assert difference <= bound, f"{optimizer_name} {dtype} on {n_devices} devices: {difference:.3g} > {bound:.3g}"
     assert losses["tensorflow"][-1] < losses["tensorflow"][0]
-    np.testing.assert_allclose(losses["tensorflow"], losses["aesara"], rtol=FLOAT32_RTOL if dtype == "float32" else 0,
+    np.testing.assert_allclose(losses["tensorflow"], losses[THEANO], rtol=FLOAT32_RTOL if dtype == "float32" else 0,
                                atol=FLOAT64_ATOL if dtype == "float64" else 0)
 
 
@@ -68,8 +68,8 @@ def test_gradients_agree_for_any_split(dtype, size, weights):
                                         weights=weights).gradients(x, y) for name in BACKENDS}
     full = toolkit.DataParallel(SMALL_MLP, "tensorflow", 1, toolkit.optim.SGD(0.1), dtype=dtype).gradients(x, y)
     bound = FLOAT64_ATOL if dtype == "float64" else FLOAT32_GRAD_RTOL * max_abs(full)
-    assert max_abs_diff(grads["tensorflow"], grads["aesara"]) <= bound
-    assert max_abs_diff(grads["aesara"], full) <= bound
+    assert max_abs_diff(grads["tensorflow"], grads[THEANO]) <= bound
+    assert max_abs_diff(grads[THEANO], full) <= bound
 
 
 def test_digits_training_on_two_devices_agrees_and_learns():
@@ -82,9 +82,9 @@ def test_digits_training_on_two_devices_agrees_and_learns():
         for start in range(0, len(order), 128):
             index = order[start:start + 128]
             losses = {name: t.step(x_train[index], y_train[index]) for name, t in trainers.items()}
-            assert abs(losses["tensorflow"] - losses["aesara"]) <= FLOAT64_ATOL
+            assert abs(losses["tensorflow"] - losses[THEANO]) <= FLOAT64_ATOL
     params = {name: t.params() for name, t in trainers.items()}
-    assert max_abs_diff(params["tensorflow"], params["aesara"]) <= FLOAT64_ATOL
+    assert max_abs_diff(params["tensorflow"], params[THEANO]) <= FLOAT64_ATOL
     logits = toolkit.get_backend("tensorflow").make_parallel(
         lambda ops, x: DIGITS_MLP.forward(ops, params["tensorflow"], x), 2, x=x_test)
     assert accuracy(toolkit.get_backend("tensorflow").to_numpy(logits), y_test) > 0.9

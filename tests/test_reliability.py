@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import toolkit
-from tests.conftest import needs_all_backends, needs_backend
+from tests.conftest import THEANO, needs_all_backends, needs_backend
 from tests.helpers import FEATURES, SMALL_MLP, batch, max_abs_diff
 from toolkit import checkpoint as checkpoint_module
 from toolkit.tolerances import FLOAT64_ATOL
@@ -162,11 +162,11 @@ def test_non_finite_step_raises_by_default_and_changes_nothing(backend, n_device
     assert_unchanged(trainer, before)
 
 
-@needs_backend("aesara")
+@needs_backend(THEANO)
 @pytest.mark.parametrize("make_model, what", [(_log_model, "loss"), (_norm_model, "gradient")])
 def test_non_finite_step_with_the_aesara_c_linker_changes_nothing(make_model, what):
     # Its fused step runs on shared variables with guarded updates (not the shared code of the fused steps).
-    test_non_finite_step_raises_by_default_and_changes_nothing(toolkit.get_backend("aesara", linker="c"), 1,
+    test_non_finite_step_raises_by_default_and_changes_nothing(toolkit.get_backend(THEANO, linker="c"), 1,
                                                                 make_model, what)
 
 
@@ -212,7 +212,8 @@ def test_checkpoint_round_trip(trained, tmp_path):
     for slot, values in trained.optimizer_state().items():
         assert max_abs_diff(other.optimizer_state()[slot], values) == 0.0
     x, y = batch(10, seed=3)
-    assert other.step(x, y) == trained.step(x, y)
+    # One device against two: the batch's sum is added in another order (equal in Aesara 2.9, 2e-16 apart in PyTensor).
+    assert abs(other.step(x, y) - trained.step(x, y)) <= FLOAT64_ATOL
     assert max_abs_diff(other.params(), trained.params()) <= FLOAT64_ATOL
 
 
@@ -308,7 +309,7 @@ def test_resume_after_sigkill_reproduces_the_uninterrupted_run(backend_name, tmp
 
 @pytest.mark.parity
 @needs_all_backends
-@pytest.mark.parametrize("source, target", [("tensorflow", "aesara"), ("aesara", "tensorflow")])
+@pytest.mark.parametrize("source, target", [("tensorflow", THEANO), (THEANO, "tensorflow")])
 def test_checkpoint_moves_between_backends_with_parity(source, target, tmp_path):
     x, y = batch(64, seed=12)
 

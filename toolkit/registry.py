@@ -53,6 +53,7 @@ REGISTRY: dict[str, BackendSpec] = {
     for spec in (
         BackendSpec("tensorflow", "toolkit.backends.tensorflow", ("tensorflow",), ("tensorflow",), "tensorflow"),
         BackendSpec("aesara", "toolkit.backends.aesara", ("aesara", "jax"), ("aesara", "jax"), "aesara"),
+        BackendSpec("pytensor", "toolkit.backends.pytensor", ("pytensor", "jax"), ("pytensor", "jax"), "pytensor"),
     )
 }
 
@@ -65,7 +66,8 @@ def available_backends() -> list[str]:
 
 
 def get_backend(name: str, **options: Any) -> Backend:
-    """The backend called ``name`` (``"tensorflow"`` or ``"aesara"``), loading its framework on first use.
+    """The backend called ``name`` (``"tensorflow"``, ``"aesara"`` or ``"pytensor"``), loading its framework on first
+    use.
 
     Args:
         name: a registered backend name.

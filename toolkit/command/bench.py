@@ -94,15 +94,18 @@ class Target:
     compute_bound_only: bool = False
 
 
-#: The issue's speed targets. Aesara has no native multi-device training, so its baselines have one device; the
-#: hand-written ``jax.jit`` step is the ceiling of the JAX linker, whose graph translation may cost up to 15%.
+#: The issue's speed targets. The Theano family (Aesara, PyTensor) has no native multi-device training, so its
+#: baselines have one device; the hand-written ``jax.jit`` step is the ceiling of the JAX linker, whose graph
+#: translation may cost up to 15%.
 TARGETS = (
     Target("tensorflow", "toolkit", "mirrored-ctl", None, 1.05),
     Target("tensorflow", "toolkit", "function", (1,), 1.05),
     Target("tensorflow", "toolkit", "function-xla", (1,), 1.05),
-    Target("aesara", "toolkit", "function-jax", (1,), 1.05),
-    Target("aesara", "toolkit-c", "function-c", (1,), 1.05),
-    Target("aesara", "toolkit", "jax-jit", (1,), 1.15, compute_bound_only=True),
+    *(target for engine in ("aesara", "pytensor") for target in (
+        Target(engine, "toolkit", "function-jax", (1,), 1.05),
+        Target(engine, "toolkit-c", "function-c", (1,), 1.05),
+        Target(engine, "toolkit", "jax-jit", (1,), 1.15, compute_bound_only=True),
+    )),
 )
 #: Scaling: the toolkit's step time on SCALING_DEVICES devices over one device at the same global batch, on the
 #: compute-bound models (the devices share the machine's cores, so this is the splitting and reduction overhead) and,
@@ -119,8 +122,8 @@ LABELS = {
     "keras-fit": "Keras fit, MirroredStrategy",
     "function": "tf.function step",
     "function-xla": "tf.function step, jit_compile",
-    "function-jax": "aesara.function + updates, JAX",
-    "function-c": "aesara.function + updates, C",
+    "function-jax": "function + updates, JAX linker",
+    "function-c": "function + updates, C linker",
     "jax-jit": "plain JAX, jax.jit",
 }
 
@@ -486,7 +489,7 @@ def markdown(results: dict[str, Any]) -> str:
 def machine() -> dict[str, Any]:
     """What the numbers were measured on."""
     versions = {}
-    for package in ("tensorflow", "keras", "aesara", "jax", "jaxlib", "numpy"):
+    for package in ("tensorflow", "keras", "aesara", "pytensor", "jax", "jaxlib", "numpy"):
         try:
             versions[package] = importlib.metadata.version(package)
         except importlib.metadata.PackageNotFoundError:

@@ -18,6 +18,7 @@ import resource
 import statistics
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -89,6 +90,31 @@ def run_comparison(workload: Workload, backends: Sequence[str], device_counts: S
             divergence.append({"devices": n, "backends": list(backends[:2]), "max_abs_param_diff": gaps,
                                "param_scale": scale})
     return {"schema": SCHEMA, "version": SCHEMA_VERSION, "runs": runs, "divergence": divergence}
+
+
+#: The file, beside results.json, that holds every run's final parameters (``multigpu parity --against`` reads it).
+PARAMS_FILE = "params.npz"
+
+
+def save_params(results: dict[str, Any], folder: Path) -> Path:
+    """Every run's final parameters in ``folder/params.npz``, as ``backend/devices/name``."""
+    path = Path(folder) / PARAMS_FILE
+    np.savez(path, **{f"{run['backend']}/{run['devices']}/{name}": value
+                      for run in results["runs"] for name, value in run["params"].items()})
+    return path
+
+
+def load_params(results_json: Path) -> dict[tuple[str, int], dict[str, np.ndarray]]:
+    """The final parameters saved beside ``results_json`` by :func:`save_params`, by (backend, devices)."""
+    path = Path(results_json).parent / PARAMS_FILE
+    if not path.is_file():
+        raise ValueError(f"{path} is missing: `multigpu compare --out` writes it beside results.json")
+    out: dict[tuple[str, int], dict[str, np.ndarray]] = {}
+    with np.load(path) as saved:
+        for key in saved.files:
+            backend, devices, name = key.split("/", 2)
+            out.setdefault((backend, int(devices)), {})[name] = saved[key]
+    return out
 
 
 def public(results: dict[str, Any]) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from typing import Any
 
 from toolkit.errors import ToolkitError
 from toolkit.placement.devices import MAX_LOGICAL_DEVICES
+from toolkit.registry import REGISTRY
 
 EXIT_OK, EXIT_PARITY_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -85,6 +86,10 @@ def build_parser() -> argparse.ArgumentParser:
     parity = commands.add_parser("parity", help="exit 1 with a diff when the backends disagree beyond tolerance")
     parity.set_defaults(dtype="float64")
     run_options(parity, "2", 10)
+    parity.add_argument("--against", type=Path, default=None, metavar="RESULTS_JSON",
+                        help="check each backend of --backends against the runs of a `multigpu compare --out` "
+                             "folder's results.json (made in another environment, e.g. Aesara's): the model, devices, "
+                             "dtype, optimizer, lr, steps, batch and seed are the file's")
 
     bench = commands.add_parser("bench", help="step time of the toolkit against native TensorFlow and Aesara code")
     bench.add_argument("--model", type=lambda text: [m for m in text.split(",") if m], default=list(BENCH_MODELS),
@@ -118,7 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
                                  usage="multigpu launch -n N [--devices-per-process K] [--backend B] -- command ...")
     launch.add_argument("-n", "--processes", type=int, required=True, help="number of processes")
     launch.add_argument("--devices-per-process", type=int, default=None, help="logical CPU devices per process")
-    launch.add_argument("--backend", choices=["tensorflow", "aesara"], default=None,
+    launch.add_argument("--backend", choices=list(REGISTRY), default=None,
                         help="also set this framework's own variables (TF_CONFIG; JAX_*) and MULTIGPU_BACKEND")
     launch.add_argument("--timeout", type=float, default=60.0,
                         help="seconds a process waits for the others before it stops with PeerLostError")
@@ -201,12 +206,14 @@ def _run(args, workload) -> dict[str, Any]:
 
 
 def _compare(args) -> int:
-    from toolkit.command.compare import public
+    from toolkit.command.compare import public, save_params
     from toolkit.command.plots import write_plots
 
     results = _run(args, _prepare(args))
     plots = write_plots(results, _out(args))
-    return _emit(args, "results.json", public(results), lambda: print_table(results), [str(p) for p in plots])
+    params = save_params(results, _out(args))
+    return _emit(args, "results.json", public(results), lambda: print_table(results),
+                 [str(params), *(str(p) for p in plots)])
 
 
 def _check_out(folder: Path) -> None:
@@ -267,6 +274,8 @@ def _parity(args) -> int:
     from toolkit.tolerances import parity_bound
     from toolkit.training.data_parallel import DataParallel
 
+    if args.against is not None:
+        return _parity_against(args)
     if len(args.backends) != 2:
         raise ValueError(f"parity compares two backends, got {args.backends}")
     workload = _prepare(args)
@@ -300,6 +309,69 @@ def _parity(args) -> int:
     if args.json:
         print(json.dumps({"ok": not failed, "divergence": results["divergence"]}))
     return EXIT_PARITY_FAILED if failed else EXIT_OK
+
+
+#: The run options that ``parity --against`` takes from the reference file's config.
+AGAINST_CONFIG = ("model", "devices", "dtype", "optimizer", "lr", "steps", "batch", "seed")
+
+
+def _parity_against(args) -> int:
+    """Train this environment's backends as the reference file's runs were trained, and compare losses and final
+    parameters run by run: how two backends that cannot share an environment (Aesara on NumPy 1, PyTensor on NumPy 2)
+    show their agreement."""
+    import numpy as np
+
+    from toolkit.command.compare import OPTIMIZERS, load_params
+    from toolkit.tolerances import parity_bound
+
+    reference = _read_reference(args.against)
+    for key in AGAINST_CONFIG:
+        setattr(args, key, reference["config"][key])
+    params = load_params(args.against)
+    theirs = [run for run in reference["runs"] if run["backend"] not in args.backends]
+    if not theirs:
+        found = sorted({run["backend"] for run in reference["runs"]})
+        raise ValueError(f"--against {args.against}: its runs are of {found}, the backends checked here; expected "
+                         f"another backend's runs")
+    results = _run(args, _prepare(args))
+    failed = False
+    for ours in results["runs"]:
+        for run in (r for r in theirs if r["devices"] == ours["devices"]):
+            other = params[(run["backend"], run["devices"])]
+            worst = max(float(np.max(np.abs(ours["params"][k].astype(np.float64) - other[k].astype(np.float64))))
+                        for k in other)
+            losses = float(np.max(np.abs(np.subtract(ours["losses"], run["losses"]))))
+            scale = max(float(np.max(np.abs(v))) for v in other.values())
+            # The gradient scale only matters for float32's adaptive bound; the first loss's size stands in for it.
+            bound = parity_bound(args.dtype, OPTIMIZERS[args.optimizer](args.lr), args.steps,
+                                 abs(run["losses"][0]), scale)
+            status = "ok" if max(worst, losses) <= bound else "FAILED"
+            failed = failed or status == "FAILED"
+            if not args.quiet:
+                print(f"{run['backend']} ({args.against}) vs {ours['backend']} on {ours['devices']} device(s), "
+                      f"{args.dtype}, {args.steps} {args.optimizer} steps: max |param difference| {worst:.3g}, "
+                      f"max |loss difference| {losses:.3g}, tolerance {bound:.3g}: {status}")
+    if args.json:
+        print(json.dumps({"ok": not failed}))
+    return EXIT_PARITY_FAILED if failed else EXIT_OK
+
+
+def _read_reference(path: Path) -> dict[str, Any]:
+    """A ``multigpu compare`` results.json, checked enough to be used as a reference."""
+    from toolkit.command.compare import SCHEMA
+
+    try:
+        reference = json.loads(Path(path).read_text())
+    except OSError as error:
+        raise ValueError(f"--against {path}: cannot read it ({error.strerror})") from error
+    except json.JSONDecodeError as error:
+        raise ValueError(f"--against {path}: not JSON ({error.msg} at line {error.lineno})") from error
+    if not isinstance(reference, dict) or reference.get("schema") != SCHEMA or "config" not in reference:
+        raise ValueError(f"--against {path}: expected a `multigpu compare --out` results.json (schema {SCHEMA!r})")
+    missing = [key for key in AGAINST_CONFIG if key not in reference["config"]]
+    if missing:
+        raise ValueError(f"--against {path}: its config lacks {missing}")
+    return reference
 
 
 def _bench(args) -> int:

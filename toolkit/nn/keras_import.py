@@ -481,7 +481,7 @@ def from_keras(keras_model, loss: Any = None, name: str | None = None) -> Model:
             flows.append(apply(ops, p, _fill(arguments, flows)))
         return flows[output].value
 
-    return Model(init, forward, score, name=name or keras_model.name)
+    return Model(init, forward, score, name=name or keras_model.name, rows_independent=True)
 
 
 def to_keras(params: dict[str, np.ndarray], keras_model, state: dict[str, np.ndarray] | None = None) -> None:

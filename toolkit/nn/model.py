@@ -34,6 +34,12 @@ class Model:
         forward: ``forward(ops, params, x) -> outputs``, written with :class:`toolkit.nn.ops.Ops` and Python arithmetic.
         loss: ``loss(ops, outputs, y) -> per-example losses`` (shape ``[batch]``); training minimises their mean.
         name: shown in reports; defaults to the forward function's name.
+        rows_independent: True where ``forward`` and ``loss`` treat each row of the batch on its own, or mix rows
+            only through ``ops.moments`` (batch normalization), which weighs out rows that pad a shard: then a
+            multi-device step may pad uneven shards to one size and run them as one program (the Theano family's
+            mapped step), with the result of the step composed per device. False (the default for a model of your
+            own) keeps uneven splits composed, which is exact for any model. The built-in models and imported Keras
+            models are row-independent.
 
     ``init`` may mark entries with :class:`State`: the trainer keeps them apart from the parameters (``state()``),
     passes them to ``forward`` in ``params``, and writes the new values a training step gives them.
@@ -47,6 +53,7 @@ class Model:
     forward: ForwardFn
     loss: LossFn
     name: str = ""
+    rows_independent: bool = False
 
     def __post_init__(self) -> None:
         for field in ("init", "forward", "loss"):

@@ -51,7 +51,7 @@ def mlp(sizes: Sequence[int], activation: str = "relu", name: str | None = None)
                 h = getattr(ops, activation)(h)
         return h
 
-    return Model(init, forward, sparse_softmax_cross_entropy(sizes[-1]),
+    return Model(init, forward, sparse_softmax_cross_entropy(sizes[-1]), rows_independent=True,
                  name=name or f"mlp-{'-'.join(map(str, sizes))}")
 
 
@@ -96,7 +96,8 @@ def mnist_convnet(input_shape: Sequence[int] = (28, 28, 1), classes: int = 10, f
         h = layers.dropout(ops, layers.flatten(ops, h), dropout)
         return layers.dense(ops, params, h, prefix="dense")
 
-    return Model(init, forward, sparse_softmax_cross_entropy(classes), name=name or "mnist-convnet")
+    return Model(init, forward, sparse_softmax_cross_entropy(classes), name=name or "mnist-convnet",
+                 rows_independent=True)
 
 
 def resnet(input_shape: Sequence[int] = (32, 32, 3), classes: int = 10, width: int = 16,
@@ -149,7 +150,8 @@ def resnet(input_shape: Sequence[int] = (32, 32, 3), classes: int = 10, width: i
             h = ops.relu(y + h)
         return layers.dense(ops, params, layers.global_average_pool2d(ops, h), "head")
 
-    return Model(init, forward, sparse_softmax_cross_entropy(classes), name=name or "resnet")
+    return Model(init, forward, sparse_softmax_cross_entropy(classes), name=name or "resnet",
+                 rows_independent=True)
 
 
 def transformer_lm(vocab: int = 128, seq_len: int = 32, width: int = 64, heads: int = 4, depth: int = 2,
@@ -195,7 +197,8 @@ def transformer_lm(vocab: int = 128, seq_len: int = 32, width: int = 64, heads: 
             h = h + layers.dropout(ops, layers.dense(ops, params, m, f"b{i}/mlp2"), dropout)
         return layers.dense(ops, params, layers.layer_norm(ops, params, h, "final_ln"), "head")
 
-    return Model(init, forward, sequence_cross_entropy(vocab), name=name or "transformer-lm")
+    return Model(init, forward, sequence_cross_entropy(vocab), name=name or "transformer-lm",
+                 rows_independent=True)
 
 
 def lstm_text(vocab: int = 32, seq_len: int = 20, embed: int = 16, units: int = 32, classes: int = 2,
@@ -213,7 +216,8 @@ def lstm_text(vocab: int = 32, seq_len: int = 20, embed: int = 16, units: int = 
                         unroll=unroll)
         return layers.dense(ops, params, h, "head")
 
-    return Model(init, forward, sparse_softmax_cross_entropy(classes), name=name or "lstm-text")
+    return Model(init, forward, sparse_softmax_cross_entropy(classes), name=name or "lstm-text",
+                 rows_independent=True)
 
 
 def accuracy(logits: np.ndarray, labels: np.ndarray) -> float:

@@ -14,9 +14,9 @@ A process learns its place from :func:`initialize`'s arguments or from its envir
 5. nothing: one process.
 
 Then :func:`initialize` starts the backend's runtime: TensorFlow's ``MultiWorkerMirroredStrategy`` (from a
-``TF_CONFIG`` it writes when there is none), or ``jax.distributed`` for Aesara's JAX path, with gloo collectives on
-CPU. :class:`~toolkit.DataParallel` then averages gradients over every device of every process, and each process
-passes :meth:`~toolkit.DataParallel.step` only its own part of the global batch (:func:`process_slice`).
+``TF_CONFIG`` it writes when there is none), or ``jax.distributed`` for Aesara's and PyTensor's JAX path, with gloo
+collectives on CPU. :class:`~toolkit.DataParallel` then averages gradients over every device of every process, and
+each process passes :meth:`~toolkit.DataParallel.step` only its own part of the global batch (:func:`process_slice`).
 
 Waiting is bounded: a process that dies, or never joins, makes the others raise :class:`PeerLostError` naming it
 within ``timeout`` seconds (plus the framework's own detection delay, a few seconds).
@@ -186,7 +186,7 @@ def initialize(backend: str | None = None, *, process_id: int | None = None, num
     """Join a job of several processes (or a job of one), before the backend's framework starts.
 
     Args:
-        backend: ``"tensorflow"`` or ``"aesara"``: whose runtime to start; default ``MULTIGPU_BACKEND``.
+        backend: ``"tensorflow"``, ``"aesara"`` or ``"pytensor"``: whose runtime to start; default ``MULTIGPU_BACKEND``.
         process_id, num_processes, coordinator, workers, devices_per_process, timeout: see :class:`Cluster`;
             without ``process_id`` and ``num_processes`` the environment says (see the module doc).
 

@@ -55,7 +55,7 @@ def environments(n: int, devices_per_process: int | None, backend: str | None, t
             env["MULTIGPU_DEVICES_PER_PROCESS"] = str(devices_per_process)
         if backend == "tensorflow":
             env["TF_CONFIG"] = json.dumps({"cluster": {"worker": workers}, "task": {"type": "worker", "index": k}})
-        elif backend == "aesara":
+        elif backend in ("aesara", "pytensor"):  # the Theano family's devices are JAX's
             env.update(JAX_COORDINATOR_ADDRESS=coordinator, JAX_NUM_PROCESSES=str(n), JAX_PROCESS_ID=str(k))
         if backend is not None:
             env["MULTIGPU_BACKEND"] = backend

@@ -37,7 +37,7 @@ class DataParallel(Trainer):
 
     Args:
         model: the :class:`~toolkit.Model`.
-        backend: a backend object or name (``"tensorflow"``, ``"aesara"``).
+        backend: a backend object or name (``"tensorflow"``, ``"aesara"``, ``"pytensor"``).
         devices: any :meth:`~toolkit.backend.Backend.select_devices` spec: ``"all"``, an int, ``"gpu:0,gpu:1"``, ...
         optimizer: a :mod:`toolkit.training.optim` optimizer.
         dtype: ``"float32"`` or ``"float64"``; parameters and floating inputs are cast to it.

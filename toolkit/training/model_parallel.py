@@ -101,7 +101,7 @@ class PartedModel(Model):
                 values[part.name] = part.fn(ops, {k: params[k] for k in part.params}, *(values[i] for i in part.inputs))
             return values[parts[-1].name]
 
-        return cls(init, forward, loss, name or "parted-model", parts, inputs)
+        return cls(init, forward, loss, name or "parted-model", parts=parts, inputs=inputs)
 
     def param_users(self) -> dict[str, list[str]]:
         """For each parameter name, the parts that read it, in order."""

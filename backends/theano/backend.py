@@ -1,8 +1,8 @@
-"""Aesara translation of the backend primitives.
+"""Theano-family (Aesara, PyTensor) translation of the backend primitives.
 
-Graphs and gradients are built with Aesara. With ``linker="jax"`` (the default) they are compiled by Aesara's JAX
+Graphs and gradients are built with the engine. With ``linker="jax"`` (the default) they are compiled by its JAX
 linker and run with ``jax.device_put`` inputs, one compiled function per input signature, on any JAX device. With
-``linker="c"`` they are compiled by Aesara's own C linker and run on the host: one device, ``cpu:0``.
+``linker="c"`` they are compiled by its own C linker and run on the host: one device, ``cpu:0``.
 """
 
 from __future__ import annotations
@@ -14,25 +14,28 @@ import numpy as np
 import optree
 
 from toolkit import backend as interface
-from toolkit.backends.aesara.environment import import_framework
-from toolkit.backends.aesara.ops import AesaraOps
-from toolkit.backends.aesara.variables import AesaraVariable
 from toolkit.errors import LogicalDevicesError
 from toolkit.placement.devices import Device, logical_device_count, parse_device
 
-aesara, jax = import_framework()
+from . import engine
+from .environment import import_framework, imported
+from .ops import TheanoOps
+from .variables import TheanoVariable
 
-import aesara.tensor as at  # noqa: E402
+theano, jax = import_framework()
+
 import jax.numpy as jnp  # noqa: E402
-from aesara.graph.basic import Apply  # noqa: E402
-from aesara.graph.op import Op  # noqa: E402
-from aesara.link.jax.dispatch import jax_funcify  # noqa: E402
 
 from toolkit.nn.context import single_replica  # noqa: E402
 from toolkit.nn.model import batch  # noqa: E402
 
-#: Aesara linkers this backend can compile with.
-LINKERS = ("jax", "c")
+tt = theano.tensor
+Apply = imported("graph.basic", "Apply")
+Op = imported("graph.op", "Op")
+jax_funcify = imported("link.jax.dispatch", "jax_funcify")
+
+#: The engine's linkers this backend can compile with.
+LINKERS = tuple(engine.MODES)
 
 
 def _signature(value) -> tuple[str, tuple[int, ...]]:
@@ -48,14 +51,14 @@ def _signature(value) -> tuple[str, tuple[int, ...]]:
 
 def _symbol(value, name: str | None = None):
     dtype, shape = _signature(value)
-    return at.tensor(dtype, shape=shape, name=name)
+    return tt.tensor(dtype=dtype, shape=shape, name=name)
 
 
 def _building(dtype: str):
     """Build graphs with floatX = the computation dtype: Aesara turns a Python float that float32 cannot hold
     exactly (0.999, 0.1) into a float64 constant unless floatX is float32, which would silently promote a float32
     graph to float64."""
-    return aesara.config.change_flags(floatX=dtype)
+    return theano.config.change_flags(floatX=dtype)
 
 
 class _Function:
@@ -66,14 +69,14 @@ class _Function:
             with warnings.catch_warnings():
                 # The JAX linker cannot run Aesara's runtime assertions and warns about each one it drops.
                 warnings.filterwarnings("ignore", message="Skipping `CheckAndRaise` Op", category=UserWarning)
-                function = aesara.function(inputs, outputs, mode="JAX", on_unused_input="ignore")
+                function = theano.function(inputs, outputs, mode=engine.MODES["jax"], on_unused_input="ignore")
             # Calling the Aesara function object copies every input to the host, so all outputs would land on JAX
             # device 0. Its jitted function, called directly with device-placed arrays, runs where they are.
             self._run = function.vm.jit_fn
             self.raw = function.vm.jit_fn.__wrapped__  # the JAX function Aesara made, before jax.jit
             self._dtypes = [np.dtype(o.dtype) for o in outputs]
         else:
-            self._run = aesara.function(inputs, outputs, mode="FAST_RUN", on_unused_input="ignore")
+            self._run = theano.function(inputs, outputs, mode=engine.MODES[linker], on_unused_input="ignore")
             # Inputs always match the signature compiled for (_BySignature), so Aesara's per-call checks and
             # conversions can go: they were a quarter of a small model's step.
             self._run.trust_input = True
@@ -91,7 +94,7 @@ class _Function:
 
 
 class _ReplicaSum(Op):
-    """The sum of a value over the devices of a ``jax.pmap`` (``lax.psum`` over ``axis``), as an Aesara op: what
+    """The sum of a value over the devices of a mapped step (``lax.psum`` over ``axis``), as an engine op: what
     ``ops.cross_replica_sum`` builds in a multi-device step. Its gradient is the same sum of the gradients: each
     replica differentiates its own share of the loss, and every replica's share depends on every replica's input."""
 
@@ -101,11 +104,11 @@ class _ReplicaSum(Op):
         self.axis = axis
 
     def make_node(self, x):
-        x = at.as_tensor_variable(x)
+        x = tt.as_tensor_variable(x)
         return Apply(self, [x], [x.type()])
 
     def perform(self, node, inputs, outputs):
-        raise NotImplementedError("a cross-replica sum runs only inside the JAX linker's pmapped step")
+        raise NotImplementedError("a cross-replica sum runs only inside the JAX linker's mapped step")
 
     def do_constant_folding(self, fgraph, node):
         return False  # a constant input (a shard's count) still differs in sum from itself
@@ -116,19 +119,22 @@ class _ReplicaSum(Op):
     def grad(self, inputs, output_grads):
         return [self(output_grads[0])]
 
+    def pullback(self, inputs, outputs, output_grads):  # PyTensor 3's gradient method; Aesara calls grad
+        return self.grad(inputs, output_grads)
+
 
 @jax_funcify.register(_ReplicaSum)
 def _jax_replica_sum(op, **kwargs):
     return lambda x: jax.lax.psum(x, op.axis)
 
 
-def _loss_and_grads(model, ops, p, batch, y, reduce=at.mean, replica_sum=None, metrics=()):
+def _loss_and_grads(model, ops, p, batch, y, reduce=tt.mean, replica_sum=None, metrics=()):
     """The graph of a training run: the loss (per-example losses reduced by ``reduce``), its gradient for each
     parameter, the model state's new values, and each metric's values reduced like the losses. ``replica_sum``
     as in ``Model.train_losses``: None where the run is one device's part of a composed step."""
     losses, model_state, scores = model.train_losses(ops, p, batch, y, replica_sum=replica_sum, metrics=metrics)
     loss = reduce(losses)
-    grads = dict(zip(p, aesara.grad(loss, list(p.values()), disconnected_inputs="ignore")))
+    grads = dict(zip(p, theano.grad(loss, list(p.values()), disconnected_inputs="ignore")))
     return loss, grads, model_state, {k: reduce(v) for k, v in scores.items()}
 
 
@@ -138,7 +144,7 @@ def _training_step(model, optimizer, ops, p, batch, y, slots, step, metrics=()):
     loss, grads, model_state, scores = _loss_and_grads(model, ops, p, batch, y, replica_sum=single_replica,
                                                        metrics=metrics)
     new_params, new_state, finite = ops.call(optimizer.update, p, grads, slots, step)
-    finite = at.and_(finite, ops.call(type(ops).all_finite, [loss, *model_state.values()]))
+    finite = tt.and_(finite, ops.call(type(ops).all_finite, [loss, *model_state.values()]))
     return loss, new_params, new_state, finite, model_state, scores
 
 
@@ -189,8 +195,8 @@ class _SharedStep:
         self._model, self._optimizer, self._dtype, self._ops = model, optimizer, dtype, backend.ops(dtype)
         self._metrics = metrics
         self._params, self._slots, self._model_state = params, state, model_state
-        self._pairs = [(var, aesara.shared(var.value, name=name, borrow=True)) for name, var in params.items()]
-        self._pairs += [(var, aesara.shared(var.value, name=f"{slot}/{name}", borrow=True))
+        self._pairs = [(var, theano.shared(var.value, name=name, borrow=True)) for name, var in params.items()]
+        self._pairs += [(var, theano.shared(var.value, name=f"{slot}/{name}", borrow=True))
                         for slot, values in state.items() for name, var in values.items()]
         self._functions: dict = {}
 
@@ -203,19 +209,19 @@ class _SharedStep:
             slots = {slot: {name: next(shared) for name in values} for slot, values in self._slots.items()}
             with _building(self._dtype):
                 symbols = optree.tree_map(_symbol, (batch, y))
-                step = at.scalar("step", dtype=self._dtype)
+                step = tt.scalar("step", dtype=self._dtype)
                 # A shared variable's type has no static shape; the model sees the parameters with theirs (layers
                 # read sizes from them), and the updates go to the shared variables.
-                typed = {k: at.specify_shape(v, self._params[k].shape) for k, v in p.items()}
+                typed = {k: tt.specify_shape(v, self._params[k].shape) for k, v in p.items()}
                 loss, new_params, new_state, ok, model_state, scores = _training_step(
                     self._model, self._optimizer, self._ops, typed, *symbols, slots, step, self._metrics)
-                updates = [(p[k], at.switch(ok, v, p[k])) for k, v in new_params.items()]
-                updates += [(slots[slot][k], at.switch(ok, v, slots[slot][k]))
+                updates = [(p[k], tt.switch(ok, v, p[k])) for k, v in new_params.items()]
+                updates += [(slots[slot][k], tt.switch(ok, v, slots[slot][k]))
                             for slot, values in new_state.items() for k, v in values.items()]
-                function = aesara.function([*optree.tree_leaves(symbols), step],
+                function = theano.function([*optree.tree_leaves(symbols), step],
                                            [loss, ok, *(model_state[k] for k in self._model_state),
                                             *scores.values()],
-                                           updates=updates, mode="FAST_RUN",
+                                           updates=updates, mode=engine.MODES["c"],
                                            on_unused_input="ignore")  # SGD does not read the step
             function.trust_input = True  # the signature is the one compiled for
             self._functions[key] = function
@@ -235,20 +241,76 @@ class _SharedStep:
         return loss, ok, {m.name: value for m, value in zip(self._metrics, outputs[len(self._model_state):])}
 
 
+class _Mesh:
+    """A one-axis mesh over the step's devices and the arrays a mapped step takes and gives.
+
+    ``devices`` are every device of the step (every process's, in order); ``local`` this process's, in replica order.
+    Arrays are either split along their first axis, one row per device, or whole on every device (replicated).
+    """
+
+    def __init__(self, devices, local, axis: str) -> None:
+        from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+        self.local_devices, self._axis = list(local), axis
+        self._mesh = Mesh(np.asarray(devices, dtype=object), (axis,))
+        self.specs = (PartitionSpec(), PartitionSpec(axis))  # whole, split
+        self._whole, self._split = (NamedSharding(self._mesh, spec) for spec in self.specs)
+        self._count = len(devices)
+        self._one_process = len(self.local_devices) == self._count
+
+    def map(self, fn, in_specs, out_specs):
+        """``fn`` run on every device with its shards, named axis ``axis`` (``shard_map``; JAX checks nothing of
+        replication: the psums make the outputs equal, and ``fn`` does not use JAX's variance typing)."""
+        if hasattr(jax, "shard_map"):  # jax >= 0.7
+            return jax.shard_map(fn, mesh=self._mesh, in_specs=in_specs, out_specs=out_specs, check_vma=False)
+        from jax.experimental.shard_map import shard_map  # jax 0.4.30, under Aesara
+
+        return shard_map(fn, self._mesh, in_specs=in_specs, out_specs=out_specs, check_rep=False)
+
+    def split(self, stacked: np.ndarray):
+        """This process's rows (one per local device) as the step's array split over every device."""
+        if self._one_process:
+            return jax.device_put(stacked, self._split)
+        rows = [jax.device_put(stacked[i:i + 1], device) for i, device in enumerate(self.local_devices)]
+        return jax.make_array_from_single_device_arrays((self._count, *stacked.shape[1:]), self._split, rows)
+
+    def whole(self, value):
+        """A host value, whole on every device."""
+        if self._one_process:
+            return jax.device_put(value, self._whole)
+        return self.replicated([value] * len(self.local_devices))
+
+    def replicated(self, values: list):
+        """One array whole on every device, made of ``values[i]`` on local device ``i`` (no copy where it is there
+        already): the replicas of a variable."""
+        values = [jax.device_put(v, device) for v, device in zip(values, self.local_devices)]
+        return jax.make_array_from_single_device_arrays(np.shape(values[0]), self._whole, values)
+
+    def local(self, array) -> list:
+        """An output's buffer on each local device, in replica order (its row where it is split)."""
+        shards = {shard.device: shard.data for shard in array.addressable_shards}
+        return [shards[device] for device in self.local_devices]
+
+
 class _StackedStep:
-    """A data-parallel step over several JAX devices as one ``jax.pmap``: one dispatch for all devices, the
+    """A data-parallel step over several JAX devices as one ``jax.jit`` of a ``shard_map`` over a one-axis mesh (what
+    JAX recommends over ``pmap``, which current JAX keeps in maintenance only): one dispatch for all devices, the
     gradients summed by ``lax.psum`` and the update computed on every device, so the replicas stay equal without a
     copy. Calling a jitted function per device instead cost a dispatch each, and every cross-device copy (the
     gradients to the first device, the new parameters back) about 40 microseconds in jax 0.4.30.
 
-    Each device's loss is ``sum(loss) / batch``, so that the psum is the full-batch mean. ``pmap`` needs equal shards:
+    The parameters, optimizer state and model state go in and out as replicated arrays made of each device's own
+    buffer (no copy: each replica's variable holds its device's buffer), the batch as one array split on its first
+    axis, one shard per device. Each device's loss is ``sum(loss) / batch``, so that the psum is the full-batch mean.
+    The mesh needs equal shards:
     uneven ones (a weighted split, a batch that does not divide) are padded to the largest by repeating a row, with
     row weights 0 that leave the padding out of the losses, the metrics and ``ops.moments`` (see
-    :attr:`toolkit.nn.context.RunContext.row_weights`). Only a model whose replicas must run together
-    (synchronized statistics) takes that path: one that mixes rows in its own code would see the padding, so for
-    any other model an uneven split returns None and the trainer composes the step. Between steps the parameters
+    :attr:`toolkit.nn.context.RunContext.row_weights`). A model whose replicas must run together (synchronized
+    statistics) or that says it is ``rows_independent`` (the built-in and imported Keras models) takes that path;
+    a model of one's own may mix rows in its own code, which would see the padding, so for it an uneven split
+    returns None and the trainer composes the step. Between steps the parameters
     and optimizer state stay stacked across the devices; the variables get their values on first read
-    (:meth:`AesaraVariable._defer`), and a value written from outside (``set_params``, ``restore``) is noticed by
+    (:meth:`TheanoVariable._defer`), and a value written from outside (``set_params``, ``restore``) is noticed by
     its version and stacked again.
     """
 
@@ -257,12 +319,13 @@ class _StackedStep:
     def __init__(self, backend, model, optimizer, dtype, replicas, state, model_state, metrics,
                  processes=None) -> None:
         self._dtype, self._replicas, self._state, self._model_state = dtype, replicas, state, model_state
+        self._rows_independent = model.rows_independent
         self._names = list(replicas)
         self._devices = [backend._jax_device(r.device) for r in replicas[self._names[0]]]  # this process's
         # Across processes (``processes``: the backend's distributed module) the pmap spans every process's device
         # and each process passes its own; the psums then reach every process.
         self._processes = processes
-        self._pmap_devices = jax.devices() if processes is not None else self._devices
+        self._mesh = _Mesh(jax.devices() if processes is not None else self._devices, self._devices, self._AXIS)
         ops = backend.ops(dtype)
 
         def build_gradient(params, x, y, scale):
@@ -276,7 +339,7 @@ class _StackedStep:
 
             self._synchronized = False
             return symbols, _loss_and_grads(model, ops, p, x, y, replica_sum=replica_sum, metrics=metrics,
-                                            reduce=lambda v: at.sum(v if rows is None else v * rows) * scale)
+                                            reduce=lambda v: tt.sum(v if rows is None else v * rows) * scale)
 
         def build_update(params, grads, slots, step):
             symbols = optree.tree_map(_symbol, (params, grads, slots, step))
@@ -294,28 +357,28 @@ class _StackedStep:
 
     def _stack(self):
         if self._stacked is None or self._stacked[2] != self._versions():
-            n = len(self._devices)
-            params = {name: jax.device_put_sharded([r.value for r in self._replicas[name]], self._devices)
-                      for name in self._names}
-            state = {slot: {name: jax.device_put_sharded([var.value] * n, self._devices) for name, var in
-                            values.items()} for slot, values in self._state.items()}
+            n, mesh = len(self._devices), self._mesh
+            params = {name: mesh.replicated([r.value for r in self._replicas[name]]) for name in self._names}
+            state = {slot: {name: mesh.replicated([var.value] * n) for name, var in values.items()}
+                     for slot, values in self._state.items()}
             self._stacked = (params, state, self._versions())
         return self._stacked[:2]
 
     def _mapped_step(self, params, x, y, scale, state, share, step):
-        """The pmapped step for these shapes, made from the Aesara functions' own JAX code."""
+        """The mapped step for these shapes, made from the engine's functions' own JAX code."""
         leaves, structure = optree.tree_flatten((params, x, y, state))
         key = (structure, tuple((a.dtype, a.shape) for a in leaves))
         if key not in self._mapped:
-            one = optree.tree_map(lambda a: a[0], (params, x, y, state))
-            _, gradient, gradient_spec = self._gradient.compiled(*one[:3], scale)
-            _, update, update_spec = self._update.compiled(one[0], one[0], one[3], step)  # grads: params' shapes
+            shard = optree.tree_map(lambda a: jax.ShapeDtypeStruct(a.shape[1:], a.dtype), (x, y))
+            _, gradient, gradient_spec = self._gradient.compiled(params, *shard, scale)
+            _, update, update_spec = self._update.compiled(params, params, state, step)  # grads: params' shapes
 
             def run(function, spec, *args):
                 outputs = function.raw(*optree.tree_leaves(args))
                 return optree.tree_unflatten(spec, [jnp.asarray(o, d) for o, d in zip(outputs, function._dtypes)])
 
             def replica(params, x, y, scale, state, share, step):
+                x, y, share = optree.tree_map(lambda a: a[0], (x, y, share))  # this device's shard, of one
                 loss, grads, model_state, scores = run(gradient, gradient_spec, params, x, y, scale)
                 # The loss and the metrics are already each replica's share of the batch's mean; the new model state
                 # is weighted by the replica's share of the batch.
@@ -326,8 +389,9 @@ class _StackedStep:
                     finite = jnp.logical_and(finite, jnp.all(jnp.isfinite(value)))
                 return loss, new_params, new_state, finite, model_state, scores
 
-            self._mapped[key] = jax.pmap(replica, axis_name=self._AXIS, in_axes=(0, 0, 0, None, 0, 0, None),
-                                         devices=self._pmap_devices)
+            whole, split = self._mesh.specs
+            self._mapped[key] = jax.jit(self._mesh.map(replica, in_specs=(whole, split, split, whole, whole, split,
+                                                                          whole), out_specs=whole))
         return self._mapped[key]
 
     def _padded(self, indices, xs, ys, size):
@@ -360,31 +424,32 @@ class _StackedStep:
         sizes = self._sizes(indices, ys)
         counts = [len(y) for y in ys]
         if len(set(sizes)) != 1:
-            if self._synchronized is False:
+            if self._synchronized is False and not self._rows_independent:
                 return None
             xs, ys, counts = self._padded(indices, xs, ys, max(sizes))
-        x, y = optree.tree_map(lambda *a: np.stack(a), *xs), np.stack(ys)
+        mesh = self._mesh
+        x, y = optree.tree_map(lambda *a: mesh.split(np.stack(a)), *xs), mesh.split(np.stack(ys))
         params, state = self._stack()
         total = sum(sizes)
-        scale = np.asarray(1.0 / total, self._dtype)
-        share = np.asarray(counts, self._dtype) / np.asarray(total, self._dtype)
+        scale, step = mesh.whole(np.asarray(1.0 / total, self._dtype)), mesh.whole(step)
+        share = mesh.split(np.asarray(counts, self._dtype) / np.asarray(total, self._dtype))
         mapped = self._mapped_step(params, x, y, scale, state, share, step)
-        if "rows" in xs[0] and not self._synchronized:
-            return None  # the graph just built sums over no replicas: compose the step (exact for any model)
+        if "rows" in xs[0] and not (self._synchronized or self._rows_independent):
+            return None  # a model that may mix rows in its own code: compose the step (exact for any model)
         loss, new_params, new_state, finite, model_state, scores = mapped(params, x, y, scale, state, share, step)
-        written = bool(finite[0])
+        written = bool(mesh.local(finite)[0])
         if written:
             for name, var in self._model_state.items():
                 for i, replica in enumerate(var.replicas):
-                    replica._defer(lambda a=model_state[name], i=i: a[i])
+                    replica._defer(lambda a=model_state[name], i=i: mesh.local(a)[i])
             for name in self._names:
                 for i, replica in enumerate(self._replicas[name]):
-                    replica._defer(lambda a=new_params[name], i=i: a[i])
+                    replica._defer(lambda a=new_params[name], i=i: mesh.local(a)[i])
             for slot, values in self._state.items():
                 for name, var in values.items():
-                    var._defer(lambda a=new_state[slot][name]: a[0])
+                    var._defer(lambda a=new_state[slot][name]: mesh.local(a)[0])
             self._stacked = (new_params, new_state, self._versions())
-        return loss[0], np.asarray(written), {k: v[0] for k, v in scores.items()}
+        return mesh.local(loss)[0], np.asarray(written), {k: mesh.local(v)[0] for k, v in scores.items()}
 
 
 class _Part:
@@ -403,15 +468,15 @@ class _Part:
 
 
 class Backend(interface.Backend):
-    name = "aesara"
+    name = engine.NAME
 
     def __init__(self, linker: str = "jax") -> None:
         if linker not in LINKERS:
-            raise ValueError(f"aesara linker must be one of {LINKERS}, got {linker!r}")
+            raise ValueError(f"{engine.NAME} linker must be one of {LINKERS}, got {linker!r}")
         self.linker = linker
         self._jax_devices: dict[Device, object] = {}
         if linker == "c":
-            self._table = [(Device("cpu", 0), "host (Aesara C linker)")]
+            self._table = [(Device("cpu", 0), f"host ({engine.TITLE} C linker)")]
         else:
             self._table = []
             for kind in ("cpu", "gpu"):
@@ -428,11 +493,11 @@ class Backend(interface.Backend):
         self._devices_by_native = {native: device for device, native in self._jax_devices.items()}
         self._shardings = {native: jax.sharding.SingleDeviceSharding(native) for native in self._jax_devices.values()}
         self._known = {device for device, _ in self._table}
-        self._ops: dict[str, AesaraOps] = {}
+        self._ops: dict[str, TheanoOps] = {}
         self._compiled: dict[tuple, object] = {}
 
     def __repr__(self) -> str:
-        return f"<Backend aesara (linker={self.linker}): {self._listing()}>"
+        return f"<Backend {engine.NAME} (linker={self.linker}): {self._listing()}>"
 
     def device_table(self):
         return list(self._table)
@@ -462,7 +527,7 @@ class Backend(interface.Backend):
 
     def ops(self, dtype):
         if dtype not in self._ops:
-            self._ops[dtype] = AesaraOps(dtype)
+            self._ops[dtype] = TheanoOps(dtype)
         return self._ops[dtype]
 
     def call(self, fn, device, inputs, dtype):
@@ -520,7 +585,7 @@ class Backend(interface.Backend):
                 p, ins, c = symbols
                 output = ops.call(fn, p, *ins)
                 floats = [i for i, x in enumerate(ins) if x.dtype.startswith("float")]
-                grads = aesara.grad(None, [*p.values(), *(ins[i] for i in floats)], known_grads={output: c},
+                grads = theano.grad(None, [*p.values(), *(ins[i] for i in floats)], known_grads={output: c},
                                     disconnected_inputs="ignore")
                 return symbols, (output, dict(zip(p, grads[:len(p)])), dict(zip(map(str, floats), grads[len(p):])))
 
@@ -531,12 +596,12 @@ class Backend(interface.Backend):
     def compile_fused_step(self, model, optimizer, dtype, params, state, model_state, metrics=(),
                            across_processes=False):
         # One device: the loss, the gradient and the update in one compiled call, where composing took a gradient
-        # call, eager averaging ops and an update call. Several JAX devices: one jax.pmap (see _StackedStep).
+        # call, eager averaging ops and an update call. Several JAX devices: one jitted shard_map (see _StackedStep).
         replicas = {name: var.replicas for name, var in params.items()}
         if across_processes:
             if self.linker == "c":
                 return None  # the C linker's host step has no collectives: composed, reduced between processes
-            from toolkit.backends.aesara import distributed
+            from . import distributed
 
             return _StackedStep(self, model, optimizer, dtype, replicas, state, model_state, metrics, distributed)
         if len(next(iter(replicas.values()))) > 1:
@@ -575,7 +640,7 @@ class Backend(interface.Backend):
         return run
 
     def _new_variable(self, value, device, name):
-        return AesaraVariable(value, device, lambda v: self.place(v, device), name)
+        return TheanoVariable(value, device, lambda v: self.place(v, device), name)
 
     def _weighted_sum(self, values: Sequence, weights: Sequence[float], device):
         values = [self.place(v, device) for v in values]

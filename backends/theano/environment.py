@@ -1,8 +1,10 @@
-"""Aesara and JAX set-up that must happen around ``import aesara``. Imports them only if already imported."""
+"""The engine's and JAX's set-up that must happen around importing them (flags, logical devices, the JAX
+conversions an engine lacks). Imports neither unless already imported."""
 
 from __future__ import annotations
 
 import functools
+import importlib
 import logging
 import os
 import re
@@ -10,32 +12,41 @@ import sys
 
 from toolkit.placement.devices import apply_logical_devices
 
+from . import engine
+
 _COUNT_FLAG = "--xla_force_host_platform_device_count"
 
 
+def imported(module: str, name: str):
+    """``from <engine>.<module> import <name>``, with ``module`` and ``name`` as Aesara names them (the engine's
+    ``MOVED`` says where PyTensor moved or renamed a symbol)."""
+    module, _, name = engine.MOVED.get(f"{module}.{name}", f"{module}.{name}").rpartition(".")
+    return getattr(importlib.import_module(f"{engine.NAME}.{module}"), name)
+
+
 def set_quiet_defaults() -> None:
-    """XLA's C++ logging to errors only (a value the user set is kept). Without a BLAS named in ``AESARA_FLAGS``,
-    Aesara probes for one at import and logs long warnings when it
+    """XLA's C++ logging to errors only (a value the user set is kept). Without a BLAS named in the engine's flags
+    (``AESARA_FLAGS``, ``PYTENSOR_FLAGS``), the engine probes for one at import and warns at length when it
     falls back to NumPy's dot. An explicit empty ``blas__ldflags`` skips the probe and the fallback (correct, only
     slower) is used without a warning. A user's own ``blas__ldflags`` (e.g. ``-lopenblas``) is kept and used."""
     # JAX sets TF_CPP_MIN_LOG_LEVEL=1 on import if unset, which TensorFlow then inherits in this process and in
     # every child process: XLA's and TensorFlow's C++ logging read the same variable, so errors-only is set first.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    flags = os.environ.get("AESARA_FLAGS", "")
+    flags = os.environ.get(engine.FLAGS, "")
     match = re.search(r"(?:^|,)\s*blas__ldflags\s*=([^,]*)", flags)
     if match is None:
-        os.environ["AESARA_FLAGS"] = ",".join(f for f in (flags, "blas__ldflags=") if f)
+        os.environ[engine.FLAGS] = ",".join(f for f in (flags, "blas__ldflags=") if f)
     if match is None or not match.group(1).strip():
-        logging.getLogger("aesara.tensor.blas").setLevel(logging.ERROR)
+        logging.getLogger(engine.BLAS_LOGGER).setLevel(logging.ERROR)
 
 
 def _fix_jax_reductions() -> None:
-    """Aesara 2.9's JAX dispatch of ``CAReduce`` (sum, prod, max, ...) casts the result to the op's accumulator
-    dtype, which is float64 for float32 sums, so float32 graphs came back float64. Cast to the output dtype that
-    Aesara's graph declares, as its C linker does."""
-    from aesara.link.jax.dispatch import jax_funcify
-    from aesara.link.jax.dispatch.elemwise import jax_funcify_CAReduce
-    from aesara.tensor.elemwise import CAReduce
+    """Aesara 2.9's and PyTensor 3.0's JAX dispatch of ``CAReduce`` (sum, prod, max, ...) casts the result to the
+    op's accumulator dtype, which is float64 for float32 sums, so float32 graphs came back float64. Cast to the output
+    dtype that the graph declares, as the C linker does."""
+    jax_funcify = imported("link.jax.dispatch", "jax_funcify")
+    jax_funcify_CAReduce = imported("link.jax.dispatch.elemwise", "jax_funcify_CAReduce")
+    CAReduce = imported("tensor.elemwise", "CAReduce")
 
     @jax_funcify.register(CAReduce)
     def careduce_in_output_dtype(op, node=None, **kwargs):
@@ -56,9 +67,10 @@ def _add_jax_split() -> None:
     at fixed offsets; with symbolic sizes it raises, as before, naming the reason."""
     import jax.numpy as jnp
     import numpy as np
-    from aesara.graph.basic import Constant
-    from aesara.link.jax.dispatch import jax_funcify
-    from aesara.tensor.basic import Split
+
+    Constant = imported("graph.basic", "Constant")
+    jax_funcify = imported("link.jax.dispatch", "jax_funcify")
+    Split = imported("tensor.basic", "Split")
 
     @jax_funcify.register(Split)
     def jax_funcify_Split(op, node=None, **kwargs):
@@ -78,8 +90,9 @@ def _add_jax_argmax() -> None:
     """Aesara 2.9 has no JAX conversion for ``Argmax``. ``ops.argmax`` reduces one axis (or the flattened array), so
     the conversion is ``jnp.argmax`` over that axis, in the dtype Aesara's graph declares."""
     import jax.numpy as jnp
-    from aesara.link.jax.dispatch import jax_funcify
-    from aesara.tensor.math import Argmax
+
+    jax_funcify = imported("link.jax.dispatch", "jax_funcify")
+    Argmax = imported("tensor.math", "Argmax")
 
     @jax_funcify.register(Argmax)
     def jax_funcify_Argmax(op, node=None, **kwargs):
@@ -97,8 +110,8 @@ def _add_jax_argmax() -> None:
 def _fix_jax_specify_shape() -> None:
     """Aesara 2.9's JAX ``SpecifyShape`` compares the whole shape, so a partly specified shape such as
     ``(1, None, None)`` (made by the gradient of ``stack``) fails on any real array. Check only the given sizes."""
-    from aesara.link.jax.dispatch import jax_funcify
-    from aesara.tensor.shape import SpecifyShape
+    jax_funcify = imported("link.jax.dispatch", "jax_funcify")
+    SpecifyShape = imported("tensor.shape", "SpecifyShape")
 
     @jax_funcify.register(SpecifyShape)
     def jax_funcify_SpecifyShape(op, node=None, **kwargs):
@@ -116,42 +129,50 @@ def _batched_dot_without_blas() -> None:
     BLAS's ``dgemm_`` itself, so with no BLAS library named (``blas__ldflags`` empty, as :func:`set_quiet_defaults`
     leaves it unless the user names one) the C linker could not load it ("undefined symbol: dgemm_"). Without a BLAS
     the op says it has no C code, and the C linker runs its NumPy implementation."""
-    import aesara
-    from aesara.graph.utils import MethodNotDefined
-    from aesara.tensor.blas import BatchedDot
+    config = importlib.import_module(engine.NAME).config
+    MethodNotDefined = imported("graph.utils", "MethodNotDefined")
+    BatchedDot = imported("tensor.blas", "BatchedDot")
 
     with_blas = BatchedDot.c_code
 
     def c_code(self, *args, **kwargs):
-        if not aesara.config.blas__ldflags.strip():
+        if not config.blas__ldflags.strip():
             raise MethodNotDefined("BatchedDot's C code needs a BLAS library (blas__ldflags)")
         return with_blas(self, *args, **kwargs)
 
     BatchedDot.c_code = c_code
 
 
+#: The fixes an engine's ``FIXES`` can name, applied in this order after the engine's import.
+JAX_FIXES = {
+    "reductions": _fix_jax_reductions,
+    "split": _add_jax_split,
+    "argmax": _add_jax_argmax,
+    "specify_shape": _fix_jax_specify_shape,
+    "batched_dot_without_blas": _batched_dot_without_blas,
+}
+
+
 @functools.cache
 def import_framework():
-    """Import Aesara and JAX quietly, with the logical CPU devices asked for by ``toolkit.use_logical_devices``.
+    """Import the engine (Aesara or PyTensor) and JAX quietly, with the logical CPU devices asked for by
+    ``toolkit.use_logical_devices``, and the JAX conversions the engine lacks.
 
     Returns:
-        ``(aesara, jax)``.
+        ``(engine's module, jax)``.
     """
     apply_logical_devices(sys.modules[__name__], "JAX")
     set_quiet_defaults()
-    import aesara
-    import aesara.link.jax.dispatch  # noqa: F401  (sets jax_enable_x64 from floatX; turned on below)
+    framework = importlib.import_module(engine.NAME)
+    importlib.import_module(f"{engine.NAME}.link.jax.dispatch")  # sets jax_enable_x64 from floatX; turned on below
     import jax
 
-    # Aesara sets x64 from floatX; float64 graphs need it on, and float32 graphs stay float32 with it on because
-    # every input is typed explicitly. Other JAX code in the process sees it too.
+    # The engine sets x64 from floatX; float64 graphs need it on, and float32 graphs stay float32 with it on
+    # because every input is typed explicitly. Other JAX code in the process sees it too.
     jax.config.update("jax_enable_x64", True)
-    _fix_jax_reductions()
-    _add_jax_split()
-    _add_jax_argmax()
-    _fix_jax_specify_shape()
-    _batched_dot_without_blas()
-    return aesara, jax
+    for fix in engine.FIXES:
+        JAX_FIXES[fix]()
+    return framework, jax
 
 
 def _jax_started() -> bool:

@@ -1,4 +1,4 @@
-"""Aesara's C linker (host only) and JAX linker (devices) compute the same training run."""
+"""The Theano-family engine's C linker (host only) and JAX linker (devices) compute the same training run."""
 
 from __future__ import annotations
 
@@ -6,18 +6,18 @@ import numpy as np
 import pytest
 
 import toolkit
-from tests.conftest import needs_backend
+from tests.conftest import THEANO, needs_backend
 from tests.helpers import SMALL_MLP, batch, check_fused_step_follows_outside_writes, max_abs_diff
 from toolkit.tolerances import FLOAT64_ATOL
 
-pytestmark = needs_backend("aesara")
+pytestmark = needs_backend(THEANO)
 
 
 def test_c_linker_matches_jax_linker():
-    c_backend = toolkit.get_backend("aesara", linker="c")
+    c_backend = toolkit.get_backend(THEANO, linker="c")
     x, y = batch(16, seed=7)
     runs = {}
-    for name, backend in (("c", c_backend), ("jax", toolkit.get_backend("aesara"))):
+    for name, backend in (("c", c_backend), ("jax", toolkit.get_backend(THEANO))):
         trainer = toolkit.DataParallel(SMALL_MLP, backend, 1, toolkit.optim.Adam(0.05), dtype="float64")
         runs[name] = ([trainer.step(x, y) for _ in range(10)], trainer.params())
     assert max(abs(a - b) for a, b in zip(runs["c"][0], runs["jax"][0])) <= FLOAT64_ATOL
@@ -38,7 +38,7 @@ def test_c_linker_trains_sequence_models_like_the_jax_linker(name):
         model = toolkit.models.transformer_lm(vocab=16, seq_len=6, width=8, heads=2, depth=1, dropout=0.0)
         x, y = rng.integers(0, 16, size=(8, 6)), rng.integers(0, 16, size=(8, 6))
     runs = {}
-    for linker, backend in (("c", toolkit.get_backend("aesara", linker="c")), ("jax", toolkit.get_backend("aesara"))):
+    for linker, backend in (("c", toolkit.get_backend(THEANO, linker="c")), ("jax", toolkit.get_backend(THEANO))):
         trainer = toolkit.DataParallel(model, backend, 1, toolkit.optim.Adam(0.05), dtype="float64")
         runs[linker] = ([trainer.step(x, y) for _ in range(3)], trainer.params())
     assert max(abs(a - b) for a, b in zip(runs["c"][0], runs["jax"][0])) <= FLOAT64_ATOL
@@ -52,7 +52,7 @@ def test_c_linker_fit_scores_training_metrics_like_the_jax_linker():
 
     metrics = ["accuracy", toolkit.metrics.Metric("loss_again", BATCH_NORM.loss)]
     histories, states = {}, {}
-    for linker, backend in (("c", toolkit.get_backend("aesara", linker="c")), ("jax", toolkit.get_backend("aesara"))):
+    for linker, backend in (("c", toolkit.get_backend(THEANO, linker="c")), ("jax", toolkit.get_backend(THEANO))):
         trainer = toolkit.DataParallel(BATCH_NORM, backend, 1, toolkit.optim.Adam(0.05), dtype="float64", seed=3)
         histories[linker] = trainer.fit(X, Y, epochs=2, batch_size=5, verbose=0, metrics=metrics).history
         states[linker] = trainer.state()
@@ -64,16 +64,16 @@ def test_c_linker_fit_scores_training_metrics_like_the_jax_linker():
 
 
 def test_c_linker_fused_step_follows_outside_writes(tmp_path):
-    check_fused_step_follows_outside_writes(toolkit.get_backend("aesara", linker="c"), 1, tmp_path / "c.npz")
+    check_fused_step_follows_outside_writes(toolkit.get_backend(THEANO, linker="c"), 1, tmp_path / "c.npz")
 
 
 def test_c_linker_has_one_host_device():
-    backend = toolkit.get_backend("aesara", linker="c")
+    backend = toolkit.get_backend(THEANO, linker="c")
     assert [str(d) for d in backend.list_devices()] == ["cpu:0"]
-    with pytest.raises(toolkit.DeviceNotFoundError, match="2 devices asked for, but aesara sees 1 CPU"):
+    with pytest.raises(toolkit.DeviceNotFoundError, match=f"2 devices asked for, but {THEANO} sees 1 CPU"):
         backend.select_devices(2)
 
 
 def test_unknown_linker():
     with pytest.raises(ValueError, match="linker must be one of"):
-        toolkit.get_backend("aesara", linker="numba")
+        toolkit.get_backend(THEANO, linker="numba")

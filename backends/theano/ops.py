@@ -1,6 +1,6 @@
-"""The neutral ops (:class:`toolkit.nn.ops.Ops`) as Aesara graph ops. They build symbolic graphs; the backend
-compiles them with the JAX linker (for devices) or the C linker. Arguments arrive as variables of the dtypes the
-core chose (see ``toolkit.nn.ops.ARGUMENTS``)."""
+"""The neutral ops (:class:`toolkit.nn.ops.Ops`) as Theano-family (Aesara, PyTensor) graph ops. They build
+symbolic graphs; the backend compiles them with the JAX linker (for devices) or the C linker. Arguments arrive as
+variables of the dtypes the core chose (see ``toolkit.nn.ops.ARGUMENTS``)."""
 
 from __future__ import annotations
 
@@ -9,27 +9,34 @@ import warnings
 
 import numpy as np
 
-from toolkit.backends.aesara.environment import import_framework
 from toolkit.nn.context import MIX32_STEPS, UNIFORM_BITS
 from toolkit.nn.ops import Ops
 from toolkit.nn.shapes import check_conv, check_matmul, output_size, same_padding, window
 
-_, jax = import_framework()
+from .environment import import_framework, imported
 
-import aesara  # noqa: E402
-import aesara.tensor as at  # noqa: E402
+theano, jax = import_framework()
+
 import jax.numpy as jnp  # noqa: E402
-from aesara.compile.function.types import Supervisor  # noqa: E402
-from aesara.compile.mode import get_mode  # noqa: E402
-from aesara.gradient import DisconnectedType  # noqa: E402
-from aesara.graph.basic import Apply, Constant, io_toposort  # noqa: E402
-from aesara.graph.fg import FunctionGraph  # noqa: E402
-from aesara.graph.op import Op  # noqa: E402
-from aesara.link.jax.dispatch import jax_funcify  # noqa: E402
-from aesara.tensor.exceptions import ShapeError  # noqa: E402
-from aesara.tensor.sharedvar import TensorSharedVariable  # noqa: E402
-from aesara.tensor.special import log_softmax, softmax  # noqa: E402
-from aesara.tensor.var import TensorVariable  # noqa: E402
+
+tt = theano.tensor
+clone_replace = imported("graph.basic", "clone_replace")
+true_divide = imported("tensor", "true_divide")
+floor_divide = imported("tensor", "floor_divide")
+Supervisor = imported("compile.function.types", "Supervisor")
+get_mode = imported("compile.mode", "get_mode")
+DisconnectedType = imported("gradient", "DisconnectedType")
+Apply = imported("graph.basic", "Apply")
+Constant = imported("graph.basic", "Constant")
+io_toposort = imported("graph.basic", "io_toposort")
+FunctionGraph = imported("graph.fg", "FunctionGraph")
+Op = imported("graph.op", "Op")
+jax_funcify = imported("link.jax.dispatch", "jax_funcify")
+ShapeError = imported("tensor.exceptions", "ShapeError")
+TensorSharedVariable = imported("tensor.sharedvar", "TensorSharedVariable")
+log_softmax = imported("tensor.special", "log_softmax")
+softmax = imported("tensor.special", "softmax")
+TensorVariable = imported("tensor.var", "TensorVariable")
 
 
 def _shape(x) -> list:
@@ -38,11 +45,23 @@ def _shape(x) -> list:
     return [size if size is not None else x.shape[axis] for axis, size in enumerate(x.type.shape)]
 
 
+def _int64(sizes) -> list:
+    """Static sizes as int64 constants, for a shape an op allocates or broadcasts to. A Python int becomes the
+    smallest integer constant that holds it (int8 for 16), and PyTensor 3.0 rewrites the sum of an ``alloc``
+    (``sum(ones(shape))``) into the product of its sizes in that dtype: 16 * 8 * 8 overflowed int8 to 0, so batch
+    statistics divided by 1."""
+    return [np.int64(size) if isinstance(size, (int, np.integer)) else size for size in sizes]
+
+
+def _int64_shape(x) -> list:
+    return _int64(_shape(x))
+
+
 def _reduced(out, x, axis, keepdims: bool):
     """``out``, a reduction of ``x`` over ``axis``, with the static sizes of the axes it keeps."""
     axes = range(x.ndim) if axis is None else [a % x.ndim for a in ((axis,) if isinstance(axis, int) else axis)]
     shape = [1 if i in axes else size for i, size in enumerate(x.type.shape) if keepdims or i not in axes]
-    return at.specify_shape(out, tuple(shape))
+    return tt.specify_shape(out, tuple(shape))
 
 
 def _joined(xs, axis: int) -> tuple:
@@ -70,8 +89,8 @@ def _padded(x, pads, value):
     """``x`` inside a constant ``value`` frame, ``pads[i] = (before, after)`` per axis: plain allocation and
     ``set_subtensor``, which every linker runs and differentiates."""
     shape = _shape(x)
-    frame = at.alloc(at.constant(value, dtype=x.dtype), *[s + a + b for s, (a, b) in zip(shape, pads)])
-    return at.set_subtensor(frame[tuple(slice(a, a + s) for s, (a, _) in zip(shape, pads))], x)
+    frame = tt.alloc(tt.constant(value, dtype=x.dtype), *_int64(s + a + b for s, (a, b) in zip(shape, pads)))
+    return tt.set_subtensor(frame[tuple(slice(a, a + s) for s, (a, _) in zip(shape, pads))], x)
 
 
 def _windows(x, size, strides, dilation, out):
@@ -92,12 +111,12 @@ def _frame(x, size, strides, dilation, padding, value):
                output_size(w, size[1], strides[1], dilation[1], padding))
 
 
-class AesaraOps(Ops):
+class TheanoOps(Ops):
     def is_native(self, value):
         return isinstance(value, (TensorVariable, TensorSharedVariable))
 
     def constant(self, value):
-        return at.constant(value, dtype=value.dtype.name)
+        return tt.constant(value, dtype=value.dtype.name)
 
     def native_dtype(self, value):
         return value.dtype
@@ -106,102 +125,102 @@ class AesaraOps(Ops):
         return tuple(value.type.shape)
 
     def native_cast(self, value, dtype):
-        return at.cast(value, dtype)
+        return tt.cast(value, dtype)
 
     def add(self, x1, x2):
-        return at.add(x1, x2)
+        return tt.add(x1, x2)
 
     def subtract(self, x1, x2):
-        return at.sub(x1, x2)
+        return tt.sub(x1, x2)
 
     def multiply(self, x1, x2):
-        return at.mul(x1, x2)
+        return tt.mul(x1, x2)
 
     def divide(self, x1, x2):
-        return at.true_divide(x1, x2)
+        return true_divide(x1, x2)
 
     def floor_divide(self, x1, x2):
-        return at.floor_divide(x1, x2)
+        return floor_divide(x1, x2)
 
     def mod(self, x1, x2):
-        return at.mod(x1, x2)
+        return tt.mod(x1, x2)
 
     def power(self, x1, x2):
-        return at.pow(x1, x2)
+        return tt.pow(x1, x2)
 
     def negative(self, x):
-        return at.neg(x)
+        return tt.neg(x)
 
     def abs(self, x):
-        return at.abs(x)
+        return tt.abs(x)
 
     def maximum(self, x1, x2):
-        # switch, not at.maximum: Aesara's maximum gives both operands the whole gradient at a tie, TensorFlow x1.
-        return at.switch(at.ge(x1, x2), x1, x2)
+        # switch, not tt.maximum: Aesara's maximum gives both operands the whole gradient at a tie, TensorFlow x1.
+        return tt.switch(tt.ge(x1, x2), x1, x2)
 
     def minimum(self, x1, x2):
-        return at.switch(at.le(x1, x2), x1, x2)
+        return tt.switch(tt.le(x1, x2), x1, x2)
 
     def greater(self, x1, x2):
-        return at.gt(x1, x2)
+        return tt.gt(x1, x2)
 
     def greater_equal(self, x1, x2):
-        return at.ge(x1, x2)
+        return tt.ge(x1, x2)
 
     def less(self, x1, x2):
-        return at.lt(x1, x2)
+        return tt.lt(x1, x2)
 
     def less_equal(self, x1, x2):
-        return at.le(x1, x2)
+        return tt.le(x1, x2)
 
     def equal(self, x1, x2):
-        return at.eq(x1, x2)
+        return tt.eq(x1, x2)
 
     def not_equal(self, x1, x2):
-        return at.neq(x1, x2)
+        return tt.neq(x1, x2)
 
     def logical_and(self, x1, x2):
-        return at.and_(x1, x2)
+        return tt.and_(x1, x2)
 
     def logical_or(self, x1, x2):
-        return at.or_(x1, x2)
+        return tt.or_(x1, x2)
 
     def logical_not(self, x):
-        return at.invert(x)
+        return tt.invert(x)
 
     def where(self, condition, x1, x2):
-        return at.switch(condition, x1, x2)
+        return tt.switch(condition, x1, x2)
 
     def relu(self, x):
         # switch, not maximum: maximum's gradient at x == 0 is not the 0 TensorFlow uses.
-        return at.switch(x > 0, x, 0)
+        return tt.switch(x > 0, x, 0)
 
     def tanh(self, x):
-        return at.tanh(x)
+        return tt.tanh(x)
 
     def sigmoid(self, x):
-        return at.sigmoid(x)
+        return tt.sigmoid(x)
 
     def exp(self, x):
-        return at.exp(x)
+        return tt.exp(x)
 
     def log(self, x):
-        return at.log(x)
+        return tt.log(x)
 
     def sqrt(self, x):
-        return at.sqrt(x)
+        return tt.sqrt(x)
 
     def square(self, x):
-        return at.square(x)
+        return tt.square(x)
 
     def erf(self, x):
-        return at.erf(x)
+        return tt.erf(x)
 
     def sin(self, x):
-        return at.sin(x)
+        return tt.sin(x)
 
     def cos(self, x):
-        return at.cos(x)
+        return tt.cos(x)
 
     def softmax(self, x, axis=-1):
         return softmax(x, axis=axis)
@@ -210,47 +229,47 @@ class AesaraOps(Ops):
         return log_softmax(x, axis=axis)
 
     def sum(self, x, axis=None, keepdims=False):
-        return at.sum(x, axis=axis, keepdims=keepdims)
+        return tt.sum(x, axis=axis, keepdims=keepdims)
 
     def mean(self, x, axis=None, keepdims=False):
-        return at.mean(x, axis=axis, keepdims=keepdims)
+        return tt.mean(x, axis=axis, keepdims=keepdims)
 
     def max(self, x, axis=None, keepdims=False):
-        return _reduced(at.max(x, axis=axis, keepdims=keepdims), x, axis, keepdims)  # MaxAndArgmax forgets sizes
+        return _reduced(tt.max(x, axis=axis, keepdims=keepdims), x, axis, keepdims)  # MaxAndArgmax forgets sizes
 
     def min(self, x, axis=None, keepdims=False):
-        return _reduced(at.min(x, axis=axis, keepdims=keepdims), x, axis, keepdims)
+        return _reduced(tt.min(x, axis=axis, keepdims=keepdims), x, axis, keepdims)
 
     def argmax(self, x, axis=None, keepdims=False):
         # Aesara's Argmax has no JAX conversion in 2.9; environment.py adds one.
         if axis is None:
-            found = at.argmax(at.flatten(x), axis=0)
-            return at.cast(at.reshape(found, [1] * x.ndim) if keepdims else found, "int32")
-        return _reduced(at.cast(at.argmax(x, axis=axis, keepdims=keepdims), "int32"), x, axis, keepdims)
+            found = tt.argmax(tt.flatten(x), axis=0)
+            return tt.cast(tt.reshape(found, [1] * x.ndim) if keepdims else found, "int32")
+        return _reduced(tt.cast(tt.argmax(x, axis=axis, keepdims=keepdims), "int32"), x, axis, keepdims)
 
     def cumsum(self, x, axis=None):
-        return at.cumsum(x, axis=axis)
+        return tt.cumsum(x, axis=axis)
 
     def matmul(self, x1, x2):
-        # at.matmul has no gradient in Aesara 2.9 (and computes float32 in float64); batch axes are broadcast and
+        # tt.matmul has no gradient in Aesara 2.9 (and computes float32 in float64); batch axes are broadcast and
         # folded into one for batched_dot, which has both.
         check_matmul(self.native_shape(x1), self.native_shape(x2))
-        a = at.shape_padleft(x1) if x1.ndim == 1 else x1
-        b = at.shape_padright(x2) if x2.ndim == 1 else x2
+        a = tt.shape_padleft(x1) if x1.ndim == 1 else x1
+        b = tt.shape_padright(x2) if x2.ndim == 1 else x2
         if b.ndim == 2:
             # Rows times one matrix (a dense layer on sequences): the batch axes fold into the rows of one dot.
             # BatchedDot's C code calls BLAS's dgemm_ itself, which the C linker cannot link without a BLAS library.
             lead = _shape(a)[:-1]
             count = int(np.prod(lead)) if all(isinstance(n, int) for n in lead) else -1
-            out = at.dot(at.reshape(a, (count, _shape(a)[-1])), b) if a.ndim > 2 else at.dot(a, b)
-            out = at.reshape(out, (*lead, _shape(b)[-1])) if a.ndim > 2 else out
+            out = tt.dot(tt.reshape(a, (count, _shape(a)[-1])), b) if a.ndim > 2 else tt.dot(a, b)
+            out = tt.reshape(out, (*lead, _shape(b)[-1])) if a.ndim > 2 else out
         else:
             batch = tuple(np.broadcast_shapes(tuple(_shape(a)[:-2]), tuple(_shape(b)[:-2])))
-            a = at.broadcast_to(a, (*batch, *_shape(a)[-2:]))
-            b = at.broadcast_to(b, (*batch, *_shape(b)[-2:]))
+            a = tt.broadcast_to(a, _int64((*batch, *_shape(a)[-2:])))
+            b = tt.broadcast_to(b, _int64((*batch, *_shape(b)[-2:])))
             count = int(np.prod(batch))
-            out = at.batched_dot(at.reshape(a, (count, *_shape(a)[-2:])), at.reshape(b, (count, *_shape(b)[-2:])))
-            out = at.reshape(out, (*batch, _shape(a)[-2], _shape(b)[-1]))  # sizes from the inputs: static
+            out = tt.batched_dot(tt.reshape(a, (count, *_shape(a)[-2:])), tt.reshape(b, (count, *_shape(b)[-2:])))
+            out = tt.reshape(out, (*batch, _shape(a)[-2], _shape(b)[-1]))  # sizes from the inputs: static
         if x2.ndim == 1:
             out = out[..., 0]
         return out[..., 0, :] if x1.ndim == 1 else out
@@ -262,44 +281,44 @@ class AesaraOps(Ops):
         if -1 in shape and None not in known:
             rest = int(np.prod([s for s in shape if s != -1]))
             shape[shape.index(-1)] = int(np.prod(known)) // rest if rest else 0
-        return at.reshape(x, tuple(shape))
+        return tt.reshape(x, tuple(shape))
 
     def transpose(self, x, axes=None):
-        return at.transpose(x, axes)
+        return tt.transpose(x, axes)
 
     def expand_dims(self, x, axis):
-        return at.expand_dims(x, axis)
+        return tt.expand_dims(x, axis)
 
     def squeeze(self, x, axis=None):
-        return at.squeeze(x, axis=axis)
+        return tt.squeeze(x, axis=axis)
 
     def broadcast_to(self, x, shape):
-        return at.broadcast_to(x, tuple(shape))
+        return tt.broadcast_to(x, tuple(_int64(shape)))
 
     def cast(self, x, dtype):
-        return at.cast(x, dtype)
+        return tt.cast(x, dtype)
 
     def concatenate(self, xs, axis=0):
-        return at.specify_shape(at.concatenate(list(xs), axis=axis), _joined(xs, axis))  # Join forgets all of it
+        return tt.specify_shape(tt.concatenate(list(xs), axis=axis), _joined(xs, axis))  # Join forgets all of it
 
     def stack(self, xs, axis=0):
-        return at.specify_shape(at.stack(list(xs), axis=axis), _joined([at.expand_dims(x, axis) for x in xs], axis))
+        return tt.specify_shape(tt.stack(list(xs), axis=axis), _joined([tt.expand_dims(x, axis) for x in xs], axis))
 
     def pad(self, x, pad_width, constant_values=0):
         return _padded(x, [tuple(p) for p in pad_width], constant_values)
 
     def _index(self, native, key):
-        return at.specify_shape(native[key], _indexed(tuple(native.type.shape), key))  # slices forget sizes
+        return tt.specify_shape(native[key], _indexed(tuple(native.type.shape), key))  # slices forget sizes
 
     def _scan(self, step, init, xs, length, reverse, unroll):
         # The step is built once on fresh inputs; what it reads from outside becomes the loop op's extra inputs.
-        carry = [at.tensor(v.dtype, shape=v.type.shape) for v in init]
-        x = [at.tensor(v.dtype, shape=v.type.shape[1:]) for v in xs]
+        carry = [tt.tensor(dtype=v.dtype, shape=v.type.shape) for v in init]
+        x = [tt.tensor(dtype=v.dtype, shape=v.type.shape[1:]) for v in xs]
         new_carry, ys = step(carry, x)
         outputs = [*new_carry, *ys]
         outer = _outer_values(carry + x, outputs)
         fresh = [v.type() for v in outer]
-        outputs = aesara.clone_replace(outputs, replace=dict(zip(outer, fresh)))
+        outputs = clone_replace(outputs, replace=dict(zip(outer, fresh)))
         loop = _Loop([*carry, *x, *fresh], outputs, len(carry), len(x), length, reverse, unroll)
         results = loop(*init, *xs, *outer)
         results = results if isinstance(results, (list, tuple)) else [results]
@@ -309,23 +328,23 @@ class AesaraOps(Ops):
         # Aesara's take forgets the static shape, which later ops (dropout's noise, attention) need.
         axis = axis % x.ndim
         shape = (*_shape(x)[:axis], *_shape(indices), *_shape(x)[axis + 1:])
-        return at.specify_shape(at.take(x, indices, axis=axis), shape)
+        return tt.specify_shape(tt.take(x, indices, axis=axis), shape)
 
     def _take_along_axis(self, x, indices, axis):
         axis = axis % x.ndim
         shape = [i if a == axis else (s if s != 1 else i)
                  for a, (s, i) in enumerate(zip(_shape(x), _shape(indices)))]
-        return at.specify_shape(at.take_along_axis(x, indices, axis=axis), shape)
+        return tt.specify_shape(tt.take_along_axis(x, indices, axis=axis), shape)
 
     def ones_like(self, x):
-        return at.ones(_shape(x), dtype=x.dtype)
+        return tt.ones(_int64_shape(x), dtype=x.dtype)
 
     def zeros_like(self, x):
-        return at.zeros(_shape(x), dtype=x.dtype)
+        return tt.zeros(_int64_shape(x), dtype=x.dtype)
 
     def one_hot(self, indices, depth):
         # A comparison with a constant arange, not indexing with arange(n): the JAX linker needs static arange bounds.
-        return at.eq(at.shape_padright(indices), at.arange(depth)).astype(self.dtype)
+        return tt.eq(tt.shape_padright(indices), tt.arange(depth)).astype(self.dtype)
 
     def conv(self, inputs, kernel, strides=1, padding="valid", dilation_rate=1):
         # Aesara's own conv ops have no JAX conversion, so the convolution is an im2col: the kernel-offset slices of
@@ -337,50 +356,50 @@ class AesaraOps(Ops):
             raise ValueError("ops.conv needs a kernel of static shape")
         x, out = _frame(inputs, (kh, kw), strides, dilation, padding, 0)
         n = _shape(x)[0]
-        patches = at.concatenate(list(_windows(x, (kh, kw), strides, dilation, out).values()), axis=3)
-        flat = at.dot(at.reshape(patches, (n * out[0] * out[1], kh * kw * cin)), at.reshape(kernel, (kh * kw * cin,
+        patches = tt.concatenate(list(_windows(x, (kh, kw), strides, dilation, out).values()), axis=3)
+        flat = tt.dot(tt.reshape(patches, (n * out[0] * out[1], kh * kw * cin)), tt.reshape(kernel, (kh * kw * cin,
                                                                                                      cout)))
-        return at.reshape(flat, (n, *out, cout))
+        return tt.reshape(flat, (n, *out, cout))
 
     def max_pool(self, inputs, pool_size, strides=None, padding="valid"):
         size, strides, padding = window(pool_size, strides, padding)
         x, out = _frame(inputs, size, strides, (1, 1), padding, -np.inf)
         # A chain of switch(a >= b, a, b) over the window's offsets in row-major order: where entries tie, the
-        # gradient goes to the first, as TensorFlow's MaxPoolGrad gives it (at.max would give it to every tied entry,
+        # gradient goes to the first, as TensorFlow's MaxPoolGrad gives it (tt.max would give it to every tied entry,
         # and ReLU outputs of constant image regions do tie).
-        pooled = functools.reduce(lambda a, b: at.switch(at.ge(a, b), a, b),
+        pooled = functools.reduce(lambda a, b: tt.switch(tt.ge(a, b), a, b),
                                   _windows(x, size, strides, (1, 1), out).values())
-        return at.specify_shape(pooled, (_shape(inputs)[0], *out, _shape(inputs)[3]))  # Aesara loses it in slices
+        return tt.specify_shape(pooled, (_shape(inputs)[0], *out, _shape(inputs)[3]))  # Aesara loses it in slices
 
     def average_pool(self, inputs, pool_size, strides=None, padding="valid"):
         size, strides, padding = window(pool_size, strides, padding)
         x, out = _frame(inputs, size, strides, (1, 1), padding, 0)
-        total = functools.reduce(at.add, _windows(x, size, strides, (1, 1), out).values())
+        total = functools.reduce(tt.add, _windows(x, size, strides, (1, 1), out).values())
         # How many entries of each window lie inside the input: a constant, computed with NumPy the same way.
         _, h, w, _ = _shape(inputs)
         ones, _ = _frame_numpy(np.ones((1, h, w, 1)), size, strides, padding)
         count = sum(ones[:, i:i + (out[0] - 1) * strides[0] + 1:strides[0], j:j + (out[1] - 1) * strides[1] + 1:
                          strides[1], :] for i in range(size[0]) for j in range(size[1]))
-        return at.specify_shape(total / at.constant(count.astype(x.dtype)), (_shape(inputs)[0], *out,
+        return tt.specify_shape(total / tt.constant(count.astype(x.dtype)), (_shape(inputs)[0], *out,
                                                                              _shape(inputs)[3]))
 
     def _hash_uniform(self, keys, counters):
         def uint32(value):
-            return at.constant(np.uint32(value))
+            return tt.constant(np.uint32(value))
 
         # Aesara has no shift op: x >> k is the floor division by 2**k, exact on unsigned integers.
-        x = at.bitwise_xor(keys, counters)
+        x = tt.bitwise_xor(keys, counters)
         for shift, multiplier in MIX32_STEPS:
-            x = at.bitwise_xor(x, at.floor_divide(x, uint32(1 << shift)))
+            x = tt.bitwise_xor(x, floor_divide(x, uint32(1 << shift)))
             if multiplier is not None:
                 x = x * uint32(multiplier)  # uint32 products wrap modulo 2**32 (NumPy and JAX)
-        top = at.floor_divide(x, uint32(1 << (32 - UNIFORM_BITS)))
-        return at.cast(top, self.dtype) * at.constant(np.asarray(2.0 ** -UNIFORM_BITS, self.dtype))
+        top = floor_divide(x, uint32(1 << (32 - UNIFORM_BITS)))
+        return tt.cast(top, self.dtype) * tt.constant(np.asarray(2.0 ** -UNIFORM_BITS, self.dtype))
 
     def all_finite(self, xs):
         # Aesara 2.9 has isnan and isinf but no isfinite.
-        finite = [at.all(at.invert(at.or_(at.isnan(x), at.isinf(x)))) for x in xs]
-        return functools.reduce(at.and_, finite)
+        finite = [tt.all(tt.invert(tt.or_(tt.isnan(x), tt.isinf(x)))) for x in xs]
+        return functools.reduce(tt.and_, finite)
 
 
 def _frame_numpy(x: np.ndarray, size, strides, padding):
@@ -436,10 +455,10 @@ class _Loop(_JaxOp):
         return id(self)
 
     def make_node(self, *inputs):
-        inputs = [at.as_tensor_variable(i) for i in inputs]
+        inputs = [tt.as_tensor_variable(i) for i in inputs]
         step_outputs = self.fgraph.outputs
         outputs = [i.type() for i in inputs[:self.carries]]
-        outputs += [at.tensor(o.dtype, shape=(self.length, *o.type.shape)) for o in step_outputs[self.carries:]]
+        outputs += [tt.tensor(dtype=o.dtype, shape=(self.length, *o.type.shape)) for o in step_outputs[self.carries:]]
         return Apply(self, inputs, outputs)
 
     def function(self):
@@ -472,13 +491,15 @@ class _Loop(_JaxOp):
         return [*shapes[:self.carries], *stacked]
 
     def L_op(self, inputs, outputs, output_grads):
-        cotangents = [at.zeros_like(o) if isinstance(g.type, DisconnectedType) else g
+        cotangents = [tt.zeros_like(o) if isinstance(g.type, DisconnectedType) else g
                       for o, g in zip(outputs, output_grads)]
         floats = [i for i, x in enumerate(inputs) if x.dtype.startswith("float")]
         found = _LoopGradient(self, floats)(*inputs, *cotangents)
         found = found if isinstance(found, (list, tuple)) else [found]
         grads = dict(zip(floats, found))
         return [grads[i] if i in grads else DisconnectedType()() for i in range(len(inputs))]
+
+    pullback = L_op  # PyTensor 3's name for L_op (it warns that L_op will stop being called); Aesara calls L_op
 
     def connection_pattern(self, node):
         return [[True] * len(node.outputs) for _ in node.inputs]
@@ -499,7 +520,7 @@ class _LoopGradient(_JaxOp):
         return hash((id(self.loop), self.floats))
 
     def make_node(self, *inputs):
-        inputs = [at.as_tensor_variable(i) for i in inputs]
+        inputs = [tt.as_tensor_variable(i) for i in inputs]
         return Apply(self, inputs, [inputs[i].type() for i in self.floats])
 
     def function(self):

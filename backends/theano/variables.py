@@ -1,5 +1,6 @@
-"""Device-placed variables for Aesara: Theano's ``shared(value, target=...)`` had no successor in Aesara, so a
-variable is a ``jax.Array`` committed to its device (JAX linker) or a NumPy array (C linker, host only)."""
+"""Device-placed variables for the Theano family: Theano's ``shared(value, target=...)`` had no successor in
+Aesara or PyTensor, so a variable is a ``jax.Array`` committed to its device (JAX linker) or a NumPy array (C
+linker, host only)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ def describe(value) -> tuple[tuple[int, ...], str]:
     return tuple(np.shape(value)), np.dtype(dtype).name
 
 
-class AesaraVariable(Variable):
+class TheanoVariable(Variable):
     def __init__(self, value: np.ndarray, device, place, name: str | None) -> None:
         super().__init__(device, value.shape, value.dtype.name, name)
         self._place = place

@@ -1,13 +1,13 @@
 """Native Theano-family and JAX training for ``multigpu bench`` (see :mod:`toolkit.command.bench`), on one device
-(Aesara has no multi-device training of its own to compare with):
+(neither Aesara nor PyTensor has multi-device training of its own to compare with):
 
-- ``function-jax`` and ``function-c``: a plain ``aesara.function`` training step with ``updates``, as Theano users
-  wrote it, with the JAX linker and the C linker. The model's math is the toolkit model's, written with
-  :class:`~backends.aesara.ops.AesaraOps`, whose methods build the same Aesara graph a user would; parameters and
-  model state are ``aesara.shared`` variables updated in place by the function.
+- ``function-jax`` and ``function-c``: a plain ``function`` training step with ``updates`` (``aesara.function`` or
+  ``pytensor.function``), as Theano users wrote it, with the JAX linker and the C linker. The model's math is the
+  toolkit model's, written with :class:`~.ops.TheanoOps`, whose methods build the same graph a user would;
+  parameters and model state are ``shared`` variables updated in place by the function.
 - ``jax-jit``: the same model written directly in JAX: :class:`JaxOps`, whose methods are single ``jax.numpy`` and
   ``jax.lax`` calls, a ``jax.value_and_grad`` of the mean loss and an SGD update in one ``jax.jit`` with the
-  parameters and state donated. The ceiling for any JAX-linker path: no Aesara graph in between.
+  parameters and state donated. The ceiling for any JAX-linker path: no engine graph in between.
 """
 
 from __future__ import annotations
@@ -16,24 +16,27 @@ import warnings
 
 import numpy as np
 
-from toolkit.backends.aesara.environment import import_framework
-from toolkit.backends.aesara.ops import AesaraOps
 from toolkit.command.bench import Batches
 from toolkit.nn.context import MIX32_STEPS, UNIFORM_BITS
 from toolkit.nn.model import batch
 from toolkit.nn.ops import Ops
 from toolkit.nn.shapes import check_conv, check_matmul, window
 
-aesara, jax = import_framework()
+from . import engine
+from .environment import import_framework
+from .ops import TheanoOps
 
-import aesara.tensor as at  # noqa: E402
+theano, jax = import_framework()
+
 import jax.numpy as jnp  # noqa: E402
 from jax import lax  # noqa: E402
 
+tt = theano.tensor
+
 #: The toolkit's candidates: name -> options for get_backend (the C linker has one device: bench runs it at n = 1).
 TOOLKIT_OPTIONS = {"toolkit": {}, "toolkit-c": {"linker": "c"}}
-#: Aesara's names for the modes of each linker.
-MODES = {"jax": "JAX", "c": "FAST_RUN"}
+#: The engine's modes of each linker.
+MODES = engine.MODES
 #: The library whose matmul measures the machine's peak for this backend (:mod:`toolkit.command.flops`): JAX, the
 #: engine of Aesara's device path.
 PEAK_LIBRARY = "jax"
@@ -47,31 +50,31 @@ def matmul(a: np.ndarray, b: np.ndarray):
 
 
 class FunctionWithUpdates:
-    """``f = aesara.function([x, y], loss, updates=[(p, p - lr * grad), (s, new s)])``, called once per batch."""
+    """``f = theano.function([x, y], loss, updates=[(p, p - lr * grad), (s, new s)])``, called once per batch."""
 
     devices_used = 1
 
     def __init__(self, model, params, state, batches: Batches, linker: str, dtype: str, lr: float) -> None:
-        ops = AesaraOps(dtype)
-        with aesara.config.change_flags(floatX=dtype):  # what a float32 user sets; keeps constants in dtype
-            self._shared = {name: aesara.shared(np.asarray(value, dtype), name=name)
+        ops = TheanoOps(dtype)
+        with theano.config.change_flags(floatX=dtype):  # what a float32 user sets; keeps constants in dtype
+            self._shared = {name: theano.shared(np.asarray(value, dtype), name=name)
                             for name, value in {**params, **state}.items()}
             # Every batch has the same shape, so the inputs' types give it: JAX needs static reshape sizes.
-            x = at.tensor(batches.x.dtype.name, shape=(batches.size, *batches.x.shape[1:]), name="x")
-            y = at.tensor(batches.y.dtype.name, shape=(batches.size, *batches.y.shape[1:]), name="y")
+            x = tt.tensor(dtype=batches.x.dtype.name, shape=(batches.size, *batches.x.shape[1:]), name="x")
+            y = tt.tensor(dtype=batches.y.dtype.name, shape=(batches.size, *batches.y.shape[1:]), name="y")
             # Shared variables have no static shape in their type; the model sees its parameters with theirs.
-            typed = {name: at.specify_shape(var, np.shape(value))
+            typed = {name: tt.specify_shape(var, np.shape(value))
                      for (name, var), value in zip(self._shared.items(), {**params, **state}.values())}
             losses, new_state, _ = model.train_losses(ops, {k: typed[k] for k in params},
                                                       batch(x, None, {k: typed[k] for k in state}), y)
-            loss = at.mean(losses)
+            loss = tt.mean(losses)
             trained = [self._shared[k] for k in params]
             step = np.asarray(lr, dtype)
-            updates = [(p, p - step * g) for p, g in zip(trained, aesara.grad(loss, trained))]
+            updates = [(p, p - step * g) for p, g in zip(trained, theano.grad(loss, trained))]
             updates += [(self._shared[k], value) for k, value in new_state.items()]
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message="Skipping `CheckAndRaise` Op", category=UserWarning)
-                self._function = aesara.function([x, y], loss, updates=updates, mode=MODES[linker])
+                self._function = theano.function([x, y], loss, updates=updates, mode=MODES[linker])
         self._batches, self._next = batches, 0
 
     def run(self, steps: int) -> float:
