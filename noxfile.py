@@ -93,6 +93,16 @@ def bench(session: nox.Session) -> None:
     session.run("python", "docs/update_readme.py")
 
 
+@nox.session(name="bench-pytensor")
+def bench_pytensor(session: nox.Session) -> None:
+    """``multigpu bench --backends pytensor`` in a PyTensor environment (NumPy 2, jax 0.10): the toolkit against a
+    plain ``pytensor.function`` step (JAX and C linkers) and plain JAX; writes docs/pytensor/bench.json and the README's
+    PyTensor table. Arguments after ``--`` go to the command."""
+    session.install("-e", ".[pytensor]")
+    session.run("multigpu", "bench", "--backends", "pytensor", "--out", "docs/pytensor", *session.posargs, env=QUIET)
+    session.run("python", "docs/update_readme.py")
+
+
 @nox.session
 def docs(session: nox.Session) -> None:
     """Measure again what the README shows: ``multigpu compare`` into docs/compare/ (results.json, the plots),

@@ -67,8 +67,9 @@ def test_compare_json_and_quiet_on_one_backend(tmp_path, capsys, backend_name):
     assert (tmp_path / "step_time.png").exists() and not (tmp_path / "divergence.png").exists()
     assert main([*argv, "--quiet", "--out", str(tmp_path / "quiet")]) == 0
     printed = capsys.readouterr().out.strip().splitlines()
-    assert printed == [f"wrote {tmp_path / 'quiet' / 'results.json'} and {tmp_path / 'quiet' / 'loss.png'} and "
-                       f"{tmp_path / 'quiet' / 'step_time.png'}"]
+    quiet = tmp_path / "quiet"
+    assert printed == [f"wrote {quiet / 'results.json'} and {quiet / 'params.npz'} and {quiet / 'loss.png'} and "
+                       f"{quiet / 'step_time.png'}"]
 
 
 @pytest.mark.parametrize("model", ["mnist-convnet", "resnet", "transformer", "lstm-text"])

@@ -42,6 +42,18 @@ def test_the_wheel_has_one_top_level_name_and_every_module(wheel):
     assert sources - set(names) == set()  # no module of the repository is left out of the wheel
 
 
+def test_only_the_aesara_extra_caps_numpy(wheel):
+    """Aesara 2.9.4 needs NumPy 1; PyTensor 3 and current jax need NumPy 2: the base requirement takes either, so that
+    ``pip install ".[tensorflow,pytensor]"`` gets NumPy 2."""
+    with zipfile.ZipFile(wheel) as archive:
+        (metadata,) = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
+        requires = [line.split(":", 1)[1].strip() for line in archive.read(metadata).decode().splitlines()
+                    if line.startswith("Requires-Dist:")]
+    numpy = sorted(r.replace(" ", "") for r in requires if r.replace(" ", "").startswith("numpy"))
+    assert numpy == ['numpy<2;extra=="aesara"', "numpy>=1.26"]
+    assert any(r.startswith("pytensor") and 'extra == "pytensor"' in r for r in requires)
+
+
 def test_an_installed_wheel_trains_on_two_devices_outside_the_checkout(wheel, backend_name, tmp_path):
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
