@@ -1,7 +1,7 @@
 """Rewrite README.md's generated tables from the committed results: the `multigpu compare` table from
 docs/compare/results.json, the built-in models' tables from docs/models.json and docs/lengths.json and the
 `multigpu bench` tables from
-docs/bench.json. ``nox -s docs`` runs it after it
+docs/bench.json (TensorFlow and Aesara) and docs/pytensor/bench.json (PyTensor). ``nox -s docs`` runs it after it
 has measured both; tests/test_readme.py checks that the README holds exactly what these files give.
 
     python docs/update_readme.py
@@ -22,6 +22,7 @@ BLOCKS = {
     "models": ("docs/models.json", "toolkit.command.compare:models_markdown"),
     "lengths": ("docs/lengths.json", "toolkit.command.compare:lengths_markdown"),
     "bench": ("docs/bench.json", "toolkit.command.bench:markdown"),
+    "bench-pytensor": ("docs/pytensor/bench.json", "toolkit.command.bench:markdown"),
 }
 
 
