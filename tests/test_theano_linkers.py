@@ -24,13 +24,16 @@ def test_c_linker_matches_jax_linker():
     assert max_abs_diff(runs["c"][1], runs["jax"][1]) <= FLOAT64_ATOL
 
 
-@pytest.mark.parametrize("name", ["lstm", "transformer"])
-def test_c_linker_trains_sequence_models_like_the_jax_linker(name):
-    """The masked LSTM's time loop (one op that is a lax.scan under the JAX linker) and attention's batched matmul
-    (whose C code needs a BLAS library, absent here) run on the C linker's host step too, with the same losses and
-    parameters."""
+@pytest.mark.parametrize("name", ["lstm", "transformer", "resnet"])
+def test_c_linker_trains_models_like_the_jax_linker(name):
+    """The masked LSTM's time loop (one op that is a lax.scan under the JAX linker), attention's batched matmul
+    (whose C code needs a BLAS library, absent here) and the ResNet's convolutions (XLA's under the JAX linker, an
+    im2col graph under the C linker) give the same losses and parameters on both linkers."""
     rng = np.random.default_rng(0)
-    if name == "lstm":
+    if name == "resnet":
+        model = toolkit.models.resnet((8, 8, 3), width=4, blocks=(1, 1))
+        x, y = rng.normal(size=(8, 8, 8, 3)), rng.integers(0, 10, size=8)
+    elif name == "lstm":
         model = toolkit.models.lstm_text(seq_len=6)
         x, y = rng.integers(1, 32, size=(8, 6)), rng.integers(0, 2, size=8)
         x[:4, 3:] = 0
@@ -77,3 +80,21 @@ def test_c_linker_has_one_host_device():
 def test_unknown_linker():
     with pytest.raises(ValueError, match="linker must be one of"):
         toolkit.get_backend(THEANO, linker="numba")
+
+
+@pytest.mark.parametrize("linker", ["jax", "c"])
+def test_conv_is_one_xla_convolution_under_the_jax_linker_only(linker):
+    """Under the JAX linker ``ops.conv`` (and its gradient) is one op each, lax.conv_general_dilated and its vjp;
+    under the C linker it is the im2col graph the engine compiles to C. Their values are checked against each other
+    by the training test above and against Keras and central differences in tests/test_op_vocabulary.py."""
+    import importlib
+
+    engine = importlib.import_module(f"toolkit.backends.{THEANO}.ops")
+    tt = engine.tt
+    ops = engine.TheanoOps("float64", linker)
+    x, k = tt.tensor(dtype="float64", shape=(2, 9, 9, 3)), tt.tensor(dtype="float64", shape=(3, 3, 3, 5))
+    out = ops.call(lambda o, x, k: o.conv(x, k, strides=2, padding="same"), x, k)
+    assert out.type.shape == (2, 5, 5, 5)
+    grads = engine.theano.grad(tt.sum(out), [x, k])
+    nodes = {type(node.op).__name__ for node in engine.io_toposort([x, k], [out, *grads])}
+    assert nodes & {"_Conv", "_ConvGradient"} == ({"_Conv", "_ConvGradient"} if linker == "jax" else set())

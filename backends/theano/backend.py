@@ -527,7 +527,7 @@ class Backend(interface.Backend):
 
     def ops(self, dtype):
         if dtype not in self._ops:
-            self._ops[dtype] = TheanoOps(dtype)
+            self._ops[dtype] = TheanoOps(dtype, self.linker)
         return self._ops[dtype]
 
     def call(self, fn, device, inputs, dtype):
