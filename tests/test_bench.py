@@ -84,13 +84,52 @@ def test_fractions_of_peak_judge_the_faster_backend_on_compute_bound_models():
             _run("aesara", 1.0, 1, "toolkit")]  # dispatch-bound: not a fraction
     for run in runs:
         run["gflop_per_step"] = 0.1  # GFLOP: 100 GFLOP/s at 1 ms
-        run["peak_fraction"] = run["gflop_per_step"] / (run["median_ms"] / 1e3) / 150.0
+        run["gflops"] = run["gflop_per_step"] / (run["median_ms"] / 1e3)
+        run["peak_fraction"] = run["gflops"] / 150.0
+        run["products_alone_gflops"] = None
+    runs[0]["products_alone_gflops"] = 125.0  # TensorFlow's products alone: 0.8 ms, 10 GFLOP/s of them in the step
     found = {f["backend"]: f for f in fractions(runs, best_peak_gflops=150.0)}
     assert set(found) == {"tensorflow", "aesara"}
     faster, slower = found["aesara"], found["tensorflow"]
     assert faster["fraction"] == pytest.approx(100 / 150) and faster["low"] < faster["fraction"] < faster["high"]
     assert faster["target"] == PEAK_FRACTION_TARGET and faster["verdict"] == "within noise"  # rounds reach 0.56
     assert slower["target"] is None and slower["verdict"] is None and slower["fraction"] == pytest.approx(10 / 150)
+    assert slower["products_alone_fraction"] == pytest.approx(125 / 150)
+    assert slower["of_products_alone"] == pytest.approx(10 / 125)
+    assert faster["products_alone_fraction"] is None and faster["of_products_alone"] is None
+
+
+def test_products_alone_run_every_product_and_both_of_its_gradients(backend_name):
+    """The call that times a step's matmuls and convolutions alone computes, for each, the gradients for both
+    operands: every product is linear in each operand, so <cotangent, output> = <grad_a, a> = <grad_b, b>, and a
+    matmul's output is NumPy's."""
+    import importlib
+
+    import toolkit
+    from toolkit.command.flops import forward_products, products_alone
+
+    model = toolkit.models.resnet((8, 8, 3), width=4, blocks=(1, 1))
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(4, 8, 8, 3)), rng.integers(0, 10, size=4)
+    trainer = toolkit.DataParallel(model, backend_name, 1, toolkit.optim.SGD(0.1), dtype="float64")
+    found = forward_products(model, trainer.backend, trainer.params(), trainer.state(), x, y, "float64")
+    assert [p.kind for p in found] == ["conv"] * 6 + ["matmul"]  # stem, 2 + 2 + shortcut, head
+    assert found[3].options == (("strides", 2), ("padding", "same"), ("dilation_rate", 1))
+    native = importlib.import_module(f"{REGISTRY[backend_name].package}.native")
+    seen = {}
+
+    def make(products, operands, cotangents, dtype):
+        run = native.products(products, operands, cotangents, dtype)
+        seen.update(operands=operands, cotangents=cotangents, run=run)
+        return run
+
+    assert products_alone(found, make, "float64", repeats=1) > 0
+    grads = [[np.asarray(g) for g in pair] for pair in seen["run"]()]
+    for product, (a, b), c, (ga, gb) in zip(found, seen["operands"], seen["cotangents"], grads):
+        assert (ga.shape, gb.shape) == (a.shape, b.shape)
+        np.testing.assert_allclose(np.sum(ga * a), np.sum(gb * b), rtol=1e-10)
+        if product.kind == "matmul":
+            np.testing.assert_allclose(np.sum(ga * a), np.sum(c * (a @ b)), rtol=1e-10)
 
 
 def test_batches_cycle_in_order_with_label_and_float_dtypes():

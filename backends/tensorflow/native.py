@@ -197,6 +197,25 @@ class KerasFit:
         return self._model.values()
 
 
+def products(found: list, operands: list, cotangents: list, dtype: str):
+    """A call that runs a step's matmuls and convolutions alone (:func:`toolkit.command.flops.products_alone`) with
+    TensorFlow on its first CPU device: one ``tf.function`` of their forward and a GradientTape's gradients for both
+    operands of each (TensorFlow's eager call returns when the work is done)."""
+    ops = TensorFlowOps(dtype)
+    with tf.device("/CPU:0"):
+        operands = [tuple(tf.constant(v) for v in pair) for pair in operands]
+        cotangents = [tf.constant(c) for c in cotangents]
+
+    @tf.function(autograph=False)
+    def gradients(operands, cotangents):
+        with tf.GradientTape() as tape:
+            tape.watch(operands)
+            outputs = [ops.call(product.apply, a, b) for product, (a, b) in zip(found, operands)]
+        return tape.gradient(outputs, operands, output_gradients=cotangents)
+
+    return lambda: gradients(operands, cotangents)
+
+
 def runners(model, params, state, batches: Batches, devices, backend, dtype: str, lr: float) -> dict:
     """The native runners for ``devices`` (the toolkit devices the toolkit's run uses), from the toolkit's initial
     ``params`` and model ``state``."""

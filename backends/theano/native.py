@@ -49,13 +49,28 @@ def matmul(a: np.ndarray, b: np.ndarray):
     return lambda: product(ja, jb).block_until_ready()
 
 
+def products(found: list, operands: list, cotangents: list, dtype: str):
+    """A call that runs a step's matmuls and convolutions alone (:func:`toolkit.command.flops.products_alone`) in
+    plain JAX on its first device: one ``jax.jit`` of their forward and ``jax.vjp`` for both operands of each."""
+    ops, device = JaxOps(dtype), jax.devices()[0]
+
+    def forward(operands):
+        return [ops.call(product.apply, a, b) for product, (a, b) in zip(found, operands)]
+
+    def gradients(operands, cotangents):
+        return jax.vjp(forward, operands)[1](cotangents)[0]  # the gradients for each product's operands
+
+    run, placed = jax.jit(gradients), jax.device_put((operands, cotangents), device)
+    return lambda: jax.block_until_ready(run(*placed))
+
+
 class FunctionWithUpdates:
     """``f = theano.function([x, y], loss, updates=[(p, p - lr * grad), (s, new s)])``, called once per batch."""
 
     devices_used = 1
 
     def __init__(self, model, params, state, batches: Batches, linker: str, dtype: str, lr: float) -> None:
-        ops = TheanoOps(dtype)
+        ops = TheanoOps(dtype, linker)
         with theano.config.change_flags(floatX=dtype):  # what a float32 user sets; keeps constants in dtype
             self._shared = {name: theano.shared(np.asarray(value, dtype), name=name)
                             for name, value in {**params, **state}.items()}

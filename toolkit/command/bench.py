@@ -35,7 +35,10 @@ FLOP/s of a large square matmul in the bench's dtype through NumPy's BLAS and ea
 JAX for Aesara); each worker counts the model's FLOPs per step from the shapes of its matmuls and convolutions
 (:mod:`toolkit.command.flops`, which says how), and each candidate's achieved FLOP/s is that count over its median
 step time, also given as a fraction of the best peak; on compute-bound models the faster backend's toolkit step at
-one device is held to :data:`PEAK_FRACTION_TARGET` of it (``fractions``).
+one device is held to :data:`PEAK_FRACTION_TARGET` of it (``fractions``). What stands between a step and the peak
+is split in two by timing, in the one-device process of a compute-bound model, the step's matmuls and convolutions
+alone with each backend's library (:func:`toolkit.command.flops.products_alone`): their own share of the peak (what
+their shapes allow) and the step's speed over theirs (what the rest of the step costs).
 
 TensorFlow runs with oneDNN's kernels on (its default on x86; the toolkit itself turns them off for quiet logs
 unless ``TF_ENABLE_ONEDNN_OPTS`` is set): the bench measures each framework at its best.
@@ -47,10 +50,13 @@ many the candidate trains on, ``backend``, ``candidate``, ``label``, ``median_ms
 rounds, ``round_ms``: each round's mean step time, ``compile_s``: the first step, ``warmup_s``: the warm-up cycle,
 ``first_peak_mb``, ``step_peak_mb``, ``param_diff``: max |value - toolkit's| / max |toolkit value| over parameters
 and state, null for the toolkit itself, ``gflop_per_step``, ``gflops``: achieved, ``peak_fraction``: of the best
-peak, ``compute_bound``), ``ratios`` (``model``, ``backend``, ``devices``, ``candidate``, ``baseline``,
-``baseline_devices``, ``ratio``, ``low`` and ``high``: the bootstrap interval, ``target``: the bound or null,
-``verdict``: "met", "not met", "within noise", or null without a target) and ``fractions`` (``model``,
-``backend``, ``candidate``, ``fraction``, ``low``, ``high``, ``target``, ``verdict``).
+peak, ``compute_bound``, ``products_alone_ms``: the step's matmuls and convolutions alone with this backend's
+library, on compute-bound models at one device, else null, ``products_alone_gflops``), ``ratios`` (``model``,
+``backend``, ``devices``, ``candidate``, ``baseline``, ``baseline_devices``, ``ratio``, ``low`` and ``high``: the
+bootstrap interval, ``target``: the bound or null, ``verdict``: "met", "not met", "within noise", or null without
+a target) and ``fractions`` (``model``, ``backend``, ``candidate``, ``fraction``, ``low``, ``high``, ``target``,
+``verdict``, ``products_alone_fraction``: the products' share of the best peak, ``of_products_alone``: the step's
+GFLOP/s over theirs).
 """
 
 from __future__ import annotations
@@ -75,7 +81,7 @@ from toolkit.command.flops import PEAK_REPEATS
 from toolkit.errors import ComputeError, ModelStateError
 
 SCHEMA = "multigpu-toolkit/bench"
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 #: The bootstrap behind each ratio's interval: resamples of the rounds, the interval's percentiles (a 90% interval),
 #: and a fixed seed so the same measurements always give the same interval.
@@ -249,7 +255,7 @@ class _PeakMemory:
 
 def _measure(config: dict[str, Any]) -> list[dict[str, Any]]:
     import toolkit
-    from toolkit.command.flops import forward_flops, step_flops
+    from toolkit.command.flops import forward_products, products_alone, step_flops
     from toolkit.command.workloads import load_workload
     from toolkit.registry import REGISTRY
     from toolkit.training.optim import SGD
@@ -273,8 +279,8 @@ def _measure(config: dict[str, Any]) -> list[dict[str, Any]]:
                                                 backend.select_devices(n), backend, dtype, lr).items():
             runners[(name, candidate)] = runner
     first = runners[(config["backends"][0], "toolkit")]._trainer
-    gflop = step_flops(forward_flops(workload.model, first.backend, first.params(), first.state(), *batches[0], dtype,
-                                     seed)) / 1e9
+    found = forward_products(workload.model, first.backend, first.params(), first.state(), *batches[0], dtype, seed)
+    gflop = step_flops(sum(p.flops for p in found)) / 1e9
     memory = _PeakMemory()
     compile_s, warmup, first_peak, step_peak = {}, {}, {}, {key: None for key in runners}
     times: dict[tuple[str, str], list[float]] = {key: [] for key in runners}
@@ -297,6 +303,12 @@ def _measure(config: dict[str, Any]) -> list[dict[str, Any]]:
             used = memory.excess()
             if used is not None:
                 step_peak[key] = max(used, step_peak[key] or 0.0)
+    # The step's products alone, with each backend's library, after the rounds (flops.products_alone).
+    alone = {}
+    if n == 1 and workload.compute_bound:
+        for name in config["backends"]:
+            native = importlib.import_module(f"{REGISTRY[name].package}.native")
+            alone[name] = products_alone(found, native.products, dtype, seed=seed) * 1e3
     results = []
     for (name, candidate), runner in runners.items():
         toolkit_runner = runners[(name, "toolkit")]
@@ -309,7 +321,7 @@ def _measure(config: dict[str, Any]) -> list[dict[str, Any]]:
             "round_ms": times[(name, candidate)], "compile_s": compile_s[(name, candidate)],
             "warmup_s": warmup[(name, candidate)], "first_peak_mb": first_peak[(name, candidate)],
             "step_peak_mb": step_peak[(name, candidate)], "gflop_per_step": gflop,
-            "compute_bound": workload.compute_bound,
+            "compute_bound": workload.compute_bound, "products_alone_ms": alone.get(name),
             "param_diff": None if candidate == "toolkit" else _relative_diff(_values(runner), reference),
         })
     return results
@@ -393,9 +405,11 @@ def fractions(runs: Sequence[dict[str, Any]], best_peak_gflops: float) -> list[d
         medians = np.median(rounds[rng.integers(0, len(rounds), size=(BOOTSTRAP_RESAMPLES, len(rounds)))], axis=1)
         share = run["gflop_per_step"] / (medians / 1e3) / best_peak_gflops
         low, high = np.percentile(share, INTERVAL_PERCENTILES)
+        alone = run.get("products_alone_gflops")
         out.append({"model": run["model"], "backend": run["backend"], "candidate": run["candidate"],
                     "fraction": run["peak_fraction"], "low": float(low), "high": float(high), "target": None,
-                    "verdict": None})
+                    "verdict": None, "products_alone_fraction": None if alone is None else alone / best_peak_gflops,
+                    "of_products_alone": None if alone is None else run["gflops"] / alone})
     for model in {f["model"] for f in out}:
         best = max((f for f in out if f["model"] == model), key=lambda f: f["fraction"])
         best["target"] = PEAK_FRACTION_TARGET
@@ -477,12 +491,15 @@ def markdown(results: dict[str, Any]) -> str:
                                         [r for r in results["ratios"] if r.get("model", "") == model],
                                         config["rounds"])
     if results.get("fractions"):
-        lines += ["", "| compute-bound model: toolkit, 1 device | share of the best peak (90% interval) | target |",
-                  "|---|---|---|"]
+        lines += ["", "| compute-bound model: toolkit, 1 device | share of the best peak (90% interval) | target | "
+                  "its matmuls and convolutions alone: share of the best peak | the step's speed / theirs |",
+                  "|---|---|---|---|---|"]
         for f in results["fractions"]:
             target = "" if f["target"] is None else f">= {f['target']:.0%}: {f['verdict']}"
+            alone, of = f.get("products_alone_fraction"), f.get("of_products_alone")
             lines.append(f"| {f['model']}: {f['backend']} | {f['fraction']:.1%} ({f['low']:.1%}-{f['high']:.1%}) | "
-                         f"{target} |")
+                         f"{target} | {'' if alone is None else f'{alone:.1%}'} | "
+                         f"{'' if of is None else f'{of:.0%}'} |")
     return "\n".join(lines) + "\n"
 
 
@@ -544,6 +561,8 @@ def run_bench(config: dict[str, Any], timeout: float, progress: Callable[[str], 
     for run in runs:
         run["gflops"] = run["gflop_per_step"] / (run["median_ms"] / 1e3)
         run["peak_fraction"] = run["gflops"] / best
+        alone = run.get("products_alone_ms")
+        run["products_alone_gflops"] = None if alone is None else run["gflop_per_step"] / (alone / 1e3)
     return {"schema": SCHEMA, "version": SCHEMA_VERSION, "config": config, "machine": machine(), "peak": peak,
             "runs": runs, "ratios": ratios(runs), "fractions": fractions(runs, best)}
 

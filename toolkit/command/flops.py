@@ -17,13 +17,20 @@ same size), so a step is three forward passes of the global batch.
 
 The machine's limit is measured, not taken from a datasheet (:func:`matmul_peak`): the best FLOP/s of a large square
 matmul through NumPy's BLAS, TensorFlow and JAX on this machine, in the bench's dtype, in a process of its own.
+
+Between the two sits what the model's own products reach (:func:`products_alone`): every matmul and convolution the
+count found, at its shapes, with its two gradients and nothing else, in one compiled call of a library. A step can
+at best reach that; the products' share of the peak says what their shapes allow (small channel counts, thin
+matmuls), and the step's share of it what the uncounted work (normalization, softmax, elementwise ops, the update)
+and the framework's overhead take.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -36,23 +43,45 @@ BACKWARD_PER_FORWARD = 2
 PEAK_MATMUL_SIZE, PEAK_REPEATS = 2048, 5
 
 
+@dataclass(frozen=True)
+class Product:
+    """One matmul or convolution of a traced forward pass: ``kind`` ("matmul" or "conv"), its two operands' shapes,
+    the convolution's keyword options, and its FLOPs."""
+
+    kind: str
+    shapes: tuple[tuple[int, ...], tuple[int, ...]]
+    options: tuple[tuple[str, Any], ...]
+    flops: int
+
+    def apply(self, ops, a, b):
+        """The product of ``a`` and ``b`` (operands of :attr:`shapes`) computed with ``ops``."""
+        return ops.matmul(a, b) if self.kind == "matmul" else ops.conv(a, b, **dict(self.options))
+
+
 def _counting(ops_class: type) -> type:
-    """``ops_class`` with ``matmul`` and ``conv`` tallying their FLOPs in ``self.flops``, and loops unrolled so
-    each iteration's ops are counted (a backend's loop traces its body once)."""
+    """``ops_class`` with ``matmul`` and ``conv`` recording each product (:class:`Product`) in ``self.products``,
+    and loops unrolled so each iteration's ops are counted (a backend's loop traces its body once)."""
     from toolkit.nn.ops import Ops
 
     class Counting(ops_class):
-        flops = 0
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            self.products: list[Product] = []
 
         def matmul(self, x1, x2):
             out = super().matmul(x1, x2)
-            self.flops += 2 * _size(self, out, "matmul") * _size(self, x1, "matmul", axis=-1)
+            self._record("matmul", x1, x2, (), 2 * _size(self, out, "matmul") * _size(self, x1, "matmul", axis=-1))
             return out
 
         def conv(self, inputs, kernel, strides=1, padding="valid", dilation_rate=1):
             out = super().conv(inputs, kernel, strides, padding, dilation_rate)
-            self.flops += 2 * _size(self, out, "conv") * _size(self, kernel, "conv", axis=slice(0, 3))
+            options = (("strides", strides), ("padding", padding), ("dilation_rate", dilation_rate))
+            self._record("conv", inputs, kernel, options,
+                         2 * _size(self, out, "conv") * _size(self, kernel, "conv", axis=slice(0, 3)))
             return out
+
+        def _record(self, kind, a, b, options, flops) -> None:
+            self.products.append(Product(kind, (tuple(self.shape(a)), tuple(self.shape(b))), options, flops))
 
         def _scan(self, step, init, xs, length, reverse, unroll):
             return Ops._scan(self, step, init, xs, length, reverse, unroll)
@@ -75,6 +104,12 @@ def forward_flops(model, backend, params: dict[str, np.ndarray], state: dict[str
     """The matmul and convolution FLOPs of one training-mode forward pass of ``model`` (and its loss) on the batch
     ``x, y``, counted from the shapes as ``backend`` traces it (dropout keys from ``seed``'s first step; model state
     as given)."""
+    return sum(p.flops for p in forward_products(model, backend, params, state, x, y, dtype, seed))
+
+
+def forward_products(model, backend, params: dict[str, np.ndarray], state: dict[str, np.ndarray], x: Any,
+                     y: np.ndarray, dtype: str, seed: int = 0) -> list[Product]:
+    """Every matmul and convolution of :func:`forward_flops`'s forward pass, in order."""
     from toolkit.nn.context import example_keys, single_replica
     from toolkit.nn.model import batch
 
@@ -83,7 +118,7 @@ def forward_flops(model, backend, params: dict[str, np.ndarray], state: dict[str
     place = lambda tree: {k: backend.place(v, device) for k, v in tree.items()}  # noqa: E731
     keys = backend.place(example_keys(seed, 1, np.arange(len(y))), device)
     model.train_losses(ops, place(params), batch(x, keys, place(state)), y, replica_sum=single_replica)
-    return int(ops.flops)
+    return ops.products
 
 
 def step_flops(forward: int) -> int:
@@ -99,13 +134,41 @@ def matmul_peak(products: dict[str, Callable[[np.ndarray, np.ndarray], Callable[
     rng = np.random.default_rng(0)
     a, b = (rng.standard_normal((size, size)).astype(dtype) for _ in range(2))
     runs = {"numpy": lambda: a @ b, **{library: make(a, b) for library, make in products.items()}}
-    peaks = {}
-    for library, run in runs.items():
+    return {library: 2 * size ** 3 / best_time(run, repeats) / 1e9 for library, run in runs.items()}
+
+
+def best_time(run: Callable[[], Any], repeats: int = PEAK_REPEATS) -> float:
+    """The best seconds of ``repeats`` calls of ``run`` after one warm-up call (compilation)."""
+    run()
+    best = math.inf
+    for _ in range(repeats):
+        began = time.perf_counter()
         run()
-        best = math.inf
-        for _ in range(repeats):
-            began = time.perf_counter()
-            run()
-            best = min(best, time.perf_counter() - began)
-        peaks[library] = 2 * size ** 3 / best / 1e9
-    return peaks
+        best = min(best, time.perf_counter() - began)
+    return best
+
+
+def products_alone(products: Sequence[Product], make: Callable[..., Callable[[], Any]], dtype: str,
+                   repeats: int = PEAK_REPEATS, seed: int = 0) -> float:
+    """The best seconds of a step's ``products`` alone: each product and its gradients for both operands, from
+    random operands and output gradients of its shapes, in one compiled call that ``make(products, operands,
+    cotangents, dtype)`` builds with one library (each backend's ``native.products``) and that waits for the result.
+    Its FLOPs are the step's counted FLOPs (:func:`step_flops`), so ``step_flops / time`` is their rate."""
+    rng = np.random.default_rng(seed)
+    operands = [tuple(rng.standard_normal(shape).astype(dtype) for shape in p.shapes) for p in products]
+    cotangents = [rng.standard_normal(_output_shape(p)).astype(dtype) for p in products]
+    return best_time(make(list(products), operands, cotangents, dtype), repeats)
+
+
+def _output_shape(product: Product) -> tuple[int, ...]:
+    """The shape of a product's output (NumPy's broadcasting of a matmul's batch axes; a convolution's sizes)."""
+    from toolkit.nn.shapes import check_conv, output_size
+
+    a, b = product.shapes
+    if product.kind == "matmul":  # a vector operand's axis is added, then removed (NumPy's rules)
+        a2, b2 = (a if len(a) > 1 else (1, *a)), (b if len(b) > 1 else (*b, 1))
+        return (*np.broadcast_shapes(a2[:-2], b2[:-2]), *a2[-2:-1] * (len(a) > 1), *b2[-1:] * (len(b) > 1))
+    options = dict(product.options)
+    strides, dilation, padding = check_conv(len(a), len(b), options["strides"], options["dilation_rate"],
+                                            options["padding"])
+    return (a[0], *(output_size(a[1 + i], b[i], strides[i], dilation[i], padding) for i in range(2)), b[3])
