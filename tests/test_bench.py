@@ -124,12 +124,14 @@ def test_products_alone_run_every_product_and_both_of_its_gradients(backend_name
         return run
 
     assert products_alone(found, make, "float64", repeats=1) > 0
-    grads = [[np.asarray(g) for g in pair] for pair in seen["run"]()]
-    for product, (a, b), c, (ga, gb) in zip(found, seen["operands"], seen["cotangents"], grads):
-        assert (ga.shape, gb.shape) == (a.shape, b.shape)
+    outputs, grads = seen["run"]()  # the forward outputs too: unreturned, the compiler would drop those products
+    for product, (a, b), c, out, (ga, gb) in zip(found, seen["operands"], seen["cotangents"], outputs, grads):
+        out, ga, gb = np.asarray(out), np.asarray(ga), np.asarray(gb)
+        assert (ga.shape, gb.shape, out.shape) == (a.shape, b.shape, c.shape)
         np.testing.assert_allclose(np.sum(ga * a), np.sum(gb * b), rtol=1e-10)
+        np.testing.assert_allclose(np.sum(ga * a), np.sum(c * out), rtol=1e-10)
         if product.kind == "matmul":
-            np.testing.assert_allclose(np.sum(ga * a), np.sum(c * (a @ b)), rtol=1e-10)
+            np.testing.assert_allclose(out, a @ b, rtol=1e-10)
 
 
 def test_batches_cycle_in_order_with_label_and_float_dtypes():

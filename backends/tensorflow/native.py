@@ -211,7 +211,9 @@ def products(found: list, operands: list, cotangents: list, dtype: str):
         with tf.GradientTape() as tape:
             tape.watch(operands)
             outputs = [ops.call(product.apply, a, b) for product, (a, b) in zip(found, operands)]
-        return tape.gradient(outputs, operands, output_gradients=cotangents)
+        # The outputs are returned too: the gradients of a product do not read them, and unreturned, Grappler would
+        # prune the forward products.
+        return outputs, tape.gradient(outputs, operands, output_gradients=cotangents)
 
     return lambda: gradients(operands, cotangents)
 

@@ -58,7 +58,10 @@ def products(found: list, operands: list, cotangents: list, dtype: str):
         return [ops.call(product.apply, a, b) for product, (a, b) in zip(found, operands)]
 
     def gradients(operands, cotangents):
-        return jax.vjp(forward, operands)[1](cotangents)[0]  # the gradients for each product's operands
+        # The outputs are returned too: the gradients of a product do not read them, and unreturned, XLA would drop
+        # the forward products as dead code.
+        outputs, pullback = jax.vjp(forward, operands)
+        return outputs, pullback(cotangents)[0]
 
     run, placed = jax.jit(gradients), jax.device_put((operands, cotangents), device)
     return lambda: jax.block_until_ready(run(*placed))
