@@ -12,11 +12,6 @@ nox.options.sessions = ["tests-tensorflow", "tests-aesara", "tests-pytensor", "p
 nox.options.reuse_existing_virtualenvs = True
 
 QUIET = {"TF_CPP_MIN_LOG_LEVEL": "3", "TF_ENABLE_ONEDNN_OPTS": "0"}
-#: pytest's arguments in every test session: two worker processes (pytest-xdist), the CI machine's two cores. Much of a
-#: test's time is single-threaded Python (Aesara's and PyTensor's graph rewriting, tracing, compiling), which a
-#: second worker overlaps; ``loadfile`` keeps each file in one worker, in order (tests/test_readme.py runs the
-#: README's blocks one after another).
-PYTEST = ["pytest", "-n", "2", "--dist", "loadfile"]
 #: Where ``reference-aesara`` writes the run that ``parity-pytensor`` checks PyTensor against.
 REFERENCE = ".nox/_reference-aesara"
 #: The reference run: float64 (the backends must agree within 1e-10), 1, 2 and 4 devices, the digits MLP.
@@ -27,21 +22,21 @@ REFERENCE_RUN = ["--devices", "1,2,4", "--dtype", "float64", "--steps", "10", "-
 def tests_tensorflow(session: nox.Session) -> None:
     """Every test that needs no Aesara, with only TensorFlow installed (Aesara tests skip with the reason)."""
     session.install("-e", ".[tensorflow,dev]")
-    session.run(*PYTEST, "-m", "not parity", *session.posargs, env=QUIET)
+    session.run("pytest", "-m", "not parity", *session.posargs, env=QUIET)
 
 
 @nox.session(name="tests-aesara")
 def tests_aesara(session: nox.Session) -> None:
     """Every test that needs no TensorFlow, with only Aesara and JAX installed."""
     session.install("-e", ".[aesara,dev]")
-    session.run(*PYTEST, "-m", "not parity", *session.posargs, env=QUIET)
+    session.run("pytest", "-m", "not parity", *session.posargs, env=QUIET)
 
 
 @nox.session(name="tests-pytensor")
 def tests_pytensor(session: nox.Session) -> None:
     """Every test that needs no TensorFlow, with only PyTensor and current JAX installed, on NumPy 2."""
     session.install("-e", ".[pytensor,dev]")
-    session.run(*PYTEST, "-m", "not parity", *session.posargs, env=QUIET)
+    session.run("pytest", "-m", "not parity", *session.posargs, env=QUIET)
 
 
 @nox.session(name="reference-aesara")
@@ -56,8 +51,8 @@ def parity_pytensor(session: nox.Session) -> None:
     """TensorFlow and PyTensor on NumPy 2: the parity tests, the PyTensor cases of the tests whose reference is Keras,
     and PyTensor against the Aesara reference run (same seed, batches and steps: float64 within 1e-10)."""
     session.install("-e", ".[tensorflow,pytensor,dev]")
-    session.run(*PYTEST, "-m", "parity", *session.posargs, env=QUIET)
-    session.run(*PYTEST, "-m", "not parity", "-k", "pytensor and keras", *session.posargs, env=QUIET)
+    session.run("pytest", "-m", "parity", *session.posargs, env=QUIET)
+    session.run("pytest", "-m", "not parity", "-k", "pytensor and keras", *session.posargs, env=QUIET)
     session.run("multigpu", "parity", "--backends", "pytensor", "--against", f"{REFERENCE}/results.json", env=QUIET)
 
 
@@ -66,8 +61,8 @@ def parity(session: nox.Session) -> None:
     """The tests that compare TensorFlow and Aesara, with both installed; then the Aesara cases of the tests whose
     reference is Keras (it comes with TensorFlow, so the Aesara-only session skips them)."""
     session.install("-e", ".[all,dev]")
-    session.run(*PYTEST, "-m", "parity", *session.posargs, env=QUIET)
-    session.run(*PYTEST, "-m", "not parity", "-k", "aesara and keras", *session.posargs, env=QUIET)
+    session.run("pytest", "-m", "parity", *session.posargs, env=QUIET)
+    session.run("pytest", "-m", "not parity", "-k", "aesara and keras", *session.posargs, env=QUIET)
 
 
 @nox.session
