@@ -3,8 +3,13 @@ are one line. Timings are printed by the command, never asserted (the machines a
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -199,7 +204,8 @@ def test_bench_of_a_token_model_keeps_its_ids_and_the_natives_train_alike(backen
 def test_bench_natives_carry_model_state_like_the_toolkit(backend_name, tmp_path):
     """Batch normalization's moving statistics: each native keeps them as its framework's variables (averaged over
     the replicas under MirroredStrategy), and after the same steps parameters and state equal the toolkit's."""
-    argv = ["bench", "--model", "tests.helpers:bn_digits_mlp", "--backends", backend_name, "--devices", "1,2",
+    devices = "1,2" if backend_name == "tensorflow" else "1"  # the Theano family's natives run on one device only
+    argv = ["bench", "--model", "tests.helpers:bn_digits_mlp", "--backends", backend_name, "--devices", devices,
             "--dtype", "float64", "--steps", "2", "--rounds", "1", "--batch", "16", "--lr", "0.0625",
             "--peak-size", "64", "--out", str(tmp_path), "--quiet"]
     assert main(argv) == 0
@@ -268,3 +274,18 @@ def test_flops_are_counted_from_the_shapes_of_matmuls_convolutions_and_loop_iter
     attention = 2 * 2 * 6 * seq * seq * width  # scores and weighted values, over the heads
     tokens = rng.integers(0, vocab, size=(6, seq))
     assert _step_flops(backend_name, lm, tokens, tokens) == projections + attention
+
+
+@pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="jax is not installed (it comes with the aesara "
+                    "or pytensor extra)")
+def test_jax_mesh_floor_times_plain_jax_on_one_two_and_four_devices():
+    """docs/jax_mesh_floor.py, the plain-JAX floor the README's scaling notes cite, runs and reports each count
+    against one device (a few steps: the numbers are its output, not asserted)."""
+    script = Path(__file__).resolve().parents[1] / "docs" / "jax_mesh_floor.py"
+    done = subprocess.run([sys.executable, str(script), "--steps", "3", "--rounds", "1"], capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"1 device, jax\.jit: [\d.]+ ms a step", done.stdout), done.stdout
+    for n in (2, 4):
+        assert re.search(rf"{n} devices, jit of shard_map: batch put each step [\d.]+ ms \([\d.]+x\), "
+                         r"batch placed once [\d.]+ ms \([\d.]+x\)", done.stdout), done.stdout

@@ -22,7 +22,7 @@ def wheel(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
     # Built from a copy: setuptools leaves build/ in the source tree, and a stale build/ would leak into the wheel.
     source = tmp_path_factory.mktemp("source") / "multigpu-toolkit"
-    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(".git", ".venv", ".nox", "build", "dist", "results",
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(".git", ".venv*", ".nox", "build", "dist", "results",
                                                                 "*.egg-info", "__pycache__"))
     done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out), str(source)],
                           capture_output=True, text=True, timeout=600)
