@@ -12,9 +12,6 @@ nox.options.sessions = ["tests-tensorflow", "tests-aesara", "tests-pytensor", "p
 nox.options.reuse_existing_virtualenvs = True
 
 QUIET = {"TF_CPP_MIN_LOG_LEVEL": "3", "TF_ENABLE_ONEDNN_OPTS": "0"}
-#: pip's option for every install: do not byte-compile every installed module (TensorFlow's install took 52 s with it,
-#: 34 s without, on the 2-core CI machine); Python compiles what the tests import, once, when they import it.
-NO_COMPILE = "--no-compile"
 #: pytest on two worker processes (pytest-xdist; ``loadfile``: a file's tests in one worker, in order) where it pays:
 #: measured once each on the 2-core CI machine, tests-tensorflow took 6 minutes with two workers and 8 with one, but
 #: tests-aesara and tests-pytensor 14 with two and 11 with one (each worker compiles the graphs that one process
@@ -29,28 +26,28 @@ REFERENCE_RUN = ["--devices", "1,2,4", "--dtype", "float64", "--steps", "10", "-
 @nox.session(name="tests-tensorflow")
 def tests_tensorflow(session: nox.Session) -> None:
     """Every test that needs no Aesara, with only TensorFlow installed (Aesara tests skip with the reason)."""
-    session.install(NO_COMPILE, "-e", ".[tensorflow,dev]")
+    session.install("-e", ".[tensorflow,dev]")
     session.run("pytest", *TWO_WORKERS, "-m", "not parity", *session.posargs, env=QUIET)
 
 
 @nox.session(name="tests-aesara")
 def tests_aesara(session: nox.Session) -> None:
     """Every test that needs no TensorFlow, with only Aesara and JAX installed."""
-    session.install(NO_COMPILE, "-e", ".[aesara,dev]")
+    session.install("-e", ".[aesara,dev]")
     session.run("pytest", "-m", "not parity", *session.posargs, env=QUIET)
 
 
 @nox.session(name="tests-pytensor")
 def tests_pytensor(session: nox.Session) -> None:
     """Every test that needs no TensorFlow, with only PyTensor and current JAX installed, on NumPy 2."""
-    session.install(NO_COMPILE, "-e", ".[pytensor,dev]")
+    session.install("-e", ".[pytensor,dev]")
     session.run("pytest", "-m", "not parity", *session.posargs, env=QUIET)
 
 
 @nox.session(name="reference-aesara")
 def reference_aesara(session: nox.Session) -> None:
     """The Aesara run that PyTensor is checked against (``multigpu compare --out``: results.json and params.npz)."""
-    session.install(NO_COMPILE, "-e", ".[aesara]")
+    session.install("-e", ".[aesara]")
     session.run("multigpu", "compare", "--backends", "aesara", *REFERENCE_RUN, "--out", REFERENCE, env=QUIET)
 
 
@@ -58,7 +55,7 @@ def reference_aesara(session: nox.Session) -> None:
 def parity_pytensor(session: nox.Session) -> None:
     """TensorFlow and PyTensor on NumPy 2: the parity tests, the PyTensor cases of the tests whose reference is Keras,
     and PyTensor against the Aesara reference run (same seed, batches and steps: float64 within 1e-10)."""
-    session.install(NO_COMPILE, "-e", ".[tensorflow,pytensor,dev]")
+    session.install("-e", ".[tensorflow,pytensor,dev]")
     session.run("pytest", "-m", "parity", *session.posargs, env=QUIET)
     session.run("pytest", "-m", "not parity", "-k", "pytensor and keras", *session.posargs, env=QUIET)
     session.run("multigpu", "parity", "--backends", "pytensor", "--against", f"{REFERENCE}/results.json", env=QUIET)
@@ -68,14 +65,14 @@ def parity_pytensor(session: nox.Session) -> None:
 def parity(session: nox.Session) -> None:
     """The tests that compare TensorFlow and Aesara, with both installed; then the Aesara cases of the tests whose
     reference is Keras (it comes with TensorFlow, so the Aesara-only session skips them)."""
-    session.install(NO_COMPILE, "-e", ".[all,dev]")
+    session.install("-e", ".[all,dev]")
     session.run("pytest", "-m", "parity", *session.posargs, env=QUIET)
     session.run("pytest", "-m", "not parity", "-k", "aesara and keras", *session.posargs, env=QUIET)
 
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    session.install(NO_COMPILE, "ruff>=0.6")
+    session.install("ruff>=0.6")
     session.run("ruff", "check", ".")
 
 
@@ -84,7 +81,7 @@ def demo(session: nox.Session) -> None:
     """Data-parallel digits MLP on 2 logical devices on both backends: losses, step times, parity, and the same run
     written as ``multigpu compare`` writes it (table, results/results.json, plots). Options after ``--`` go to the
     script (``nox -s demo -- --devices 4 --dtype float64``)."""
-    session.install(NO_COMPILE, "-e", ".[all]")
+    session.install("-e", ".[all]")
     session.run("python", "examples/digits_data_parallel.py", "--devices", "2", "--out", "results", *session.posargs,
                 env=QUIET)
 
@@ -96,7 +93,7 @@ def bench(session: nox.Session) -> None:
     Transformer, on 1, 2 and 4 logical devices, with the machine's matmul peak; prints the ratios and fractions of
     peak with their spread, writes docs/bench.json and regenerates the README's performance tables from it.
     Arguments after ``--`` go to the command (``nox -s bench -- --model digits-mlp --rounds 9``)."""
-    session.install(NO_COMPILE, "-e", ".[all]")
+    session.install("-e", ".[all]")
     session.run("multigpu", "bench", "--out", "docs", *session.posargs, env=QUIET)
     session.run("python", "docs/update_readme.py")
 
@@ -106,7 +103,7 @@ def bench_pytensor(session: nox.Session) -> None:
     """``multigpu bench --backends pytensor`` in a PyTensor environment (NumPy 2, jax 0.10): the toolkit against a
     plain ``pytensor.function`` step (JAX and C linkers) and plain JAX; writes docs/pytensor/bench.json and the README's
     PyTensor table. Arguments after ``--`` go to the command."""
-    session.install(NO_COMPILE, "-e", ".[pytensor]")
+    session.install("-e", ".[pytensor]")
     session.run("multigpu", "bench", "--backends", "pytensor", "--out", "docs/pytensor", *session.posargs, env=QUIET)
     session.run("python", "docs/update_readme.py")
 
@@ -117,7 +114,7 @@ def docs(session: nox.Session) -> None:
     ``multigpu bench`` into docs/ (bench.json), the built-in models into docs/models.json (docs/models.py), then the
     README's tables from those files (docs/update_readme.py).
     Commit the lot together; tests/test_readme.py checks the README against the files."""
-    session.install(NO_COMPILE, "-e", ".[all]")
+    session.install("-e", ".[all]")
     session.run("multigpu", "compare", "--devices", "1,2,4", "--steps", "40", "--out", "docs/compare", "--quiet",
                 env=QUIET)
     session.run("multigpu", "bench", "--out", "docs", "--quiet", *session.posargs, env=QUIET)
