@@ -13,9 +13,10 @@ nox.options.reuse_existing_virtualenvs = True
 
 QUIET = {"TF_CPP_MIN_LOG_LEVEL": "3", "TF_ENABLE_ONEDNN_OPTS": "0"}
 #: pytest on two worker processes (pytest-xdist; ``loadfile``: a file's tests in one worker, in order) where it pays:
-#: measured once each on the 2-core CI machine, tests-tensorflow took 6 minutes with two workers and 8 with one, but
-#: tests-aesara and tests-pytensor 14 with two and 11 with one (each worker compiles the graphs that one process
-#: compiles once and reuses across files), so only the TensorFlow session runs on two.
+#: on the 2-core CI machine, tests-tensorflow took 6 minutes with two workers and 8 with one (and 8 with two in a run
+#: on a busier machine, where tests-aesara took 15 instead of 11), but tests-aesara and tests-pytensor 14 with two
+#: and 11 with one (each worker compiles the graphs that one process compiles once and reuses across files), so only
+#: the TensorFlow session runs on two.
 TWO_WORKERS = ["-n", "2", "--dist", "loadfile"]
 #: Where ``reference-aesara`` writes the run that ``parity-pytensor`` checks PyTensor against.
 REFERENCE = ".nox/_reference-aesara"

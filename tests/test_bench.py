@@ -204,7 +204,8 @@ def test_bench_of_a_token_model_keeps_its_ids_and_the_natives_train_alike(backen
 def test_bench_natives_carry_model_state_like_the_toolkit(backend_name, tmp_path):
     """Batch normalization's moving statistics: each native keeps them as its framework's variables (averaged over
     the replicas under MirroredStrategy), and after the same steps parameters and state equal the toolkit's."""
-    devices = "1,2" if backend_name == "tensorflow" else "1"  # the Theano family's natives run on one device only
+    # Two devices only where natives run there too (MirroredStrategy's); the Theano family's run on one device.
+    devices = "1,2" if CANDIDATES[backend_name][1] - {"toolkit"} else "1"
     argv = ["bench", "--model", "tests.helpers:bn_digits_mlp", "--backends", backend_name, "--devices", devices,
             "--dtype", "float64", "--steps", "2", "--rounds", "1", "--batch", "16", "--lr", "0.0625",
             "--peak-size", "64", "--out", str(tmp_path), "--quiet"]
