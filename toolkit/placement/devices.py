@@ -101,7 +101,8 @@ def use_logical_devices(n: int) -> None:
     from toolkit.registry import REGISTRY  # deferred: the registry imports the errors this module uses
 
     environments = [spec.environment() for spec in REGISTRY.values()]
-    problems = [problem for env in environments if (problem := env.logical_devices_problem(n))]
+    # Aesara and PyTensor both run on JAX and would each name its problem: every problem is named once.
+    problems = list(dict.fromkeys(problem for env in environments if (problem := env.logical_devices_problem(n))))
     if problems:  # checked for every framework before any is configured, so a refusal changes nothing
         raise LogicalDevicesError(
             f"use_logical_devices({n}) came too late: " + "; ".join(problems)
