@@ -12,12 +12,12 @@ nox.options.sessions = ["tests-tensorflow", "tests-aesara", "tests-pytensor", "p
 nox.options.reuse_existing_virtualenvs = True
 
 QUIET = {"TF_CPP_MIN_LOG_LEVEL": "3", "TF_ENABLE_ONEDNN_OPTS": "0"}
-#: pytest on two worker processes (pytest-xdist; ``loadfile``: a file's tests in one worker, in order) where it pays:
-#: on the 2-core CI machine, tests-tensorflow took 6 minutes with two workers and 8 with one (and 8 with two in a run
-#: on a busier machine, where tests-aesara took 15 instead of 11), but tests-aesara and tests-pytensor 14 with two
-#: and 11 with one (each worker compiles the graphs that one process compiles once and reuses across files), so only
-#: the TensorFlow session runs on two.
-TWO_WORKERS = ["-n", "2", "--dist", "loadfile"]
+#: pytest on two worker processes (pytest-xdist), the CI machine's two cores: a Theano-family test process keeps one
+#: core busy (115% CPU measured: graph rewriting and XLA compilation are single-threaded). Tests go to whichever worker
+#: is free (xdist's ``load``). Measured on the 2-core machine: the PyTensor session's tests in 7.6 minutes with two
+#: workers, 11 to 15 with one; one whole file per worker (``loadfile``) was slower than one worker (14 against 11
+#: minutes), as four files hold most of the time. Arguments after ``--`` override it (``-n 0``: one process).
+WORKERS = ["-n", "2"]
 #: Where ``reference-aesara`` writes the run that ``parity-pytensor`` checks PyTensor against.
 REFERENCE = ".nox/_reference-aesara"
 #: The reference run: float64 (the backends must agree within 1e-10), 1, 2 and 4 devices, the digits MLP.
@@ -28,21 +28,21 @@ REFERENCE_RUN = ["--devices", "1,2,4", "--dtype", "float64", "--steps", "10", "-
 def tests_tensorflow(session: nox.Session) -> None:
     """Every test that needs no Aesara, with only TensorFlow installed (Aesara tests skip with the reason)."""
     session.install("-e", ".[tensorflow,dev]")
-    session.run("pytest", *TWO_WORKERS, "-m", "not parity", *session.posargs, env=QUIET)
+    session.run("pytest", *WORKERS, "-m", "not parity", *session.posargs, env=QUIET)
 
 
 @nox.session(name="tests-aesara")
 def tests_aesara(session: nox.Session) -> None:
     """Every test that needs no TensorFlow, with only Aesara and JAX installed."""
     session.install("-e", ".[aesara,dev]")
-    session.run("pytest", "-m", "not parity", *session.posargs, env=QUIET)
+    session.run("pytest", *WORKERS, "-m", "not parity", *session.posargs, env=QUIET)
 
 
 @nox.session(name="tests-pytensor")
 def tests_pytensor(session: nox.Session) -> None:
     """Every test that needs no TensorFlow, with only PyTensor and current JAX installed, on NumPy 2."""
     session.install("-e", ".[pytensor,dev]")
-    session.run("pytest", "-m", "not parity", *session.posargs, env=QUIET)
+    session.run("pytest", *WORKERS, "-m", "not parity", *session.posargs, env=QUIET)
 
 
 @nox.session(name="reference-aesara")
@@ -57,8 +57,8 @@ def parity_pytensor(session: nox.Session) -> None:
     """TensorFlow and PyTensor on NumPy 2: the parity tests, the PyTensor cases of the tests whose reference is Keras,
     and PyTensor against the Aesara reference run (same seed, batches and steps: float64 within 1e-10)."""
     session.install("-e", ".[tensorflow,pytensor,dev]")
-    session.run("pytest", "-m", "parity", *session.posargs, env=QUIET)
-    session.run("pytest", "-m", "not parity", "-k", "pytensor and keras", *session.posargs, env=QUIET)
+    session.run("pytest", *WORKERS, "-m", "parity", *session.posargs, env=QUIET)
+    session.run("pytest", *WORKERS, "-m", "not parity", "-k", "pytensor and keras", *session.posargs, env=QUIET)
     session.run("multigpu", "parity", "--backends", "pytensor", "--against", f"{REFERENCE}/results.json", env=QUIET)
 
 
@@ -67,8 +67,8 @@ def parity(session: nox.Session) -> None:
     """The tests that compare TensorFlow and Aesara, with both installed; then the Aesara cases of the tests whose
     reference is Keras (it comes with TensorFlow, so the Aesara-only session skips them)."""
     session.install("-e", ".[all,dev]")
-    session.run("pytest", "-m", "parity", *session.posargs, env=QUIET)
-    session.run("pytest", "-m", "not parity", "-k", "aesara and keras", *session.posargs, env=QUIET)
+    session.run("pytest", *WORKERS, "-m", "parity", *session.posargs, env=QUIET)
+    session.run("pytest", *WORKERS, "-m", "not parity", "-k", "aesara and keras", *session.posargs, env=QUIET)
 
 
 @nox.session
