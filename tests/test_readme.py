@@ -94,7 +94,8 @@ def test_readme_code_runs_as_written(index, tmp_path):
 
 
 def usage_lines() -> list:
-    """Every command an example's docstring shows, with the backends it needs."""
+    """Every command an example's docstring shows, with the backends it needs. A line that names Aesara runs on this
+    environment's Theano-family backend, as the README's programs do."""
     found = []
     for path in sorted((ROOT / "examples").glob("*.py")):
         doc = path.read_text().split('"""')[1]
@@ -102,15 +103,20 @@ def usage_lines() -> list:
             if line.startswith("    ") and re.match(r"\s+(python|multigpu) ", line):
                 command = line.strip()
                 backend = re.search(r"--backend (\w+)", command)
-                mark = needs_backend(backend[1]) if backend else needs_all_backends
+                mark = needs_backend(_theano_read(backend[1])) if backend else needs_all_backends
                 found.append(pytest.param(command, marks=mark, id=f"{path.stem}:{command.split('--', 1)[-1]}"))
     return found
 
 
+def _theano_read(text: str) -> str:
+    return re.sub(r"\baesara\b", THEANO, text)
+
+
 @pytest.mark.parametrize("command", usage_lines())
 def test_example_usage_lines_run_as_written(command, tmp_path):
+    """As written; where PyTensor is this environment's Theano-family backend, with ``aesara`` read as ``pytensor``."""
     (tmp_path / "examples").symlink_to(ROOT / "examples")  # the line's relative path, from a scratch folder
-    argv = shlex.split(command)
+    argv = shlex.split(_theano_read(command))
     argv = [sys.executable if a == "python" else a for a in argv]
     if argv[0] == "multigpu":
         argv = [sys.executable, "-m", "toolkit", *argv[1:]]
