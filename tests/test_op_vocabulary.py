@@ -491,6 +491,52 @@ def test_max_pool_gives_a_tied_window_maximum_gradient_to_its_first_entry(backen
     np.testing.assert_array_equal(trainer.gradients(np.zeros((1, 1)), np.zeros(1))["image"][..., 0], counts)
 
 
+#: Rows with NaN and infinities, and an image whose first two 2x2 windows hold a NaN.
+NON_FINITE = np.array([[np.nan, -1.0, 0.0, 2.0], [1.0, np.nan, 3.0, -2.0], [0.5, 0.25, np.inf, -np.inf],
+                       [-np.inf] * 4])
+NON_FINITE_IMAGE = np.array([[1.0, np.nan, 0.5, 2.0], [0.0, 3.0, -1.0, np.nan], [1.0, 1.0, 1.0, 1.0],
+                             [2.0, -np.inf, 0.0, 0.0]])[None, :, :, None]
+NON_FINITE_CASES = {
+    "relu": (lambda o, a: o.relu(a), lambda a: np.maximum(a, 0.0)),
+    "maximum": (lambda o, a: o.maximum(a, 0.0), lambda a: np.maximum(a, 0.0)),
+    "maximum_second": (lambda o, a: o.maximum(o.zeros_like(a), a), lambda a: np.maximum(0.0, a)),
+    "minimum": (lambda o, a: o.minimum(a, 0.0), lambda a: np.minimum(a, 0.0)),
+    "minimum_second": (lambda o, a: o.minimum(o.zeros_like(a), a), lambda a: np.minimum(0.0, a)),
+    "clip": (lambda o, a: o.clip(a, -0.5, 0.5), lambda a: np.clip(a, -0.5, 0.5)),
+    "max": (lambda o, a: o.max(a, axis=1), lambda a: np.max(a, axis=1)),
+    "min": (lambda o, a: o.min(a, axis=1), lambda a: np.min(a, axis=1)),
+    "argmax": (lambda o, a: o.argmax(a, axis=1), lambda a: np.argmax(a, axis=1)),
+    "argmax_all": (lambda o, a: o.argmax(a), lambda a: np.argmax(a)),
+    "logsumexp": (lambda o, a: o.logsumexp(a, axis=1), lambda a: _logsumexp(a, axis=1)),
+    "max_pool": (lambda o, img: o.max_pool(img, 2), lambda img: _pool(img, 2, 2, "valid", np.max, -np.inf)),
+}
+
+
+def _logsumexp(a, axis):
+    from scipy.special import logsumexp
+
+    with np.errstate(invalid="ignore"):
+        return logsumexp(a, axis=axis)
+
+
+@pytest.mark.parametrize("name", list(NON_FINITE_CASES))
+def test_non_finite_inputs_give_numpys_values_on_every_backend(backend_name, name):
+    """NaN propagates through maxima and minima, as in NumPy, JAX and ``tf.maximum`` (Aesara's switch dropped a NaN
+    first operand, TensorFlow's MaxPool skips NaN); argmax counts NaN as the largest value, its first one winning, as
+    NumPy and JAX do (``tf.math.argmax`` skips NaN); logsumexp of ``+inf`` is ``+inf`` (``keras.ops``). So a NaN
+    inside a model reaches the loss, and the step's ``nan_policy``, on every backend alike."""
+    fn, reference = NON_FINITE_CASES[name]
+    image = "img" in fn.__code__.co_varnames
+    value = NON_FINITE_IMAGE if image else NON_FINITE
+    variants = [toolkit.get_backend(backend_name)]
+    if backend_name != "tensorflow":
+        variants.append(toolkit.get_backend(backend_name, linker="c"))
+    for variant in variants:
+        for dtype in ("float64", "float32"):
+            result = _traced(variant, lambda o, v: fn(o, v), dtype=dtype, v=value.astype(dtype))
+            np.testing.assert_array_equal(result, reference(value).astype(result.dtype), err_msg=f"{variant} {dtype}")
+
+
 def test_reductions_keep_the_static_sizes_of_the_axes_they_keep(backend):
     """Layers and the bench's FLOP count read sizes from static shapes: a max, min or argmax (which Aesara 2.9's
     MaxAndArgmax left all unknown) keeps them like a sum does."""

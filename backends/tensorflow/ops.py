@@ -144,9 +144,9 @@ class TensorFlowOps(Ops):
 
     def argmax(self, x, axis=None, keepdims=False):
         if axis is None:
-            found = tf.math.argmax(tf.reshape(x, [-1]), axis=0, output_type=tf.int32)
+            found = _argmax(tf.reshape(x, [-1]), 0)
             return tf.reshape(found, [1] * x.shape.rank) if keepdims else found
-        found = tf.math.argmax(x, axis=axis, output_type=tf.int32)
+        found = _argmax(x, axis)
         return tf.expand_dims(found, axis) if keepdims else found
 
     def cumsum(self, x, axis=None):
@@ -244,7 +244,11 @@ class TensorFlowOps(Ops):
 
     def max_pool(self, inputs, pool_size, strides=None, padding="valid"):
         size, strides, padding = window(pool_size, strides, padding)
-        return tf.nn.max_pool2d(inputs, ksize=size, strides=strides, padding=padding.upper())
+        pooled = tf.nn.max_pool2d(inputs, ksize=size, strides=strides, padding=padding.upper())
+        # TensorFlow's MaxPool skips NaN; a window with one is NaN, as tf.maximum, NumPy and XLA give it.
+        nan = tf.nn.max_pool2d(tf.cast(tf.math.is_nan(inputs), inputs.dtype), ksize=size, strides=strides,
+                               padding=padding.upper()) > 0
+        return tf.where(nan, tf.constant(float("nan"), inputs.dtype), pooled)
 
     def average_pool(self, inputs, pool_size, strides=None, padding="valid"):
         size, strides, padding = window(pool_size, strides, padding)
@@ -379,3 +383,14 @@ class _ReplicatedBase(TensorFlowOps):
 
 ReplicatedOps = type("ReplicatedOps", (_ReplicatedBase,), {"__module__": __name__, "__doc__": _ReplicatedBase.__doc__,
                                                            **{name: _mapped(name) for name in ARGUMENTS}})
+
+
+def _argmax(x, axis: int):
+    """``tf.math.argmax`` with NaN as the largest value (its first one wins), as NumPy and JAX count it: TensorFlow's
+    own skips NaN."""
+    found = tf.math.argmax(x, axis=axis, output_type=tf.int32)
+    if not x.dtype.is_floating:
+        return found
+    nan = tf.math.is_nan(x)
+    first_nan = tf.math.argmax(tf.cast(nan, tf.int32), axis=axis, output_type=tf.int32)
+    return tf.where(tf.reduce_any(nan, axis=axis), first_nan, found)

@@ -160,10 +160,10 @@ class TheanoOps(Ops):
 
     def maximum(self, x1, x2):
         # switch, not tt.maximum: Aesara's maximum gives both operands the whole gradient at a tie, TensorFlow x1.
-        return tt.switch(tt.ge(x1, x2), x1, x2)
+        return _first_unless(tt.gt, x1, x2)
 
     def minimum(self, x1, x2):
-        return tt.switch(tt.le(x1, x2), x1, x2)
+        return _first_unless(tt.lt, x1, x2)
 
     def greater(self, x1, x2):
         return tt.gt(x1, x2)
@@ -196,8 +196,9 @@ class TheanoOps(Ops):
         return tt.switch(condition, x1, x2)
 
     def relu(self, x):
-        # switch, not maximum: maximum's gradient at x == 0 is not the 0 TensorFlow uses.
-        return tt.switch(x > 0, x, 0)
+        # switch, not maximum: maximum's gradient at x == 0 is not the 0 TensorFlow uses; x <= 0, not x > 0, so that
+        # NaN stays NaN.
+        return tt.switch(tt.le(x, 0), 0, x)
 
     def tanh(self, x):
         return tt.tanh(x)
@@ -374,11 +375,11 @@ class TheanoOps(Ops):
     def max_pool(self, inputs, pool_size, strides=None, padding="valid"):
         size, strides, padding = window(pool_size, strides, padding)
         x, out = _frame(inputs, size, strides, (1, 1), padding, -np.inf)
-        # A chain of switch(a >= b, a, b) over the window's offsets in row-major order: where entries tie, the
-        # gradient goes to the first, as TensorFlow's MaxPoolGrad gives it (tt.max would give it to every tied entry,
-        # and ReLU outputs of constant image regions do tie).
-        pooled = functools.reduce(lambda a, b: tt.switch(tt.ge(a, b), a, b),
-                                  _windows(x, size, strides, (1, 1), out).values())
+        # A chain of maxima over the window's offsets in row-major order: where entries tie, the gradient goes to the
+        # first, as TensorFlow's MaxPoolGrad gives it (tt.max would give it to every tied entry, and ReLU outputs of
+        # constant image regions do tie).
+        larger = functools.partial(_first_unless, tt.gt)
+        pooled = functools.reduce(larger, _windows(x, size, strides, (1, 1), out).values())
         return tt.specify_shape(pooled, (_shape(inputs)[0], *out, _shape(inputs)[3]))  # Aesara loses it in slices
 
     def average_pool(self, inputs, pool_size, strides=None, padding="valid"):
@@ -410,6 +411,17 @@ class TheanoOps(Ops):
         # Aesara 2.9 has isnan and isinf but no isfinite.
         finite = [tt.all(tt.invert(tt.or_(tt.isnan(x), tt.isinf(x)))) for x in xs]
         return functools.reduce(tt.and_, finite)
+
+
+def _first_unless(beats, x1, x2):
+    """``x2`` where ``beats(x2, x1)`` or ``x2`` is NaN, else ``x1``: a maximum (``tt.gt``) or minimum (``tt.lt``)
+    whose tie keeps ``x1`` (its gradient goes there, as TensorFlow's does) and where NaN from either side propagates,
+    as in NumPy, JAX and TensorFlow (a bare ``switch(x1 >= x2, x1, x2)`` drops a NaN ``x1``)."""
+    x2 = tt.as_tensor_variable(x2)
+    take = beats(x2, x1)
+    if x2.dtype.startswith("float"):
+        take = tt.or_(take, tt.isnan(x2))
+    return tt.switch(take, x2, x1)
 
 
 def _frame_numpy(x: np.ndarray, size, strides, padding):

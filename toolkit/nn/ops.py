@@ -302,8 +302,10 @@ class Ops(ABC):
 
     def logsumexp(self, x, axis: Axis = None, keepdims: bool = False):
         """``log(sum(exp(x), axis))``, computed stably (the maximum is taken out first, its gradient stopped by
-        construction: it cancels)."""
+        construction: it cancels). As ``keras.ops.logsumexp``, an infinite maximum is not taken out, so that a
+        ``+inf`` entry gives ``+inf`` and a row of ``-inf`` gives ``-inf`` (not ``inf - inf``, NaN)."""
         peak = self.max(x, axis=axis, keepdims=True)
+        peak = self.where(self.abs(peak) < float("inf"), peak, 0.0)
         total = self.log(self.sum(self.exp(x - peak), axis=axis, keepdims=True)) + peak
         return total if keepdims else self.squeeze(total, axis=_reduced_axes(axis, self.shape(x)))
 
