@@ -15,12 +15,14 @@ import numpy as np
 import pytest
 
 from tests.conftest import INSTALLED
+from tests.helpers import max_abs_diff
 from toolkit.command.bench import (
     DISPATCH_SCALING_BOUND,
     PEAK_FRACTION_TARGET,
     SCALING_BOUND,
     SCHEMA,
     SCHEMA_VERSION,
+    Batches,
     fractions,
     make_batches,
     markdown,
@@ -29,12 +31,14 @@ from toolkit.command.bench import (
 from toolkit.command.main import main
 from toolkit.registry import REGISTRY
 from toolkit.tolerances import FLOAT64_ATOL
+from toolkit.training.trainer import LABEL_DTYPE
 
 #: The candidates each backend's bench runs at one device and at more.
 CANDIDATES = {
-    "tensorflow": ({"toolkit", "mirrored-ctl", "keras-fit", "function", "function-xla"},
+    "tensorflow": ({"toolkit", "mirrored-ctl", "keras-fit", "function", "function-xla", "function-checked"},
                    {"toolkit", "mirrored-ctl", "keras-fit"}),
-    "aesara": ({"toolkit", "toolkit-c", "function-jax", "function-c", "jax-jit"},
+    "aesara": ({"toolkit", "toolkit-c", "function-jax", "function-c", "function-jax-checked", "function-c-checked",
+                "jax-jit"},
                {"toolkit"}),
 }
 CANDIDATES["pytensor"] = CANDIDATES["aesara"]  # the same Theano-family natives
@@ -214,6 +218,36 @@ def test_bench_natives_carry_model_state_like_the_toolkit(backend_name, tmp_path
     assert {r["candidate"] for r in runs if r["devices"] == 1} == CANDIDATES[backend_name][0]
     for run in runs:
         assert run["candidate"] == "toolkit" or run["param_diff"] <= FLOAT64_ATOL, run
+
+
+def test_all_or_nothing_natives_keep_everything_after_a_non_finite_step(backend_name):
+    """The natives with the toolkit's guarantee (``*-checked``) write nothing when the loss, a gradient or the new
+    state is not finite, and train like the plain natives otherwise; the plain natives write the NaNs."""
+    import importlib
+
+    import toolkit
+    from tests.helpers import bn_digits_mlp
+
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(32, 64)), rng.integers(0, 10, size=32).astype(LABEL_DTYPE)
+    x[16:, 3] = np.nan  # the second batch
+    trainer = toolkit.DataParallel(bn_digits_mlp(), backend_name, 1, toolkit.optim.SGD(0.0625), dtype="float64")
+    native = importlib.import_module(f"{REGISTRY[backend_name].package}.native")
+    runners = native.runners(trainer.model, trainer.params(), trainer.state(), Batches(x, y, 16),
+                             trainer.devices, trainer.backend, "float64", 0.0625)
+    checked = {name for name in runners if name.endswith("-checked")}
+    assert checked == {name for name in CANDIDATES[backend_name][0] if name.endswith("-checked")}
+    first = {}
+    for name, runner in runners.items():
+        assert np.isfinite(runner.run(1))
+        first[name] = runner.params()
+        assert np.isnan(runner.run(1))
+        after = runner.params()
+        if name in checked:
+            assert max_abs_diff(after, first[name]) == 0.0, name
+            assert max_abs_diff(first[name], first[name.removesuffix("-checked")]) <= FLOAT64_ATOL, name
+        else:
+            assert any(np.isnan(value).any() for value in after.values()), name
 
 
 def test_bench_refuses_a_model_with_dropout(backend_name, capsys):

@@ -101,9 +101,12 @@ class MirroredCustomLoop:
 class FunctionStep:
     """The custom training step of TensorFlow's own guides on one device, without a strategy: a ``tf.function`` of
     a GradientTape step with a Keras SGD optimizer, the batches fed one by one; with ``jit_compile=True`` the step
-    is compiled by XLA (``function-xla``)."""
+    is compiled by XLA (``function-xla``). With ``all_or_nothing=True`` (``function-checked``) the update and the
+    new model state are written only if the loss, every gradient and the new state are finite, the guarantee the
+    toolkit's step gives (``nan_policy``): the same step with the toolkit's extra work and none of its machinery."""
 
-    def __init__(self, model, params, state, batches: Batches, native_name, dtype, lr, jit_compile: bool) -> None:
+    def __init__(self, model, params, state, batches: Batches, native_name, dtype, lr, jit_compile: bool,
+                 all_or_nothing: bool = False) -> None:
         ops, self._batches, self._next = TensorFlowOps(dtype), batches, 0
         with tf.device(native_name):
             self._vars = _variables(params, dtype)
@@ -118,9 +121,21 @@ class FunctionStep:
             with tf.GradientTape() as tape:
                 per_example, new_state, _ = model.train_losses(ops, self._vars, batch(x, None, self._state), y)
                 loss = tf.reduce_mean(per_example)
-            self._optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
-            for name, value in new_state.items():
-                self._state[name].assign(value)
+            gradients = tape.gradient(loss, variables)
+
+            def write():
+                self._optimizer.apply_gradients(zip(gradients, variables))
+                for name, value in new_state.items():
+                    self._state[name].assign(value)
+                return tf.constant(True)
+
+            if all_or_nothing:
+                # An embedding's gradient is IndexedSlices: its values are all it has.
+                values = [g.values if isinstance(g, tf.IndexedSlices) else g for g in gradients]
+                finite = ops.call(type(ops).all_finite, [loss, *values, *new_state.values()])
+                tf.cond(finite, write, lambda: tf.constant(False))
+            else:
+                write()
             return loss
 
         self._train_step = train_step
@@ -225,6 +240,8 @@ def runners(model, params, state, batches: Batches, devices, backend, dtype: str
     natives = {"mirrored-ctl": MirroredCustomLoop(model, params, state, batches, names, dtype, lr),
                "keras-fit": KerasFit(model, params, state, batches, names, dtype, lr)}
     if len(names) == 1:  # a step without a strategy runs on one device
-        for candidate, jit_compile in (("function", False), ("function-xla", True)):
-            natives[candidate] = FunctionStep(model, params, state, batches, names[0], dtype, lr, jit_compile)
+        for candidate, jit_compile, checked in (("function", False, False), ("function-xla", True, False),
+                                                ("function-checked", False, True)):
+            natives[candidate] = FunctionStep(model, params, state, batches, names[0], dtype, lr, jit_compile,
+                                              all_or_nothing=checked)
     return natives

@@ -68,11 +68,14 @@ def products(found: list, operands: list, cotangents: list, dtype: str):
 
 
 class FunctionWithUpdates:
-    """``f = theano.function([x, y], loss, updates=[(p, p - lr * grad), (s, new s)])``, called once per batch."""
+    """``f = theano.function([x, y], loss, updates=[(p, p - lr * grad), (s, new s)])``, called once per batch.
+    With ``all_or_nothing=True`` each update is ``switch(finite, new, old)``: written only if the loss, every
+    gradient and the new state are finite, the guarantee the toolkit's step gives (``nan_policy``)."""
 
     devices_used = 1
 
-    def __init__(self, model, params, state, batches: Batches, linker: str, dtype: str, lr: float) -> None:
+    def __init__(self, model, params, state, batches: Batches, linker: str, dtype: str, lr: float,
+                 all_or_nothing: bool = False) -> None:
         ops = TheanoOps(dtype, linker)
         with theano.config.change_flags(floatX=dtype):  # what a float32 user sets; keeps constants in dtype
             self._shared = {name: theano.shared(np.asarray(value, dtype), name=name)
@@ -87,9 +90,12 @@ class FunctionWithUpdates:
                                                       batch(x, None, {k: typed[k] for k in state}), y)
             loss = tt.mean(losses)
             trained = [self._shared[k] for k in params]
-            step = np.asarray(lr, dtype)
-            updates = [(p, p - step * g) for p, g in zip(trained, theano.grad(loss, trained))]
+            step, grads = np.asarray(lr, dtype), theano.grad(loss, trained)
+            updates = [(p, p - step * g) for p, g in zip(trained, grads)]
             updates += [(self._shared[k], value) for k, value in new_state.items()]
+            if all_or_nothing:
+                finite = ops.call(type(ops).all_finite, [loss, *grads, *new_state.values()])
+                updates = [(var, tt.switch(finite, new, var)) for var, new in updates]
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message="Skipping `CheckAndRaise` Op", category=UserWarning)
                 self._function = theano.function([x, y], loss, updates=updates, mode=MODES[linker])
@@ -362,6 +368,7 @@ def runners(model, params, state, batches: Batches, devices, backend, dtype: str
     batch statistics, ``n`` devices do not train like one, so their parameters could not be compared there)."""
     if len(devices) > 1:
         return {}
-    natives = {f"function-{linker}": FunctionWithUpdates(model, params, state, batches, linker, dtype, lr)
-               for linker in MODES}
+    natives = {f"function-{linker}{'-checked' * checked}": FunctionWithUpdates(model, params, state, batches, linker,
+                                                                               dtype, lr, all_or_nothing=checked)
+               for linker in MODES for checked in (False, True)}
     return {**natives, "jax-jit": JaxJit(model, params, state, batches, dtype, lr)}

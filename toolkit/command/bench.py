@@ -128,8 +128,11 @@ LABELS = {
     "keras-fit": "Keras fit, MirroredStrategy",
     "function": "tf.function step",
     "function-xla": "tf.function step, jit_compile",
+    "function-checked": "tf.function step, all-or-nothing",
     "function-jax": "function + updates, JAX linker",
     "function-c": "function + updates, C linker",
+    "function-jax-checked": "function + updates, all-or-nothing, JAX linker",
+    "function-c-checked": "function + updates, all-or-nothing, C linker",
     "jax-jit": "plain JAX, jax.jit",
 }
 
