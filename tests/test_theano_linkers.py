@@ -98,3 +98,17 @@ def test_conv_is_one_xla_convolution_under_the_jax_linker_only(linker):
     grads = engine.theano.grad(tt.sum(out), [x, k])
     nodes = {type(node.op).__name__ for node in engine.io_toposort([x, k], [out, *grads])}
     assert nodes & {"_Conv", "_ConvGradient"} == ({"_Conv", "_ConvGradient"} if linker == "jax" else set())
+
+
+@pytest.mark.parametrize("optimizer", [toolkit.optim.SGD(0.1), toolkit.optim.Adam(0.1)], ids=["sgd", "adam"])
+def test_c_linker_step_computes_each_product_once(optimizer):
+    """A two-layer MLP's step has 5 products (2 forward, 2 weight gradients, 1 input gradient). The engine's
+    dot22scalar rewrite made a second, scaled copy of each weight gradient for the update while the finiteness
+    check kept the first (7); the toolkit's C mode leaves it out (backends/theano/backend.py C_EXCLUDED_REWRITES)."""
+    trainer = toolkit.DataParallel(SMALL_MLP, toolkit.get_backend(THEANO, linker="c"), 1, optimizer,
+                                   dtype="float32")
+    trainer.step(*batch(16))
+    (function,) = trainer._fused_steps[()]._functions.values()
+    products = [type(node.op).__name__ for node in function.maker.fgraph.toposort()
+                if type(node.op).__name__ in {"Dot", "Dot22", "Dot22Scalar", "Gemm", "Gemv", "Ger"}]
+    assert len(products) == 5, products
