@@ -116,6 +116,16 @@ def test_constructor_errors(backend):
         toolkit.DataParallel(SMALL_MLP, backend, 2, toolkit.optim.SGD(0.1), weights=[1, 0])
 
 
+def test_weights_set_after_a_step_change_the_next_split(backend):
+    trainer = toolkit.DataParallel(SMALL_MLP, backend, 2, toolkit.optim.SGD(0.1), dtype="float64")
+    trainer.step(*batch(6))
+    assert [hi - lo for _, _, lo, hi in trainer._split(6)] == [3, 3]
+    trainer.weights = [2, 1]  # a trainer keeps each batch size's split: a new weighting is a new split
+    assert [hi - lo for _, _, lo, hi in trainer._split(6)] == [4, 2]
+    trainer.step(*batch(6))
+    assert trainer.step_count == 2
+
+
 @pytest.mark.parametrize("make, words", [
     (lambda: toolkit.optim.SGD(-0.1), "SGD lr"),
     (lambda: toolkit.optim.SGD(0.0), "SGD lr"),

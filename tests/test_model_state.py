@@ -86,6 +86,19 @@ def test_uniform_numbers_look_uniform_and_keys_differ():
     assert not np.array_equal(context.example_keys(1, 1, np.arange(10)), keys[:10])  # so does the seed
 
 
+def test_a_steps_keys_are_the_example_keys_of_its_rows():
+    """The trainer's keys (consecutive rows, their hashes kept between steps) equal example_keys, and a caller that
+    writes into its keys does not change the next step's."""
+    for seed, step, first, count in [(0, 1, 0, 256), (2**40 + 5, 2**33 + 7, 1000, 3), (7, 3, 5, 1), (1, 1, 0, 0)]:
+        keys = context.consecutive_example_keys(seed, step, first, count)
+        assert keys.dtype == np.uint32
+        np.testing.assert_array_equal(keys, context.example_keys(seed, step, np.arange(first, first + count)))
+    keys = context.consecutive_example_keys(0, 1, 0, 8)
+    keys[:] = 0
+    np.testing.assert_array_equal(context.consecutive_example_keys(0, 1, 0, 8),
+                                  context.example_keys(0, 1, np.arange(8)))
+
+
 # --- dropout ---------------------------------------------------------------------------------------------------------
 
 def test_dropout_zeroes_at_the_rate_and_scales_the_rest(backend):

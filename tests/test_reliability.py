@@ -65,9 +65,20 @@ BAD_BATCHES = {
 }
 
 
+def _as_cast(array):
+    """``array`` in the dtype the float64 trainer casts it to (floats float64, integers int32): a batch that the
+    check's fast path (arrays like the batches before) looks at first."""
+    array = np.asarray(array)
+    return array.astype(np.float64) if array.dtype.kind == "f" else (
+        array.astype(np.int32) if array.dtype.kind in "iu" else array)
+
+
+@pytest.mark.parametrize("cast", [False, True], ids=["as-given", "cast"])
 @pytest.mark.parametrize("case", list(BAD_BATCHES))
-def test_bad_batch_raises_typed_error_and_changes_nothing(trained, case):
+def test_bad_batch_raises_typed_error_and_changes_nothing(trained, case, cast):
     args, error, words = BAD_BATCHES[case]
+    if cast:
+        args = tuple(_as_cast(a) for a in args)
     before = snapshot(trained)
     for call in (trained.step, trained.gradients, trained.loss):
         with pytest.raises(error) as info:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -59,10 +60,39 @@ def _mix32_int(x: int) -> int:
 def example_keys(seed: int, step: int, rows: np.ndarray) -> np.ndarray:
     """One key per example: a hash of ``(seed, step, global row index)``. Seeds and steps are taken modulo 2**32
     (a seed's high bits are folded in)."""
+    return mix32(np.uint32(_step_key(seed, step)) ^ mix32(np.asarray(rows, np.int64).astype(np.uint32)))
+
+
+def consecutive_example_keys(seed: int, step: int, first: int, count: int) -> np.ndarray:
+    """:func:`example_keys` of rows ``first .. first + count - 1``, as a trainer's step asks for them: the rows'
+    hashes are the same every step, so they are kept (:func:`_row_hashes`), and only the step's key is mixed in.
+    A fifth of a small model's host work per step (36 of 180 microseconds, the digits MLP) was these keys."""
+    keys = _row_hashes(int(first), int(count)) ^ np.uint32(_step_key(seed, step))
+    # In place on a fresh array: NumPy's array arithmetic wraps modulo 2**32 without the overflow checks that make
+    # mix32 set errstate (they apply to scalars), and without its copy.
+    for shift, multiplier in MIX32_STEPS:
+        keys ^= keys >> np.uint32(shift)
+        if multiplier is not None:
+            keys *= np.uint32(multiplier)
+    return keys
+
+
+#: How many row ranges :func:`consecutive_example_keys` keeps the hashes of: a training run uses one or two batch
+#: sizes (the last batch of an epoch), a few more with micro-batches or processes; 4 bytes a row each.
+ROW_HASH_CACHE = 8
+
+
+@functools.lru_cache(maxsize=ROW_HASH_CACHE)
+def _row_hashes(first: int, count: int) -> np.ndarray:
+    hashes = mix32(np.arange(first, first + count, dtype=np.int64).astype(np.uint32))
+    hashes.flags.writeable = False  # shared by every step's keys
+    return hashes
+
+
+def _step_key(seed: int, step: int) -> int:
     seed = int(seed)
     base = _mix32_int((seed & _MASK) ^ _mix32_int((seed >> 32) & _MASK))
-    step_key = _mix32_int(base ^ (int(step) & _MASK))
-    return mix32(np.uint32(step_key) ^ mix32(np.asarray(rows, np.int64).astype(np.uint32)))
+    return _mix32_int(base ^ (int(step) & _MASK))
 
 
 def element_counters(call: int, shape: tuple[int, ...]) -> np.ndarray:
