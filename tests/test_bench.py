@@ -183,6 +183,10 @@ def test_bench_measures_every_candidate_and_the_natives_train_alike(backend_name
         assert run["first_peak_mb"] >= 0 and run["step_peak_mb"] >= 0  # this machine is Linux
         if run["candidate"] != "toolkit":  # same start, same batches, same SGD steps: the same parameters
             assert run["param_diff"] <= FLOAT64_ATOL, run
+        if run["candidate"].startswith("toolkit"):  # its step outside the backend's compiled call
+            assert 0 <= run["host_ms"] <= run["max_ms"], run
+        else:
+            assert run["host_ms"] is None
     kinds = {(r["candidate"], r["baseline"], r["devices"]) for r in results["ratios"]}
     assert ("toolkit", "toolkit", 2) in kinds  # scaling
     assert any(r["target"] is not None for r in results["ratios"])
@@ -191,6 +195,7 @@ def test_bench_measures_every_candidate_and_the_natives_train_alike(backend_name
     table = markdown(results)
     assert table.count("\n| ") >= len(results["runs"])  # every candidate has a row of times and one of GFLOP/s
     assert "Machine peak, float64 256x256 matmul" in table and "**digits-mlp**: global batch 16" in table
+    assert "The toolkit's host work a step" in table
     printed = capsys.readouterr().out
     assert "ratios" in printed and "machine:" in printed and "wrote" in printed and "Machine peak" in printed
 

@@ -45,18 +45,19 @@ unless ``TF_ENABLE_ONEDNN_OPTS`` is set): the bench measures each framework at i
 
 Results (``bench.json``), schema ``multigpu-toolkit/bench`` version :data:`SCHEMA_VERSION`: ``config`` (``models``,
 ``batch`` and ``steps``: overrides or null), ``machine``, ``peak`` (``size``, ``dtype``, ``gflops``: library ->
-GFLOP/s), ``runs`` (``model``, ``batch``, ``steps``, ``devices``: the process's device count, ``devices_used``: how
-many the candidate trains on, ``backend``, ``candidate``, ``label``, ``median_ms``, ``min_ms``, ``max_ms`` over
-rounds, ``round_ms``: each round's mean step time, ``compile_s``: the first step, ``warmup_s``: the warm-up cycle,
-``first_peak_mb``, ``step_peak_mb``, ``param_diff``: max |value - toolkit's| / max |toolkit value| over parameters
-and state, null for the toolkit itself, ``gflop_per_step``, ``gflops``: achieved, ``peak_fraction``: of the best
-peak, ``compute_bound``, ``products_alone_ms``: the step's matmuls and convolutions alone with this backend's
-library, on compute-bound models at one device, else null, ``products_alone_gflops``), ``ratios`` (``model``,
-``backend``, ``devices``, ``candidate``, ``baseline``, ``baseline_devices``, ``ratio``, ``low`` and ``high``: the
-bootstrap interval, ``target``: the bound or null, ``verdict``: "met", "not met", "within noise", or null without
-a target) and ``fractions`` (``model``, ``backend``, ``candidate``, ``fraction``, ``low``, ``high``, ``target``,
-``verdict``, ``products_alone_fraction``: the products' share of the best peak, ``of_products_alone``: the step's
-GFLOP/s over theirs).
+GFLOP/s), ``runs`` (``model``, ``batch``, ``steps``, ``devices``: the process's device count, ``devices_used``: how many
+the candidate trains on, ``backend``, ``candidate``, ``label``, ``median_ms``, ``min_ms``, ``max_ms`` over rounds,
+``round_ms``: each round's mean step time, ``compile_s``: the first step, ``warmup_s``: the warm-up cycle,
+``first_peak_mb``, ``step_peak_mb``, ``host_ms``: for the toolkit's candidates, the median over rounds of a step's time
+outside the backend's compiled step (its batch checks, keys and split), else null, ``param_diff``: max |value -
+toolkit's| / max |toolkit value| over parameters and state, null for the toolkit itself, ``gflop_per_step``, ``gflops``:
+achieved, ``peak_fraction``: of the best peak, ``compute_bound``, ``products_alone_ms``: the step's matmuls and
+convolutions alone with this backend's library, on compute-bound models at one device, else null,
+``products_alone_gflops``), ``ratios`` (``model``, ``backend``, ``devices``, ``candidate``, ``baseline``,
+``baseline_devices``, ``ratio``, ``low`` and ``high``: the bootstrap interval, ``target``: the bound or null,
+``verdict``: "met", "not met", "within noise", or null without a target) and ``fractions`` (``model``, ``backend``,
+``candidate``, ``fraction``, ``low``, ``high``, ``target``, ``verdict``, ``products_alone_fraction``: the products'
+share of the best peak, ``of_products_alone``: the step's GFLOP/s over theirs).
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ from toolkit.command.flops import PEAK_REPEATS
 from toolkit.errors import ComputeError, ModelStateError
 
 SCHEMA = "multigpu-toolkit/bench"
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 #: The bootstrap behind each ratio's interval: resamples of the rounds, the interval's percentiles (a 90% interval),
 #: and a fixed seed so the same measurements always give the same interval.
@@ -184,8 +185,26 @@ def make_batches(x: np.ndarray, y: np.ndarray, size: int, count: int, seed: int,
 
 
 class _ToolkitRunner:
+    """The toolkit's trainer on the cycle of batches. ``compiled_s`` adds up the time spent inside the backend's
+    compiled step (:meth:`toolkit.backend.Backend.compile_fused_step`; None where the trainer composes its steps):
+    the rest of a step is the toolkit's own host work (the batch checks, the examples' keys, the split), reported
+    beside the step time."""
+
     def __init__(self, trainer, batches: Batches) -> None:
         self._trainer, self._batches, self._next = trainer, batches, 0
+        self.compiled_s = None
+        fused = (trainer._fused_steps or {}).get(())
+        if fused is not None:
+            self.compiled_s = 0.0
+
+            def timed(*args):
+                began = time.perf_counter()
+                try:
+                    return fused(*args)
+                finally:
+                    self.compiled_s += time.perf_counter() - began
+
+            trainer._fused_steps[()] = timed
 
     def run(self, steps: int) -> float:
         for _ in range(steps):
@@ -287,6 +306,7 @@ def _measure(config: dict[str, Any]) -> list[dict[str, Any]]:
     memory = _PeakMemory()
     compile_s, warmup, first_peak, step_peak = {}, {}, {}, {key: None for key in runners}
     times: dict[tuple[str, str], list[float]] = {key: [] for key in runners}
+    host: dict[tuple[str, str], list[float]] = {key: [] for key in runners}  # each round's host work a step
     for key, runner in runners.items():
         memory.start()
         began = time.perf_counter()
@@ -300,9 +320,12 @@ def _measure(config: dict[str, Any]) -> list[dict[str, Any]]:
         turn = round_ % len(keys)
         for key in keys[turn:] + keys[:turn]:
             memory.start()
+            compiled = getattr(runners[key], "compiled_s", None)
             began = time.perf_counter()
             runners[key].run(steps)
             times[key].append((time.perf_counter() - began) / steps * 1e3)
+            if compiled is not None:
+                host[key].append(times[key][-1] - (runners[key].compiled_s - compiled) / steps * 1e3)
             used = memory.excess()
             if used is not None:
                 step_peak[key] = max(used, step_peak[key] or 0.0)
@@ -324,6 +347,7 @@ def _measure(config: dict[str, Any]) -> list[dict[str, Any]]:
             "round_ms": times[(name, candidate)], "compile_s": compile_s[(name, candidate)],
             "warmup_s": warmup[(name, candidate)], "first_peak_mb": first_peak[(name, candidate)],
             "step_peak_mb": step_peak[(name, candidate)], "gflop_per_step": gflop,
+            "host_ms": statistics.median(host[(name, candidate)]) if host[(name, candidate)] else None,
             "compute_bound": workload.compute_bound, "products_alone_ms": alone.get(name),
             "param_diff": None if candidate == "toolkit" else _relative_diff(_values(runner), reference),
         })
@@ -477,6 +501,13 @@ def _model_markdown(model: str, runs: list[dict[str, Any]], model_ratios: list[d
             bound = next(iter(judged.values()))["target"]
             target = f"<= {bound}: " + "; ".join(f"{r['verdict']} at {n}" for n, r in sorted(judged.items()))
         lines.append(f"| {backend}: {label} | " + " | ".join(cells) + f" | {target} |")
+    hosted = [r for r in runs if r.get("host_ms") is not None]
+    if hosted:
+        parts = "; ".join(f"{r['backend']}: {r['label']}, {r['devices']} device{'s' if r['devices'] > 1 else ''}: "
+                          f"{r['host_ms']:.3f} of {r['median_ms']:.3f} ms ({r['host_ms'] / r['median_ms']:.0%})"
+                          for r in hosted)
+        lines += ["", "The toolkit's host work a step (its step outside the backend's compiled call: the batch checks, "
+                      f"the examples' keys, the split; median of rounds): {parts}."]
     return lines
 
 
