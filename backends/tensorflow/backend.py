@@ -3,6 +3,8 @@ device for the gradient and the update."""
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from toolkit import backend as interface
@@ -73,7 +75,7 @@ def _dense(grad, like):
     return tf.zeros_like(like) if grad is None else tf.convert_to_tensor(grad)
 
 
-#: How many splits (shard weights) a fused step keeps as tensors before it starts again.
+#: How many splits (shard weights) a fused step keeps as tensors (a run has one or two).
 _SPLITS_KEPT = 16
 
 
@@ -299,15 +301,13 @@ class Backend(interface.Backend):
 
         function = _traced(in_step(step_fn))
         concrete: dict = {}
-        shares: dict = {}  # the weights of each split seen, as tensors (a run has one or two)
+
+        @functools.lru_cache(maxsize=_SPLITS_KEPT)
+        def shares(weights: tuple):  # the weights of a split, as a tensor
+            return _to_tensor(np.asarray(weights, dtype), home)
 
         def run(indices, xs, ys, weights, step):
-            weights = tuple(weights)
-            if weights not in shares:
-                if len(shares) >= _SPLITS_KEPT:
-                    shares.clear()
-                shares[weights] = _to_tensor(np.asarray(weights, dtype), home)
-            args = (tuple(indices), list(xs), list(ys), shares[weights], step)
+            args = (tuple(indices), list(xs), list(ys), shares(tuple(weights)), step)
             leaves = tf.nest.flatten(args[1:])
             # The signature from the arrays before they are converted (a tensor's shape is an object made per
             # call); a variable (model state) keeps its shape, and is a resource input: its handle goes in.

@@ -40,10 +40,15 @@ def mix32(x: np.ndarray) -> np.ndarray:
     :data:`MIX32_STEPS`, modulo 2**32. The backends run the same steps on their unsigned 32-bit tensors."""
     x = np.asarray(x, np.uint32).copy()
     with np.errstate(over="ignore"):
-        for shift, multiplier in MIX32_STEPS:
-            x ^= x >> np.uint32(shift)
-            if multiplier is not None:
-                x *= np.uint32(multiplier)
+        return _mix32_in_place(x)
+
+
+def _mix32_in_place(x: np.ndarray) -> np.ndarray:
+    """The steps of :func:`mix32` on ``x``, a uint32 array it may overwrite."""
+    for shift, multiplier in MIX32_STEPS:
+        x ^= x >> np.uint32(shift)
+        if multiplier is not None:
+            x *= np.uint32(multiplier)
     return x
 
 
@@ -67,14 +72,9 @@ def consecutive_example_keys(seed: int, step: int, first: int, count: int) -> np
     """:func:`example_keys` of rows ``first .. first + count - 1``, as a trainer's step asks for them: the rows'
     hashes are the same every step, so they are kept (:func:`_row_hashes`), and only the step's key is mixed in.
     A fifth of a small model's host work per step (36 of 180 microseconds, the digits MLP) was these keys."""
-    keys = _row_hashes(int(first), int(count)) ^ np.uint32(_step_key(seed, step))
-    # In place on a fresh array: NumPy's array arithmetic wraps modulo 2**32 without the overflow checks that make
-    # mix32 set errstate (they apply to scalars), and without its copy.
-    for shift, multiplier in MIX32_STEPS:
-        keys ^= keys >> np.uint32(shift)
-        if multiplier is not None:
-            keys *= np.uint32(multiplier)
-    return keys
+    # In place on the fresh array the xor makes: NumPy's array arithmetic wraps modulo 2**32 without the overflow
+    # checks that make mix32 set errstate (they apply to scalars), and without its copy.
+    return _mix32_in_place(_row_hashes(int(first), int(count)) ^ np.uint32(_step_key(seed, step)))
 
 
 #: How many row ranges :func:`consecutive_example_keys` keeps the hashes of: a training run uses one or two batch

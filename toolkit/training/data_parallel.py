@@ -62,7 +62,7 @@ class DataParallel(Trainer):
         if weights is not None:
             split_sizes(len(self.devices), len(self.devices), weights)  # validates now rather than at the first step
         self.weights = None if weights is None else list(weights)
-        self._splits: dict[tuple, list] = {}  # _split of each batch size (and weights) seen
+        self._splits: dict[tuple, tuple] = {}  # _split of each batch size (and weights) seen
         self._init_params(self.devices)
         self._predict_fn = None  # compiled on first use
         self.cluster, self._all_reduce = None, None
@@ -142,7 +142,7 @@ class DataParallel(Trainer):
                                       _replica(self._model_state, index)), y[lo:hi])
                 for index, device, lo, hi in self._split(len(y))]
 
-    def _split(self, count: int) -> list[tuple[int, Any, int, int]]:
+    def _split(self, count: int) -> tuple[tuple[int, Any, int, int], ...]:
         """``(replica index, device, first row, end row)`` of each non-empty shard of ``count`` rows, in device
         order (sizes from :func:`toolkit.split_sizes` with the trainer's weights)."""
         key = (count, None if self.weights is None else tuple(self.weights))  # weights is a public attribute
@@ -151,9 +151,9 @@ class DataParallel(Trainer):
             if len(self._splits) >= SPLITS_KEPT:
                 self._splits.clear()
             sizes = split_sizes(count, len(self.devices), self.weights)
-            split = self._splits[key] = [(index, device, lo, hi) for index, (device, (lo, hi))
-                                           in enumerate(zip(self.devices, shard_bounds(sizes))) if hi > lo]
-        return list(split)
+            split = self._splits[key] = tuple((index, device, lo, hi) for index, (device, (lo, hi))
+                                              in enumerate(zip(self.devices, shard_bounds(sizes))) if hi > lo)
+        return split
 
     def _loss_and_gradients(self, x, y, micro_batches=1, metrics=()):
         # Micro-batches run one after another, each split over the devices; their means are combined weighted by
