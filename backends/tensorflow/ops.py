@@ -10,12 +10,20 @@ import optree
 from toolkit.backends.tensorflow.environment import import_framework
 from toolkit.nn.context import MIX32_STEPS, UNIFORM_BITS
 from toolkit.nn.ops import ARGUMENTS, Ops
-from toolkit.nn.shapes import check_conv, check_matmul, window
+from toolkit.nn.shapes import check_matmul
+
+from .ops_arrays import TensorFlowArrayOps
+from .ops_core import TensorFlowCoreOps
+from .ops_math import TensorFlowMathOps
+from .ops_nn import TensorFlowNNOps
+from .ops_reductions import TensorFlowReductionOps
+from .ops_windows import TensorFlowWindowOps
 
 tf = import_framework()
 
 
-class TensorFlowOps(Ops):
+class TensorFlowOps(TensorFlowMathOps, TensorFlowArrayOps, TensorFlowReductionOps, TensorFlowNNOps, TensorFlowWindowOps,
+                    TensorFlowCoreOps, Ops):
     def is_native(self, value):
         return isinstance(value, (tf.Tensor, tf.Variable))
 
@@ -234,25 +242,6 @@ class TensorFlowOps(Ops):
 
     def one_hot(self, indices, depth):
         return tf.one_hot(indices, depth, dtype=self.dtype)
-
-    def conv(self, inputs, kernel, strides=1, padding="valid", dilation_rate=1):
-        strides, dilations, padding = check_conv(inputs.shape.rank, kernel.shape.rank, strides, dilation_rate,
-                                                 padding)
-        # tf.nn.convolution runs a dilated convolution as space_to_batch around a plain one: TensorFlow's CPU kernels
-        # have no gradient for conv2d's own dilations.
-        return tf.nn.convolution(inputs, kernel, strides=strides, padding=padding.upper(), dilations=dilations)
-
-    def max_pool(self, inputs, pool_size, strides=None, padding="valid"):
-        size, strides, padding = window(pool_size, strides, padding)
-        pooled = tf.nn.max_pool2d(inputs, ksize=size, strides=strides, padding=padding.upper())
-        # TensorFlow's MaxPool skips NaN; a window with one is NaN, as tf.maximum, NumPy and XLA give it.
-        nan = tf.nn.max_pool2d(tf.cast(tf.math.is_nan(inputs), inputs.dtype), ksize=size, strides=strides,
-                               padding=padding.upper()) > 0
-        return tf.where(nan, tf.constant(float("nan"), inputs.dtype), pooled)
-
-    def average_pool(self, inputs, pool_size, strides=None, padding="valid"):
-        size, strides, padding = window(pool_size, strides, padding)
-        return tf.nn.avg_pool2d(inputs, ksize=size, strides=strides, padding=padding.upper())
 
     def all_finite(self, xs):
         return tf.reduce_all([tf.reduce_all(tf.math.is_finite(x)) for x in xs])

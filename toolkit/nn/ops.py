@@ -28,8 +28,7 @@ import numpy as np
 import optree
 
 from toolkit.errors import DTypeError, ModelStateError, ShapeError
-from toolkit.nn import context
-from toolkit.nn.shapes import check_pool_size
+from toolkit.nn import context, ops_arrays, ops_core, ops_math, ops_nn, ops_reductions, ops_windows
 from toolkit.nn.tensor import INT_DTYPE, Tensor, constant_dtype, is_weak, result_dtype
 
 Native = Any  # a backend's native array: tf.Tensor, or an Aesara symbolic variable
@@ -47,11 +46,15 @@ ARGUMENTS: dict[str, str] = {
     **dict.fromkeys(("negative", "abs", "square", "relu"), "e"),
     **dict.fromkeys(("exp", "log", "sqrt", "tanh", "sigmoid", "erf", "sin", "cos", "softmax", "log_softmax"), "f"),
     **dict.fromkeys(("sum", "max", "min", "transpose", "reshape", "expand_dims", "squeeze", "broadcast_to", "cast",
-                     "cumsum", "argmax", "ones_like", "zeros_like", "pad", "max_pool", "average_pool"),
+                     "cumsum", "argmax", "ones_like", "zeros_like", "pad"),
                     "t"),
     "mean": "f", "concatenate": "L", "stack": "L", "_take": "ti", "_take_along_axis": "ti", "one_hot": "i",
-    "conv": "ff", "all_finite": "T", "_hash_uniform": "tt",
+    "all_finite": "T", "_hash_uniform": "tt",
 }
+#: The primitives of the op groups (:mod:`toolkit.nn.ops_math` and the other ``ops_*`` modules), each declared with
+#: its group.
+for _group in (ops_math, ops_arrays, ops_reductions, ops_nn, ops_windows, ops_core):
+    ARGUMENTS.update(_group.ARGUMENTS)
 
 
 def _boundary(name: str, spec: str, impl: Callable) -> Callable:
@@ -85,20 +88,30 @@ def _boundary(name: str, spec: str, impl: Callable) -> Callable:
         return optree.tree_map(lambda leaf: self.wrap(leaf) if self.is_native(leaf) else leaf,
                                impl(self, *args, **kwargs), is_leaf=self.is_native)
 
+    op.boundary = True
     return op
 
 
-class Ops(ABC):
-    """Neutral ops. ``dtype`` is the floating dtype of the computation (``"float32"`` or ``"float64"``)."""
+class Ops(ops_math.MathOps, ops_arrays.ArrayOps, ops_reductions.ReductionOps, ops_nn.NNOps,
+          ops_windows.WindowOps, ops_core.CoreOps, ABC):
+    """Neutral ops. ``dtype`` is the floating dtype of the computation (``"float32"`` or ``"float64"``).
+
+    The vocabulary is grouped by kind in the ``ops_*`` modules (elementwise math, arrays, reductions, nn, windows,
+    core), each a mixin with its primitives and composites; this class holds the boundary, the basic arithmetic,
+    shapes, gathering, loops and the training context."""
 
     def __init__(self, dtype: str) -> None:
         self.dtype = dtype
 
     def __init_subclass__(cls, **kwargs) -> None:
+        # A backend's primitives may come from its own class or from the mixins it inherits (one per op group): each
+        # implementation not yet behind the boundary is wrapped once, on the class that first has it.
         super().__init_subclass__(**kwargs)
         for name, spec in ARGUMENTS.items():
-            if name in cls.__dict__:
-                setattr(cls, name, _boundary(name, spec, cls.__dict__[name]))
+            impl = getattr(cls, name, None)
+            if impl is None or getattr(impl, "__isabstractmethod__", False) or getattr(impl, "boundary", False):
+                continue
+            setattr(cls, name, _boundary(name, spec, impl))
 
     # ----------------------------------------------------------------------------------------------------------------
     # The boundary between model code and the framework.
@@ -441,70 +454,6 @@ class Ops(ABC):
     @abstractmethod
     def one_hot(self, indices, depth: int):
         """``indices`` (ints) as one-hot rows of length ``depth`` in ``self.dtype``; out-of-range rows are all 0."""
-
-    # --- convolution and pooling (channels last) -------------------------------------------------------------------
-    @abstractmethod
-    def conv(self, inputs, kernel, strides=1, padding: str = "valid", dilation_rate=1):
-        """2-D cross-correlation (``keras.ops.conv``, channels last).
-
-        Args:
-            inputs: ``[batch, height, width, in_channels]``.
-            kernel: ``[kernel_height, kernel_width, in_channels, out_channels]``.
-            strides, dilation_rate: an int or a pair; strides and dilation above 1 together are refused, as
-                TensorFlow refuses them.
-            padding: ``"valid"`` (no padding) or ``"same"`` (zeros so the output has ``ceil(size / stride)``
-                positions, the odd one after, as TensorFlow places them).
-        """
-
-    def conv2d(self, x, kernel, padding: str = "valid"):
-        """The toolkit's earlier name: :meth:`conv` with stride 1."""
-        return self.conv(x, kernel, padding=padding)
-
-    @abstractmethod
-    def max_pool(self, inputs, pool_size, strides=None, padding: str = "valid"):
-        """Maximum over ``pool_size`` windows moved by ``strides`` (default ``pool_size``), channels last
-        (``keras.ops.max_pool``); "same" pads with minus infinity."""
-
-    @abstractmethod
-    def average_pool(self, inputs, pool_size, strides=None, padding: str = "valid"):
-        """Mean over windows (``keras.ops.average_pool``); with "same" padding a window's mean counts only the
-        entries inside the input, as TensorFlow and Keras do."""
-
-    def max_pool2d(self, x, size: int):
-        """The toolkit's earlier name: :meth:`max_pool` of ``size x size`` windows, stride ``size``, "valid"."""
-        return self.max_pool(x, check_pool_size(size))
-
-    # --- attention -------------------------------------------------------------------------------------------------
-    def dot_product_attention(self, query, key, value, mask=None, scale: float | None = None,
-                              is_causal: bool = False):
-        """Scaled dot-product attention (``keras.ops.dot_product_attention``).
-
-        Args:
-            query: ``[batch, target, heads, depth]``; key, value: ``[batch, source, heads, depth]``.
-            mask: booleans broadcastable to ``[batch, heads, target, source]``: True where a query may attend.
-            scale: default ``1 / sqrt(depth)``.
-            is_causal: the query at position ``t`` attends only to sources ``0..t`` (aligned at the start, as Keras).
-
-        ``softmax(scale * q k^T)`` over the sources, masked entries set to the dtype's lowest finite value before
-        the softmax (a fully masked row attends uniformly, as in Keras), then times ``value``: ``[batch, target,
-        heads, depth]``.
-        """
-        q_shape, k_shape = self.shape(query), self.shape(key)
-        if len(q_shape) != 4 or len(k_shape) != 4:
-            raise ShapeError(f"dot_product_attention needs [batch, sequence, heads, depth] arrays, got query "
-                             f"{q_shape} and key {k_shape}")
-        depth = q_shape[-1]
-        scale = 1.0 / math.sqrt(depth) if scale is None else scale
-        logits = self.matmul(self.transpose(query, (0, 2, 1, 3)), self.transpose(key, (0, 2, 3, 1))) * scale
-        allowed = None if mask is None else self.wrap(self._native(mask, "bool"))
-        if is_causal:
-            target, source = q_shape[1], k_shape[1]
-            causal = np.tril(np.ones((target, source), bool))
-            allowed = causal if allowed is None else self.logical_and(allowed, causal)
-        if allowed is not None:
-            logits = self.where(allowed, logits, float(np.finfo(self._result_dtype([logits])).min))
-        weights = self.softmax(logits, axis=-1)
-        return self.transpose(self.matmul(weights, self.transpose(value, (0, 2, 1, 3))), (0, 2, 1, 3))
 
     # --- loops -----------------------------------------------------------------------------------------------------
     def scan(self, f: Callable, init, xs=None, length: int | None = None, reverse: bool = False, unroll: int = 1):

@@ -1,0 +1,132 @@
+"""What the Theano family's op modules share: the engine's symbols (under names that hold for Aesara and PyTensor),
+static-shape helpers (the graph must keep sizes the compiled step reads), NaN-propagating maxima, and :class:`JaxOp`,
+an op whose computation is a JAX function."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .environment import import_framework, imported
+
+theano, jax = import_framework()
+
+tt = theano.tensor
+clone_replace = imported("graph.basic", "clone_replace")
+true_divide = imported("tensor", "true_divide")
+floor_divide = imported("tensor", "floor_divide")
+Supervisor = imported("compile.function.types", "Supervisor")
+get_mode = imported("compile.mode", "get_mode")
+DisconnectedType = imported("gradient", "DisconnectedType")
+Apply = imported("graph.basic", "Apply")
+Constant = imported("graph.basic", "Constant")
+io_toposort = imported("graph.basic", "io_toposort")
+FunctionGraph = imported("graph.fg", "FunctionGraph")
+Op = imported("graph.op", "Op")
+jax_funcify = imported("link.jax.dispatch", "jax_funcify")
+ShapeError = imported("tensor.exceptions", "ShapeError")
+TensorSharedVariable = imported("tensor.sharedvar", "TensorSharedVariable")
+log_softmax = imported("tensor.special", "log_softmax")
+softmax = imported("tensor.special", "softmax")
+TensorVariable = imported("tensor.var", "TensorVariable")
+
+
+def shape_of(x) -> list:
+    """Each axis as a Python int where the type knows it (always, as the backend compiles), else symbolic. Ints keep
+    shape arithmetic out of the graph: Aesara re-runs its shape rewrites for every symbolic shape it allocates."""
+    return [size if size is not None else x.shape[axis] for axis, size in enumerate(x.type.shape)]
+
+
+def int64_sizes(sizes) -> list:
+    """Static sizes as int64 constants, for a shape an op allocates or broadcasts to. A Python int becomes the
+    smallest integer constant that holds it (int8 for 16), and PyTensor 3.0 rewrites the sum of an ``alloc``
+    (``sum(ones(shape))``) into the product of its sizes in that dtype: 16 * 8 * 8 overflowed int8 to 0, so batch
+    statistics divided by 1."""
+    return [np.int64(size) if isinstance(size, (int, np.integer)) else size for size in sizes]
+
+
+def int64_shape(x) -> list:
+    return int64_sizes(shape_of(x))
+
+
+def reduced(out, x, axis, keepdims: bool):
+    """``out``, a reduction of ``x`` over ``axis``, with the static sizes of the axes it keeps."""
+    axes = range(x.ndim) if axis is None else [a % x.ndim for a in ((axis,) if isinstance(axis, int) else axis)]
+    shape = [1 if i in axes else size for i, size in enumerate(x.type.shape) if keepdims or i not in axes]
+    return tt.specify_shape(out, tuple(shape))
+
+
+def joined_shape(xs, axis: int) -> tuple:
+    """The static shape of ``xs`` joined along ``axis``: each other axis's size where any input knows it, the sum
+    along ``axis`` where every input knows its size."""
+    shapes = [tuple(x.type.shape) for x in xs]
+    axis %= len(shapes[0])
+    sizes = [next((s[i] for s in shapes if s[i] is not None), None) for i in range(len(shapes[0]))]
+    along = [s[axis] for s in shapes]
+    sizes[axis] = None if None in along else sum(along)
+    return tuple(sizes)
+
+
+def indexed_shape(shape: tuple, key) -> tuple:
+    """The static shape of ``x[key]`` (basic indexing) for ``x`` of static ``shape``: NumPy indexes two stand-ins
+    of no memory whose unknown axes have different sizes; a result axis is known where both agree."""
+    def result(unknown: int) -> tuple:
+        sizes = tuple(unknown if size is None else size for size in shape)
+        return np.lib.stride_tricks.as_strided(np.zeros(1), sizes, (0,) * len(sizes))[key].shape
+
+    return tuple(a if a == b else None for a, b in zip(result(1_000_003), result(1_000_033)))
+
+
+def padded(x, pads, value):
+    """``x`` inside a constant ``value`` frame, ``pads[i] = (before, after)`` per axis: plain allocation and
+    ``set_subtensor``, which every linker runs and differentiates."""
+    shape = shape_of(x)
+    frame = tt.alloc(tt.constant(value, dtype=x.dtype), *int64_sizes(s + a + b for s, (a, b) in zip(shape, pads)))
+    return tt.set_subtensor(frame[tuple(slice(a, a + s) for s, (a, _) in zip(shape, pads))], x)
+
+
+def first_unless(beats, x1, x2):
+    """``x2`` where ``beats(x2, x1)`` or ``x2`` is NaN, else ``x1``: a maximum (``tt.gt``) or minimum (``tt.lt``)
+    whose tie keeps ``x1`` (its gradient goes there, as TensorFlow's does) and where NaN from either side propagates,
+    as in NumPy, JAX and TensorFlow (a bare ``switch(x1 >= x2, x1, x2)`` drops a NaN ``x1``)."""
+    x2 = tt.as_tensor_variable(x2)
+    take = beats(x2, x1)
+    if x2.dtype.startswith("float"):
+        take = tt.or_(take, tt.isnan(x2))
+    return tt.switch(take, x2, x1)
+
+
+class JaxOp(Op):
+    """An op whose computation is a JAX function (:meth:`function`, cached in ``_functions``): the JAX linker calls
+    it in its compiled step; the C linker runs it on the host. Never folded: its inputs are rarely constant, and
+    tracing it to fold would cost a compilation."""
+
+    _functions: dict
+
+    def function(self):
+        raise NotImplementedError
+
+    def perform(self, node, inputs, outputs):
+        on_host(self.function(), inputs, outputs, self._functions)
+
+    def do_constant_folding(self, fgraph, node):
+        return False
+
+
+@jax_funcify.register(JaxOp)
+def _jax_op(op, **kwargs):
+    return op.function()
+
+
+def as_outputs(values: tuple):
+    """A JAX conversion's result as Aesara's JAX linker takes it: one value for an op with one output."""
+    return values[0] if len(values) == 1 else values
+
+
+def on_host(function, inputs, outputs, cache) -> None:
+    """Run a loop's JAX function on the host CPU for the C linker (and Aesara's Python fallback)."""
+    if "jit" not in cache:
+        cache["jit"] = jax.jit(function)
+    with jax.default_device(jax.devices("cpu")[0]):
+        results = cache["jit"](*inputs)
+    for storage, value in zip(outputs, results if len(outputs) > 1 else (results,)):
+        storage[0] = np.asarray(value)

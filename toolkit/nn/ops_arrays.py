@@ -1,0 +1,17 @@
+"""Arrays: creation (``arange``, ``eye``, ``tri``...), shapes and indexing (``split``, ``tile``, ``roll``, ``flip``,
+``slice``...), and products (``einsum``, ``tensordot``, ``dot``, ``outer``...), as in ``keras.ops.numpy``.
+
+Part of :class:`~toolkit.nn.ops.Ops`: a backend implements the primitives (the abstract methods, listed in
+:data:`ARGUMENTS` with how their array arguments are converted) on natives; the composites are written once, here.
+"""
+
+from __future__ import annotations
+
+from abc import ABC
+
+#: How each primitive's array arguments are converted (the letters of :data:`toolkit.nn.ops.ARGUMENTS`).
+ARGUMENTS: dict[str, str] = {}
+
+
+class ArrayOps(ABC):
+    """Mixed into :class:`~toolkit.nn.ops.Ops`."""

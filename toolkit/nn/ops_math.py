@@ -1,0 +1,17 @@
+"""Elementwise math: ``keras.ops.numpy``'s unary and binary elementwise functions (rounding, trigonometric and
+hyperbolic functions, logarithms and exponentials, predicates such as ``isnan``, bitwise operations).
+
+Part of :class:`~toolkit.nn.ops.Ops`: a backend implements the primitives (the abstract methods, listed in
+:data:`ARGUMENTS` with how their array arguments are converted) on natives; the composites are written once, here.
+"""
+
+from __future__ import annotations
+
+from abc import ABC
+
+#: How each primitive's array arguments are converted (the letters of :data:`toolkit.nn.ops.ARGUMENTS`).
+ARGUMENTS: dict[str, str] = {}
+
+
+class MathOps(ABC):
+    """Mixed into :class:`~toolkit.nn.ops.Ops`."""
