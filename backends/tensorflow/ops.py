@@ -14,6 +14,7 @@ from toolkit.nn.shapes import check_matmul
 
 from .ops_arrays import TensorFlowArrayOps
 from .ops_core import TensorFlowCoreOps
+from .ops_linalg import TensorFlowLinalgOps
 from .ops_math import TensorFlowMathOps
 from .ops_nn import TensorFlowNNOps
 from .ops_reductions import TensorFlowReductionOps
@@ -22,8 +23,8 @@ from .ops_windows import TensorFlowWindowOps
 tf = import_framework()
 
 
-class TensorFlowOps(TensorFlowMathOps, TensorFlowArrayOps, TensorFlowReductionOps, TensorFlowNNOps, TensorFlowWindowOps,
-                    TensorFlowCoreOps, Ops):
+class TensorFlowOps(TensorFlowMathOps, TensorFlowArrayOps, TensorFlowReductionOps, TensorFlowLinalgOps,
+                    TensorFlowNNOps, TensorFlowWindowOps, TensorFlowCoreOps, Ops):
     def is_native(self, value):
         return isinstance(value, (tf.Tensor, tf.Variable))
 

@@ -46,13 +46,15 @@ from .graphs import (
 )
 from .ops_arrays import TheanoArrayOps
 from .ops_core import TheanoCoreOps
+from .ops_linalg import TheanoLinalgOps
 from .ops_math import TheanoMathOps
 from .ops_nn import TheanoNNOps
 from .ops_reductions import TheanoReductionOps
 from .ops_windows import TheanoWindowOps
 
 
-class TheanoOps(TheanoMathOps, TheanoArrayOps, TheanoReductionOps, TheanoNNOps, TheanoWindowOps, TheanoCoreOps, Ops):
+class TheanoOps(TheanoMathOps, TheanoArrayOps, TheanoReductionOps, TheanoLinalgOps, TheanoNNOps, TheanoWindowOps,
+                TheanoCoreOps, Ops):
     def __init__(self, dtype: str, linker: str = "jax") -> None:
         super().__init__(dtype)
         self.linker = linker  # which convolution: XLA's under the JAX linker, the graph's own im2col under C

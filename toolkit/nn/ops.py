@@ -28,7 +28,7 @@ import numpy as np
 import optree
 
 from toolkit.errors import DTypeError, ModelStateError, ShapeError
-from toolkit.nn import context, ops_arrays, ops_core, ops_math, ops_nn, ops_reductions, ops_windows
+from toolkit.nn import context, ops_arrays, ops_core, ops_linalg, ops_math, ops_nn, ops_reductions, ops_windows
 from toolkit.nn.tensor import INT_DTYPE, Tensor, constant_dtype, is_weak, result_dtype
 
 Native = Any  # a backend's native array: tf.Tensor, or an Aesara symbolic variable
@@ -53,7 +53,7 @@ ARGUMENTS: dict[str, str] = {
 }
 #: The primitives of the op groups (:mod:`toolkit.nn.ops_math` and the other ``ops_*`` modules), each declared with
 #: its group.
-for _group in (ops_math, ops_arrays, ops_reductions, ops_nn, ops_windows, ops_core):
+for _group in (ops_math, ops_arrays, ops_reductions, ops_linalg, ops_nn, ops_windows, ops_core):
     ARGUMENTS.update(_group.ARGUMENTS)
 
 
@@ -92,13 +92,13 @@ def _boundary(name: str, spec: str, impl: Callable) -> Callable:
     return op
 
 
-class Ops(ops_math.MathOps, ops_arrays.ArrayOps, ops_reductions.ReductionOps, ops_nn.NNOps,
+class Ops(ops_math.MathOps, ops_arrays.ArrayOps, ops_reductions.ReductionOps, ops_linalg.LinalgOps, ops_nn.NNOps,
           ops_windows.WindowOps, ops_core.CoreOps, ABC):
     """Neutral ops. ``dtype`` is the floating dtype of the computation (``"float32"`` or ``"float64"``).
 
-    The vocabulary is grouped by kind in the ``ops_*`` modules (elementwise math, arrays, reductions, nn, windows,
-    core), each a mixin with its primitives and composites; this class holds the boundary, the basic arithmetic,
-    shapes, gathering, loops and the training context."""
+    The vocabulary is grouped by kind in the ``ops_*`` modules (elementwise math, arrays, reductions, linalg, nn,
+    windows, core), each a mixin with its primitives and composites; this class holds the boundary, the basic
+    arithmetic, shapes, gathering, loops and the training context."""
 
     def __init__(self, dtype: str) -> None:
         self.dtype = dtype
