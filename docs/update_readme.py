@@ -1,7 +1,8 @@
 """Rewrite README.md's generated tables from the committed results: the `multigpu compare` table from
 docs/compare/results.json, the built-in models' tables from docs/models.json and docs/lengths.json and the
 `multigpu bench` tables from
-docs/bench.json (TensorFlow and Aesara) and docs/pytensor/bench.json (PyTensor). ``nox -s docs`` runs it after it
+docs/bench.json (TensorFlow and Aesara) and docs/pytensor/bench.json (PyTensor), and the ops table from the op
+vocabulary itself (toolkit/nn/op_table.py). ``nox -s docs`` runs it after it
 has measured both; tests/test_readme.py checks that the README holds exactly what these files give.
 
     python docs/update_readme.py
@@ -23,6 +24,7 @@ BLOCKS = {
     "lengths": ("docs/lengths.json", "toolkit.command.compare:lengths_markdown"),
     "bench": ("docs/bench.json", "toolkit.command.bench:markdown"),
     "bench-pytensor": ("docs/pytensor/bench.json", "toolkit.command.bench:markdown"),
+    "ops": (None, "toolkit.nn.op_table:markdown"),  # from the code itself: the ops and their documented refusals
 }
 
 
@@ -34,7 +36,8 @@ def block_pattern(name: str) -> re.Pattern:
 def generated(name: str) -> str:
     path, writer = BLOCKS[name]
     module, _, function = writer.partition(":")
-    return "\n" + getattr(importlib.import_module(module), function)(json.loads((ROOT / path).read_text())) + "\n"
+    write = getattr(importlib.import_module(module), function)
+    return "\n" + (write() if path is None else write(json.loads((ROOT / path).read_text()))) + "\n"
 
 
 def main() -> int:
@@ -46,7 +49,7 @@ def main() -> int:
             return 1
         readme = pattern.sub(lambda m, name=name: m.group(1) + generated(name) + m.group(3), readme)
     (ROOT / "README.md").write_text(readme)
-    print("README.md: tables rewritten from " + ", ".join(path for path, _ in BLOCKS.values()))
+    print("README.md: tables rewritten from " + ", ".join(path or writer for path, writer in BLOCKS.values()))
     return 0
 
 

@@ -125,7 +125,7 @@ def test_example_usage_lines_run_as_written(command, tmp_path):
     assert done.stdout.strip(), "printed nothing"
 
 
-@pytest.mark.parametrize("name", ["compare", "models", "lengths", "bench", "bench-pytensor"])
+@pytest.mark.parametrize("name", ["compare", "models", "lengths", "bench", "bench-pytensor", "ops"])
 def test_the_readme_tables_are_the_committed_results(name):
     sys.path.insert(0, str(ROOT / "docs"))
     try:

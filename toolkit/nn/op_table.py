@@ -1,0 +1,65 @@
+"""The op vocabulary as a reader sees it: every public op of :class:`~toolkit.nn.ops.Ops` by group, and what each
+refuses (the ``Raises:`` sections of the ops' docstrings). The README's ops table is generated from it
+(``python docs/update_readme.py``; ``tests/test_readme.py`` checks the README holds exactly this), so the table
+lists what the code has. Reads the classes only: no framework is imported.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+
+from toolkit.nn import ops, ops_arrays, ops_core, ops_linalg, ops_math, ops_nn, ops_reductions, ops_windows
+
+#: The groups in the order the table shows them: a title and the class that defines the group's ops.
+GROUPS = (
+    ("arithmetic, shapes, gathering, loops", ops.Ops),
+    ("elementwise math", ops_math.MathOps),
+    ("arrays: creation, shapes, indexing", ops_arrays.ArrayOps),
+    ("reductions, sorting, segments", ops_reductions.ReductionOps),
+    ("products, linear algebra", ops_linalg.LinalgOps),
+    ("activations, losses, normalization", ops_nn.NNOps),
+    ("convolution, pooling, attention", ops_windows.WindowOps),
+    ("core: control flow, slices, casts", ops_core.CoreOps),
+)
+#: Public methods of Ops that are the boundary with the backends, not ops model code calls.
+PLUMBING = frozenset({"call", "wrap", "wrap_tree", "unwrap", "is_native", "constant", "native_dtype", "native_shape",
+                      "native_cast", "dtype_of"})
+
+
+def op_names(cls: type) -> list[str]:
+    """The public ops a group's class defines itself (not inherited), sorted."""
+    return sorted(name for name, value in vars(cls).items()
+                  if not name.startswith("_") and name not in PLUMBING and (callable(value) or
+                                                                          isinstance(value, property)))
+
+
+def refusals(cls: type, name: str) -> list[tuple[str, str]]:
+    """``(error type, when)`` for each entry of the ``Raises:`` section of an op's docstring, its text on one line."""
+    doc = inspect.getdoc(getattr(cls, name)) or ""
+    match = re.search(r"^Raises:\n((?:[ \t]+.*\n?|\n)+)", doc, re.M)
+    if not match:
+        return []
+    entries, current = [], None
+    for line in match.group(1).splitlines():
+        head = re.match(r"^ {4}([A-Za-z_, ]+(?:Error|Exception)[A-Za-z_, ]*):\s*(.*)$", line)
+        if head:
+            current = [head.group(1).strip(), head.group(2).strip()]
+            entries.append(current)
+        elif current is not None and line.strip():
+            current[1] += " " + line.strip()
+    return [(kind, text) for kind, text in entries]
+
+
+def markdown() -> str:
+    """The README's ops table and the list of typed refusals, as Markdown."""
+    lines = ["| group | ops |", "|---|---|"]
+    refused = []
+    for title, cls in GROUPS:
+        names = op_names(cls)
+        lines.append(f"| {title} ({len(names)}) | " + " ".join(f"`{name}`" for name in names) + " |")
+        refused += [(name, kind, text) for name in names for kind, text in refusals(cls, name)]
+    total = sum(len(op_names(cls)) for _, cls in GROUPS)
+    lines += ["", f"{total} ops. Refused with a typed error, on every backend unless the text names one:", ""]
+    lines += [f"- `{name}`: {kind}: {text}" for name, kind, text in refused]
+    return "\n".join(lines)
