@@ -87,7 +87,10 @@ def test_compare_trains_the_built_in_real_models(tmp_path, backend_name, model):
 @needs_all_backends
 def test_parity_passes_when_backends_agree(capsys):
     assert main(["parity", "--steps", "3", "--batch", "32"]) == 0
-    assert "tolerance 1e-10: ok" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "on 1 device(s)" in printed and "on 2 device(s)" in printed
+    assert "each backend against itself on other device counts" in printed
+    assert "tolerance 1e-10 at the last step: ok" in printed
 
 
 @needs_all_backends
@@ -118,6 +121,55 @@ def test_parity_fails_with_a_diff_on_a_perturbed_backend(monkeypatch, capsys):
     printed = capsys.readouterr().out
     assert "FAILED" in printed and "first step beyond tolerance: 1" in printed
     assert "w0: max |difference|" in printed and "tensorflow" in printed
+
+
+def _relu_perturbed_backend(monkeypatch, scale: float) -> None:
+    """Register "perturbed": this environment's Theano-family backend with one op, ReLU, scaled by ``scale``."""
+    module = importlib.import_module(f"toolkit.backends.{THEANO}.backend")
+
+    base = importlib.import_module(f"toolkit.backends.{THEANO}.ops").TheanoOps
+
+    class PerturbedOps(base):
+        def relu(self, x):
+            return base.relu.__wrapped__(self, x) * scale  # the primitive on natives, behind the ops' boundary
+
+    class Perturbed(module.Backend):
+        name = "perturbed"
+
+        def ops(self, dtype):
+            if dtype not in self._ops:
+                self._ops[dtype] = PerturbedOps(dtype, self.linker)
+            return self._ops[dtype]
+
+    spec = registry.BackendSpec("perturbed", f"toolkit.backends.{THEANO}", (THEANO, "jax"), (THEANO, "jax"), THEANO)
+    monkeypatch.setitem(registry.REGISTRY, "perturbed", spec)
+    monkeypatch.setitem(registry._loaded, ("perturbed", ()), Perturbed())
+
+
+#: The float32 parity check's own test: 300 Adam steps (Keras' eps, 1e-7), where a fixed bound would have to be
+#: huge (the bound derived for Adam grows with the steps and 1/eps: 49 here, 40 times the parameters' scale).
+FLOAT32_PARITY_RUN = ["--dtype", "float32", "--optimizer", "adam", "--steps", "300", "--batch", "64",
+                      "--devices", "1,2", "--quiet"]
+
+
+@needs_all_backends
+@pytest.mark.parametrize("scale", [1.0, 1 + 1e-4], ids=["real", "relu-perturbed"])
+def test_float32_parity_fails_on_one_op_perturbed_by_1e4_and_passes_the_real_backends(monkeypatch, capsys, scale):
+    """The check cannot pass a real difference: ReLU off by 1e-4 relative on one backend fails (the backends part
+    hundreds of times further than each parts from itself on another device count, from step 1); the real backends,
+    which part only as far as rounding takes them, pass."""
+    _relu_perturbed_backend(monkeypatch, scale)
+    code = main(["parity", "--backends", "tensorflow,perturbed", *FLOAT32_PARITY_RUN])
+    printed = capsys.readouterr().out
+    if scale == 1.0:
+        assert code == 0, printed
+    else:
+        assert code == 1 and "first step beyond tolerance: 1 " in printed, printed
+
+
+def test_float32_parity_needs_two_device_counts(capsys):
+    assert main(["parity", "--dtype", "float32", "--devices", "2", "--steps", "1"]) == 2
+    assert "run at least two device counts" in capsys.readouterr().err
 
 
 def _reference_elsewhere(backend_name, tmp_path, perturb=0.0):

@@ -9,11 +9,14 @@ The results are a plain dict (``results.json``), schema ``multigpu-toolkit/compa
   ``p10_ms``, ``p90_ms`` (over steps 2..n), ``peak_rss_mb`` (the process's peak resident memory after the run),
   ``accuracy`` (test accuracy, classifiers only, else null), ``params`` (not written to JSON);
 - ``divergence``: one per device count: ``devices``, ``backends`` (the pair compared), ``max_abs_param_diff`` (per
-  step), ``param_scale`` (max |param| of the first backend at the end).
+  step), ``param_scale`` (max |param| of the first backend at the end);
+- ``within`` (since version 2): one per backend and pair of device counts: ``backend``, ``devices`` (the two counts),
+  ``max_abs_param_diff`` (per step): how far a backend parts from itself when only the summation order changes.
 """
 
 from __future__ import annotations
 
+import itertools
 import resource
 import statistics
 import time
@@ -29,7 +32,7 @@ from toolkit.training.data_parallel import DataParallel
 from toolkit.training.optim import SGD, Adam, AdamW, Optimizer, RMSprop
 
 SCHEMA = "multigpu-toolkit/compare"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 OPTIMIZERS: dict[str, Callable[[float], Optimizer]] = {
     "sgd": lambda lr: SGD(lr),
@@ -54,42 +57,51 @@ def run_comparison(workload: Workload, backends: Sequence[str], device_counts: S
                    batches: Sequence[np.ndarray] | None = None) -> dict[str, Any]:
     """Train ``workload`` for ``steps`` steps on every backend and device count, on the same batches: ``batches``
     (row indices of the training data, one array per step; ``steps`` and ``batch`` are then ignored), or ``steps``
-    batches of ``batch`` rows from :func:`~toolkit.command.workloads.draw_batches`."""
+    batches of ``batch`` rows from :func:`~toolkit.command.workloads.draw_batches`.
+
+    Every run takes its step in turn (lockstep), so that after each step the parameters of any two runs can be
+    compared: the two backends on one device count (``divergence``), and one backend on two device counts
+    (``within``: the same math in another summation order, the rounding-only divergence a cross-backend one is
+    judged against)."""
     x_train, y_train, x_test, y_test = workload.data(seed)
     if batches is None:
         batches = draw_batches(len(x_train), batch, steps, seed)
     steps = len(batches)
-    runs, divergence = [], []
-    for n in device_counts:
-        trainers = {name: DataParallel(workload.model, name, n, OPTIMIZERS[optimizer](lr), dtype=dtype, seed=seed)
-                    for name in backends}
-        records = {name: {"losses": [], "times": []} for name in backends}
-        gaps = []
-        for step, index in enumerate(batches):
-            for name, trainer in trainers.items():
-                began = time.perf_counter()
-                records[name]["losses"].append(trainer.step(x_train[index], y_train[index]))
-                records[name]["times"].append((time.perf_counter() - began) * 1e3)
-            if len(backends) >= 2:
-                gaps.append(_max_abs_diff(trainers[backends[0]].params(), trainers[backends[1]].params()))
-            if progress:
-                progress(f"{n} device(s): step {step + 1}/{steps}")
-        for name, trainer in trainers.items():
-            times = records[name]["times"]
-            steady = times[1:] or times
-            deciles = statistics.quantiles(steady, n=10) if len(steady) > 1 else [steady[0]] * 9
-            score = None
-            if workload.classifier:
-                score = accuracy(trainer.predict(x_test), y_test)  # inference: moving statistics, no dropout
-            runs.append({"backend": name, "devices": n, "device_names": [str(d) for d in trainer.devices],
-                         "losses": records[name]["losses"], "step_times_ms": times, "first_step_ms": times[0],
-                         "median_ms": statistics.median(steady), "p10_ms": deciles[0], "p90_ms": deciles[-1],
-                         "peak_rss_mb": _peak_rss_mb(), "accuracy": score, "params": trainer.params()})
-        if len(backends) >= 2:
-            scale = max(float(np.max(np.abs(v))) for v in trainers[backends[0]].params().values())
-            divergence.append({"devices": n, "backends": list(backends[:2]), "max_abs_param_diff": gaps,
-                               "param_scale": scale})
-    return {"schema": SCHEMA, "version": SCHEMA_VERSION, "runs": runs, "divergence": divergence}
+    trainers = {(name, n): DataParallel(workload.model, name, n, OPTIMIZERS[optimizer](lr), dtype=dtype, seed=seed)
+                for n in device_counts for name in backends}
+    records = {key: {"losses": [], "times": []} for key in trainers}
+    cross = [((backends[0], n), (backends[1], n)) for n in device_counts] if len(backends) >= 2 else []
+    same = [((name, a), (name, b)) for name in backends for a, b in itertools.combinations(device_counts, 2)]
+    pairs = cross + same
+    gaps: dict[tuple, list[float]] = {pair: [] for pair in pairs}
+    for step, index in enumerate(batches):
+        for key, trainer in trainers.items():
+            began = time.perf_counter()
+            records[key]["losses"].append(trainer.step(x_train[index], y_train[index]))
+            records[key]["times"].append((time.perf_counter() - began) * 1e3)
+        params = {key: trainer.params() for key, trainer in trainers.items()} if pairs else {}
+        for first, second in pairs:
+            gaps[(first, second)].append(_max_abs_diff(params[first], params[second]))
+        if progress:
+            progress(f"step {step + 1}/{steps}")
+    runs = []
+    for (name, n), trainer in trainers.items():
+        times = records[(name, n)]["times"]
+        steady = times[1:] or times
+        deciles = statistics.quantiles(steady, n=10) if len(steady) > 1 else [steady[0]] * 9
+        score = None
+        if workload.classifier:
+            score = accuracy(trainer.predict(x_test), y_test)  # inference: moving statistics, no dropout
+        runs.append({"backend": name, "devices": n, "device_names": [str(d) for d in trainer.devices],
+                     "losses": records[(name, n)]["losses"], "step_times_ms": times, "first_step_ms": times[0],
+                     "median_ms": statistics.median(steady), "p10_ms": deciles[0], "p90_ms": deciles[-1],
+                     "peak_rss_mb": _peak_rss_mb(), "accuracy": score, "params": trainer.params()})
+    divergence = [{"devices": first[1], "backends": list(backends[:2]), "max_abs_param_diff": gaps[(first, second)],
+                   "param_scale": max(float(np.max(np.abs(v))) for v in trainers[first].params().values())}
+                  for first, second in cross]
+    within = [{"backend": first[0], "devices": [first[1], second[1]], "max_abs_param_diff": gaps[(first, second)]}
+              for first, second in same]
+    return {"schema": SCHEMA, "version": SCHEMA_VERSION, "runs": runs, "divergence": divergence, "within": within}
 
 
 #: The file, beside results.json, that holds every run's final parameters (``multigpu parity --against`` reads it).

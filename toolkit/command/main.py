@@ -85,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     parity = commands.add_parser("parity", help="exit 1 with a diff when the backends disagree beyond tolerance")
     parity.set_defaults(dtype="float64")
-    run_options(parity, "2", 10)
+    run_options(parity, "1,2", 10)  # two device counts: each backend is also compared with itself
     parity.add_argument("--against", type=Path, default=None, metavar="RESULTS_JSON",
                         help="check each backend of --backends against the runs of a `multigpu compare --out` "
                              "folder's results.json (made in another environment, e.g. Aesara's): the model, devices, "
@@ -190,7 +190,7 @@ def _run(args, workload) -> dict[str, Any]:
 
     config = {"model": args.model, "backends": args.backends, "devices": args.devices, "dtype": args.dtype,
               "optimizer": args.optimizer, "lr": args.lr, "steps": args.steps, "batch": args.batch, "seed": args.seed}
-    total = len(args.devices) * args.steps
+    total = args.steps
     if args.quiet or args.json or not sys.stderr.isatty():
         results = run_comparison(workload, args.backends, args.devices, args.dtype, args.optimizer, args.lr,
                                  args.steps, args.batch, args.seed)
@@ -268,64 +268,29 @@ def print_table(results: dict[str, Any]) -> None:
 
 
 def _parity(args) -> int:
-    import numpy as np
-
-    from toolkit.command.compare import OPTIMIZERS
-    from toolkit.tolerances import parity_bound
-    from toolkit.training.data_parallel import DataParallel
+    from toolkit.command import parity
 
     if args.against is not None:
         return _parity_against(args)
     if len(args.backends) != 2:
         raise ValueError(f"parity compares two backends, got {args.backends}")
-    workload = _prepare(args)
-    results = _run(args, workload)
-    x_train, y_train, _, _ = workload.data(args.seed)
-    failed = False
-    for entry in results["divergence"]:
-        n = entry["devices"]
-        first, second = ({r["backend"]: r for r in results["runs"] if r["devices"] == n}[b] for b in args.backends)
-        optimizer = OPTIMIZERS[args.optimizer](args.lr)
-        grads = DataParallel(workload.model, args.backends[0], n, optimizer, dtype=args.dtype,
-                             seed=args.seed).gradients(x_train[: args.batch], y_train[: args.batch])
-        grad_scale = max(float(np.max(np.abs(g))) for g in grads.values())
-        bound = parity_bound(args.dtype, optimizer, args.steps, grad_scale, entry["param_scale"])
-        worst = entry["max_abs_param_diff"][-1]
-        status = "ok" if worst <= bound else "FAILED"
-        failed = failed or worst > bound
-        if not args.quiet:
-            print(f"{' vs '.join(args.backends)} on {n} device(s), {args.dtype}, {args.steps} {args.optimizer} steps: "
-                  f"max |param difference| {worst:.3g}, tolerance {bound:.3g}: {status}")
-        if worst > bound:
-            for name in first["params"]:
-                a, b = first["params"][name].astype(np.float64), second["params"][name].astype(np.float64)
-                index = np.unravel_index(int(np.argmax(np.abs(a - b))), a.shape) if a.ndim else ()
-                where = tuple(int(i) for i in index)
-                print(f"  {name}: max |difference| {float(np.max(np.abs(a - b))):.3g} at {where}: "
-                      f"{args.backends[0]} {float(a[index]):.10g} vs {args.backends[1]} {float(b[index]):.10g}")
-            step = next(i for i, gap in enumerate(entry["max_abs_param_diff"]) if gap > bound)
-            print(f"  first step beyond tolerance: {step + 1}; losses {first['losses'][step]:.10g} vs "
-                  f"{second['losses'][step]:.10g}")
+    parity.check_request(args.dtype, args.devices)
+    results = _run(args, _prepare(args))
+    passed = parity.report(results, args.backends, args.quiet)
     if args.json:
-        print(json.dumps({"ok": not failed, "divergence": results["divergence"]}))
-    return EXIT_PARITY_FAILED if failed else EXIT_OK
-
-
-#: The run options that ``parity --against`` takes from the reference file's config.
-AGAINST_CONFIG = ("model", "devices", "dtype", "optimizer", "lr", "steps", "batch", "seed")
+        print(json.dumps({"ok": passed, "divergence": results["divergence"], "within": results["within"]}))
+    return EXIT_OK if passed else EXIT_PARITY_FAILED
 
 
 def _parity_against(args) -> int:
     """Train this environment's backends as the reference file's runs were trained, and compare losses and final
     parameters run by run: how two backends that cannot share an environment (Aesara on NumPy 1, PyTensor on NumPy 2)
     show their agreement."""
-    import numpy as np
+    from toolkit.command import parity
+    from toolkit.command.compare import load_params
 
-    from toolkit.command.compare import OPTIMIZERS, load_params
-    from toolkit.tolerances import parity_bound
-
-    reference = _read_reference(args.against)
-    for key in AGAINST_CONFIG:
+    reference = parity.read_reference(args.against)
+    for key in parity.AGAINST_CONFIG:
         setattr(args, key, reference["config"][key])
     params = load_params(args.against)
     theirs = [run for run in reference["runs"] if run["backend"] not in args.backends]
@@ -333,45 +298,12 @@ def _parity_against(args) -> int:
         found = sorted({run["backend"] for run in reference["runs"]})
         raise ValueError(f"--against {args.against}: its runs are of {found}, the backends checked here; expected "
                          f"another backend's runs")
+    parity.check_request(args.dtype, args.devices)
     results = _run(args, _prepare(args))
-    failed = False
-    for ours in results["runs"]:
-        for run in (r for r in theirs if r["devices"] == ours["devices"]):
-            other = params[(run["backend"], run["devices"])]
-            worst = max(float(np.max(np.abs(ours["params"][k].astype(np.float64) - other[k].astype(np.float64))))
-                        for k in other)
-            losses = float(np.max(np.abs(np.subtract(ours["losses"], run["losses"]))))
-            scale = max(float(np.max(np.abs(v))) for v in other.values())
-            # The gradient scale only matters for float32's adaptive bound; the first loss's size stands in for it.
-            bound = parity_bound(args.dtype, OPTIMIZERS[args.optimizer](args.lr), args.steps,
-                                 abs(run["losses"][0]), scale)
-            status = "ok" if max(worst, losses) <= bound else "FAILED"
-            failed = failed or status == "FAILED"
-            if not args.quiet:
-                print(f"{run['backend']} ({args.against}) vs {ours['backend']} on {ours['devices']} device(s), "
-                      f"{args.dtype}, {args.steps} {args.optimizer} steps: max |param difference| {worst:.3g}, "
-                      f"max |loss difference| {losses:.3g}, tolerance {bound:.3g}: {status}")
+    passed = parity.report_against(results, reference, theirs, params, args.against, args.quiet)
     if args.json:
-        print(json.dumps({"ok": not failed}))
-    return EXIT_PARITY_FAILED if failed else EXIT_OK
-
-
-def _read_reference(path: Path) -> dict[str, Any]:
-    """A ``multigpu compare`` results.json, checked enough to be used as a reference."""
-    from toolkit.command.compare import SCHEMA
-
-    try:
-        reference = json.loads(Path(path).read_text())
-    except OSError as error:
-        raise ValueError(f"--against {path}: cannot read it ({error.strerror})") from error
-    except json.JSONDecodeError as error:
-        raise ValueError(f"--against {path}: not JSON ({error.msg} at line {error.lineno})") from error
-    if not isinstance(reference, dict) or reference.get("schema") != SCHEMA or "config" not in reference:
-        raise ValueError(f"--against {path}: expected a `multigpu compare --out` results.json (schema {SCHEMA!r})")
-    missing = [key for key in AGAINST_CONFIG if key not in reference["config"]]
-    if missing:
-        raise ValueError(f"--against {path}: its config lacks {missing}")
-    return reference
+        print(json.dumps({"ok": passed}))
+    return EXIT_OK if passed else EXIT_PARITY_FAILED
 
 
 def _bench(args) -> int:
