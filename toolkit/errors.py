@@ -69,3 +69,9 @@ class OptimizerError(ToolkitError, AttributeError):
 class KerasImportError(ToolkitError, TypeError):
     """A Keras model, layer, option or loss that ``from_keras``/``to_keras`` cannot translate, or weights that do not
     fit the Keras model; nothing is imported or written."""
+
+
+class ArgumentError(ToolkitError, ValueError):
+    """An op's argument has a value the op does not accept: malformed (``padding="full"``, ``strides=0``) or a
+    combination the toolkit refuses on every backend (``flash_attention=True``, strides and dilation above 1
+    together in ``conv``). The message names the argument, what was given and what is accepted."""

@@ -1,114 +1,159 @@
-"""Convolution, pooling and attention (:class:`toolkit.nn.ops_windows.WindowOps`) as Theano-family graphs."""
+"""Convolution and pooling primitives (:class:`toolkit.nn.ops_windows.WindowOps`) as Theano-family graphs, channels
+last, 1 to 3 spatial axes (the neutral layer checks the arguments and brings channels-first inputs here)."""
 
 from __future__ import annotations
 
 import functools
+import itertools
 
 import numpy as np
 
-from toolkit.nn.shapes import check_conv, output_size, same_padding, window
+from toolkit.errors import ShapeError
+from toolkit.nn.shapes import explicit_padding
 
-from .graphs import Apply, JaxOp, first_unless, jax, padded, shape_of, tt
+from .graphs import Apply, JaxOp, as_outputs, first_unless, jax, padded, shape_of, tt
+
+#: The spatial axes' letters of lax's dimension numbers, by spatial rank.
+_SPATIAL = {1: "W", 2: "HW", 3: "DHW"}
 
 
 def _windows(x, size, strides, dilation, out):
-    """The strided, dilated slices of an NHWC input, one per kernel offset ``(i, j)``: each ``[n, out_h, out_w, c]``.
+    """The strided, dilated slices of a ``[n, *spatial, c]`` input, one per window offset, each ``[n, *out, c]``.
     A convolution or a pooling is then a sum or a reduction over them: no gather, no scatter."""
-    return {(i, j): x[:, i * dilation[0]:i * dilation[0] + (out[0] - 1) * strides[0] + 1:strides[0],
-                      j * dilation[1]:j * dilation[1] + (out[1] - 1) * strides[1] + 1:strides[1], :]
-            for i in range(size[0]) for j in range(size[1])}
+    return [x[(slice(None), *(slice(o * d, o * d + (m - 1) * s + 1, s)
+                              for o, d, m, s in zip(offset, dilation, out, strides)), slice(None))]
+            for offset in itertools.product(*map(range, size))]
 
 
-def _frame(x, size, strides, dilation, padding, value):
-    """``x`` padded for a window op (TensorFlow's "same" placement), and the output's height and width."""
-    n, h, w, c = shape_of(x)
-    if padding == "same":
-        pads = [same_padding(h, size[0], strides[0], dilation[0]), same_padding(w, size[1], strides[1], dilation[1])]
-        x = padded(x, [(0, 0), *pads, (0, 0)], value)
-    return x, (output_size(h, size[0], strides[0], dilation[0], padding),
-               output_size(w, size[1], strides[1], dilation[1], padding))
+def _out_sizes(sizes, size, strides, dilation, pads):
+    return [(n + a + b - (k - 1) * d - 1) // s + 1 for n, k, s, d, (a, b) in zip(sizes, size, strides, dilation, pads)]
 
 
-def _frame_numpy(x: np.ndarray, size, strides, padding):
-    """:func:`_frame` for a NumPy array (zeros around it for "same")."""
-    if padding != "same":
-        return x, None
-    pads = [same_padding(x.shape[1], size[0], strides[0]), same_padding(x.shape[2], size[1], strides[1])]
-    return np.pad(x, [(0, 0), *pads, (0, 0)]), None
+def _last(ndim: int, start: int, stop: int) -> tuple:
+    """The index of ``[start:stop]`` along the last of ``ndim`` axes."""
+    return (*(slice(None),) * (ndim - 1), slice(start, stop))
+
+
+def _static_spatial(x, op: str) -> list[int]:
+    sizes = x.type.shape[1:-1]
+    if None in sizes:
+        raise ShapeError(f"ops.{op} needs inputs of static spatial shape on this backend, got {x.type.shape}")
+    return list(sizes)
 
 
 class TheanoWindowOps:
-    def conv(self, inputs, kernel, strides=1, padding="valid", dilation_rate=1):
+    def _convolution(self, inputs, kernel, strides, padding, dilation, groups):
         # The engines' own conv ops have no JAX conversion. Under the JAX linker the convolution is one op that
         # becomes lax.conv_general_dilated (_Conv); under the C linker (or with unknown image sizes) an im2col: the
-        # kernel-offset slices of the input side by side, times the flattened kernel, plain slicing, concatenation
-        # and one matmul, which every linker runs and differentiates. The kernel's shape must be static.
-        strides, dilation, padding = check_conv(inputs.ndim, kernel.ndim, strides, dilation_rate, padding)
-        kh, kw, cin, cout = kernel.type.shape
-        if None in (kh, kw, cin, cout):
-            raise ValueError("ops.conv needs a kernel of static shape")
-        _, h, w, _ = inputs.type.shape
-        if self.linker == "jax" and None not in (h, w):
-            pads = ((0, 0), (0, 0)) if padding == "valid" else tuple(
-                same_padding(size, k, stride, d) for size, k, stride, d in zip((h, w), (kh, kw), strides, dilation))
-            return _Conv(strides, pads, dilation)(inputs, kernel)
-        x, out = _frame(inputs, (kh, kw), strides, dilation, padding, 0)
-        n = shape_of(x)[0]
-        patches = tt.concatenate(list(_windows(x, (kh, kw), strides, dilation, out).values()), axis=3)
-        flat = tt.dot(tt.reshape(patches, (n * out[0] * out[1], kh * kw * cin)), tt.reshape(kernel, (kh * kw * cin,
-                                                                                                     cout)))
+        # window-offset slices of the input side by side, times the flattened kernel (per group), plain slicing,
+        # concatenation and one matmul, which every linker runs and differentiates.
+        window = kernel.type.shape[:-2]
+        if self.linker == "jax" and None not in inputs.type.shape[1:]:
+            pads = explicit_padding(_static_spatial(inputs, "conv"), window, strides, dilation, padding)
+            return _Conv(strides, pads, dilation, groups)(inputs, kernel)
+        if padding == "same":
+            pads = explicit_padding(_static_spatial(inputs, "conv"), window, strides, dilation, padding)
+            inputs = padded(inputs, [(0, 0), *pads, (0, 0)], 0)
+        out = _out_sizes(shape_of(inputs)[1:-1], window, strides, dilation, [(0, 0)] * len(window))
+        n, cin, cout = shape_of(inputs)[0], kernel.type.shape[-2], kernel.type.shape[-1]
+        patches = _windows(inputs, window, strides, dilation, out)
+        products = []
+        for g in range(groups):
+            side = tt.concatenate([p[_last(p.ndim, g * cin, (g + 1) * cin)] for p in patches], axis=-1)
+            flat_kernel = tt.reshape(kernel[_last(kernel.ndim, g * cout // groups, (g + 1) * cout // groups)],
+                                     (int(np.prod(window)) * cin, cout // groups))
+            products.append(tt.dot(tt.reshape(side, (n * int(np.prod(out)), int(np.prod(window)) * cin)),
+                                   flat_kernel))
+        flat = products[0] if groups == 1 else tt.concatenate(products, axis=-1)
         return tt.reshape(flat, (n, *out, cout))
 
-    def max_pool(self, inputs, pool_size, strides=None, padding="valid"):
-        size, strides, padding = window(pool_size, strides, padding)
-        x, out = _frame(inputs, size, strides, (1, 1), padding, -np.inf)
+    def _conv_transpose(self, inputs, kernel, strides, padding, dilation):
+        # One _Conv (lax.conv_transpose) on every linker: the C linker runs it, and its gradient, through JAX on the
+        # host. The spatial sizes must be static.
+        _static_spatial(inputs, "conv_transpose")
+        return _Conv(strides, padding, dilation, 1, transpose=True)(inputs, kernel)
+
+    def _max_pool(self, inputs, pool_size, strides, padding):
+        if self.linker == "jax":
+            return _Pool("max", pool_size, strides, _pool_padding(inputs, pool_size, strides, padding))(inputs)
+        x, out = _frame(inputs, pool_size, strides, padding, -np.inf)
         # A chain of maxima over the window's offsets in row-major order: where entries tie, the gradient goes to the
         # first, as TensorFlow's MaxPoolGrad gives it (tt.max would give it to every tied entry, and ReLU outputs of
         # constant image regions do tie).
         larger = functools.partial(first_unless, tt.gt)
-        pooled = functools.reduce(larger, _windows(x, size, strides, (1, 1), out).values())
-        return tt.specify_shape(pooled, (shape_of(inputs)[0], *out, shape_of(inputs)[3]))  # Aesara loses it in slices
+        pooled = functools.reduce(larger, _windows(x, pool_size, strides, (1,) * len(out), out))
+        return tt.specify_shape(pooled, (inputs.type.shape[0], *out, inputs.type.shape[-1]))  # slices lose it
 
-    def average_pool(self, inputs, pool_size, strides=None, padding="valid"):
-        size, strides, padding = window(pool_size, strides, padding)
-        x, out = _frame(inputs, size, strides, (1, 1), padding, 0)
-        total = functools.reduce(tt.add, _windows(x, size, strides, (1, 1), out).values())
+    def _average_pool(self, inputs, pool_size, strides, padding):
+        if self.linker == "jax":
+            return _Pool("average", pool_size, strides, _pool_padding(inputs, pool_size, strides, padding))(inputs)
+        x, out = _frame(inputs, pool_size, strides, padding, 0)
+        total = functools.reduce(tt.add, _windows(x, pool_size, strides, (1,) * len(out), out))
         # How many entries of each window lie inside the input: a constant, computed with NumPy the same way.
-        _, h, w, _ = shape_of(inputs)
-        ones, _ = _frame_numpy(np.ones((1, h, w, 1)), size, strides, padding)
-        count = sum(ones[:, i:i + (out[0] - 1) * strides[0] + 1:strides[0], j:j + (out[1] - 1) * strides[1] + 1:
-                         strides[1], :] for i in range(size[0]) for j in range(size[1]))
-        return tt.specify_shape(total / tt.constant(count.astype(x.dtype)), (shape_of(inputs)[0], *out,
-                                                                             shape_of(inputs)[3]))
+        ones = np.ones((1, *_static_spatial(inputs, "average_pool"), 1))
+        if padding == "same":
+            ones = np.pad(ones, [(0, 0), *explicit_padding(ones.shape[1:-1], pool_size, strides, (1,) * len(out),
+                                                           padding), (0, 0)])
+        count = sum(ones[(slice(None), *(slice(o, o + (m - 1) * s + 1, s) for o, m, s in zip(offset, out, strides)))]
+                    for offset in itertools.product(*map(range, pool_size)))
+        return tt.specify_shape(total / tt.constant(count.astype(inputs.dtype)),
+                                (inputs.type.shape[0], *out, inputs.type.shape[-1]))
+
+
+def _pool_padding(x, size, strides, padding):
+    return explicit_padding(_static_spatial(x, "max_pool"), size, strides, (1,) * len(size), padding)
+
+
+def _frame(x, size, strides, padding, value):
+    """``x`` padded for a pooling (TensorFlow's "same" placement), and the output's spatial sizes."""
+    sizes = _static_spatial(x, "max_pool")
+    pads = explicit_padding(sizes, size, strides, (1,) * len(sizes), padding)
+    if padding == "same":
+        x = padded(x, [(0, 0), *pads, (0, 0)], value)
+    return x, _out_sizes(sizes, size, strides, (1,) * len(sizes), pads)
 
 
 class _Conv(JaxOp):
-    """``ops.conv`` under the JAX linker: one op that is ``lax.conv_general_dilated`` (NHWC input, HWIO kernel),
-    XLA's convolution, where the im2col graph (patches side by side, one matmul) made the bench ResNet's step
-    1.4x plain JAX's. Its gradient is :class:`_ConvGradient`, ``jax.vjp`` of the same call. ``padding`` is explicit
-    (before, after) pairs per spatial axis, TensorFlow's placement for "same"."""
+    """``ops.conv`` and its kin under the JAX linker: one op that is ``lax.conv_general_dilated`` (channels-last
+    input, ``[*window, in, out]`` kernel, feature groups), or ``lax.conv_transpose(transpose_kernel=True)`` for a
+    transposed convolution: XLA's convolution, where the im2col graph (patches side by side, one matmul) made the
+    bench ResNet's step 1.4x plain JAX's. Its gradient is :class:`_ConvGradient`, ``jax.vjp`` of the same call.
+    ``padding`` is explicit (before, after) pairs per spatial axis."""
 
-    __props__ = ("strides", "padding", "dilation")  # equal convolutions are one op (Aesara merges their nodes)
+    __props__ = ("strides", "padding", "dilation", "groups", "transpose")  # equal ones are one op (nodes merge)
 
-    def __init__(self, strides, padding, dilation) -> None:
+    def __init__(self, strides, padding, dilation, groups: int = 1, transpose: bool = False) -> None:
         self.strides, self.padding, self.dilation = tuple(strides), tuple(map(tuple, padding)), tuple(dilation)
+        self.groups, self.transpose = groups, transpose
         self._functions: dict = {}
 
     def make_node(self, inputs, kernel):
         inputs, kernel = tt.as_tensor_variable(inputs), tt.as_tensor_variable(kernel)
-        n, h, w, _ = inputs.type.shape
-        kh, kw, _, cout = kernel.type.shape
-        out = [(size + a + b - (k - 1) * d - 1) // s + 1
-               for size, k, s, d, (a, b) in zip((h, w), (kh, kw), self.strides, self.dilation, self.padding)]
-        return Apply(self, [inputs, kernel], [tt.tensor(dtype=inputs.dtype, shape=(n, *out, cout))])
+        sizes, window = inputs.type.shape[1:-1], kernel.type.shape[:-2]
+        if self.transpose:  # the input dilated by the strides, convolved at stride 1 with the flipped kernel
+            dilated = [(n - 1) * s + 1 for n, s in zip(sizes, self.strides)]
+            out = _out_sizes(dilated, window, (1,) * len(sizes), self.dilation, self.padding)
+            channels = kernel.type.shape[-2]
+        else:
+            out = _out_sizes(sizes, window, self.strides, self.dilation, self.padding)
+            channels = kernel.type.shape[-1]
+        return Apply(self, [inputs, kernel], [tt.tensor(dtype=inputs.dtype, shape=(inputs.type.shape[0], *out,
+                                                                                   channels))])
 
     def function(self):
         if "forward" not in self._functions:
-            strides, padding, dilation = self.strides, self.padding, self.dilation
+            spatial = _SPATIAL[len(self.strides)]
+            numbers = (f"N{spatial}C", f"{spatial}IO", f"N{spatial}C")
+            strides, padding, dilation, groups = self.strides, self.padding, self.dilation, self.groups
 
-            def conv(inputs, kernel):
-                return jax.lax.conv_general_dilated(inputs, kernel, strides, padding, rhs_dilation=dilation,
-                                                    dimension_numbers=("NHWC", "HWIO", "NHWC"))
+            if self.transpose:
+                def conv(inputs, kernel):
+                    return jax.lax.conv_transpose(inputs, kernel, strides, padding, rhs_dilation=dilation,
+                                                  dimension_numbers=numbers, transpose_kernel=True)
+            else:
+                def conv(inputs, kernel):
+                    return jax.lax.conv_general_dilated(inputs, kernel, strides, padding, rhs_dilation=dilation,
+                                                        dimension_numbers=numbers, feature_group_count=groups)
 
             self._functions["forward"] = conv
         return self._functions["forward"]
@@ -122,29 +167,83 @@ class _Conv(JaxOp):
     pullback = L_op  # PyTensor 3's name for L_op
 
 
-class _ConvGradient(JaxOp):
-    """The vector-Jacobian product of a :class:`_Conv` for its input and its kernel (XLA's transposed
-    convolutions, as ``jax.vjp`` makes them). Not differentiable again: a gradient of it raises."""
+class _VectorJacobian(JaxOp):
+    """The vector-Jacobian product of a window op (a :class:`_Conv` or :class:`_Pool`) for each of its inputs,
+    ``jax.vjp`` of the same function (XLA's transposed convolutions, select-and-scatter for a maximum). Not
+    differentiable again: a gradient of it raises."""
 
-    __props__ = ("conv",)
+    __props__ = ("forward",)
 
-    def __init__(self, conv: _Conv) -> None:
-        self.conv = conv
+    def __init__(self, forward: JaxOp) -> None:
+        self.forward = forward
         self._functions: dict = {}
 
-    def make_node(self, inputs, kernel, cotangent):
-        inputs, kernel, cotangent = map(tt.as_tensor_variable, (inputs, kernel, cotangent))
-        return Apply(self, [inputs, kernel, cotangent], [inputs.type(), kernel.type()])
+    def make_node(self, *inputs_and_cotangent):
+        variables = [tt.as_tensor_variable(v) for v in inputs_and_cotangent]
+        return Apply(self, variables, [v.type() for v in variables[:-1]])
 
     def function(self):
         if "vjp" not in self._functions:
-            conv = self.conv.function()
+            forward = self.forward.function()
 
-            def vjp(inputs, kernel, cotangent):
-                return jax.vjp(conv, inputs, kernel)[1](cotangent)
+            def vjp(*inputs_and_cotangent):
+                return as_outputs(jax.vjp(forward, *inputs_and_cotangent[:-1])[1](inputs_and_cotangent[-1]))
 
             self._functions["vjp"] = vjp
         return self._functions["vjp"]
 
     def infer_shape(self, fgraph, node, shapes):
-        return shapes[:2]
+        return shapes[:-1]
+
+
+class _ConvGradient(_VectorJacobian):
+    """The gradient of a :class:`_Conv` for its input and its kernel."""
+
+
+class _PoolGradient(_VectorJacobian):
+    """The gradient of a :class:`_Pool` for its input. ``jax.vjp`` of a windowed maximum is XLA's select-and-scatter
+    with ``>=``: a tied maximum's gradient goes to its first entry, as TensorFlow's MaxPoolGrad gives it."""
+
+
+class _Pool(JaxOp):
+    """A maximum or an average over windows under the JAX linker: ``lax.reduce_window`` (NaN propagates through
+    ``lax.max``), where a chain of a slice per window offset made graphs the engine takes seconds to rewrite (a
+    3-D window: tens of seconds). ``padding``: (before, after) pairs per spatial axis, filled with minus infinity
+    for a maximum; an average counts only the entries inside the input."""
+
+    __props__ = ("kind", "size", "strides", "padding")
+
+    def __init__(self, kind: str, size, strides, padding) -> None:
+        self.kind, self.size, self.strides = kind, tuple(size), tuple(strides)
+        self.padding = tuple(map(tuple, padding))
+        self._functions: dict = {}
+
+    def make_node(self, inputs):
+        inputs = tt.as_tensor_variable(inputs)
+        out = _out_sizes(inputs.type.shape[1:-1], self.size, self.strides, (1,) * len(self.size), self.padding)
+        return Apply(self, [inputs], [tt.tensor(dtype=inputs.dtype, shape=(inputs.type.shape[0], *out,
+                                                                           inputs.type.shape[-1]))])
+
+    def function(self):
+        if "forward" not in self._functions:
+            window, strides = (1, *self.size, 1), (1, *self.strides, 1)
+            padding = ((0, 0), *self.padding, (0, 0))
+            if self.kind == "max":
+                def pool(inputs):
+                    return jax.lax.reduce_window(inputs, -np.inf, jax.lax.max, window, strides, padding)
+            else:  # the mean of the entries inside the input (their count: the same sum over ones, folded by XLA)
+                def pool(inputs):
+                    total = jax.lax.reduce_window(inputs, 0.0, jax.lax.add, window, strides, padding)
+                    ones = jax.numpy.ones((1, *inputs.shape[1:-1], 1), inputs.dtype)
+                    return total / jax.lax.reduce_window(ones, 0.0, jax.lax.add, window, strides, padding)
+
+            self._functions["forward"] = pool
+        return self._functions["forward"]
+
+    def infer_shape(self, fgraph, node, shapes):
+        return [(shapes[0][0], *node.outputs[0].type.shape[1:])]
+
+    def L_op(self, inputs, outputs, output_grads):
+        return [_PoolGradient(self)(*inputs, output_grads[0])]
+
+    pullback = L_op
