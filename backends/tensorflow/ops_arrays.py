@@ -1,4 +1,5 @@
-"""TensorFlow translation of :class:`toolkit.nn.ops_arrays.ArrayOps`."""
+"""TensorFlow translation of :class:`toolkit.nn.ops_arrays.ArrayOps`: the ops are composites; what TensorFlow gives
+here is the static value of a tensor and the bitcast."""
 
 from __future__ import annotations
 
@@ -8,4 +9,11 @@ tf = import_framework()
 
 
 class TensorFlowArrayOps:
-    pass
+    def _constant_value(self, native):
+        # An eager tensor's value, or a graph constant's; a variable's value can change, so it is never static.
+        if not isinstance(native, tf.Tensor):
+            return None
+        return tf.get_static_value(native)
+
+    def _bitcast(self, x, dtype):
+        return tf.bitcast(x, dtype)
