@@ -1,336 +1,205 @@
 """Keras models imported as they are (:func:`from_keras`) and trained parameters written back (:func:`to_keras`).
 
 A built Keras 3 model, ``Sequential`` or functional (one input, one output, branches and merges allowed), made of
-the layers in :data:`SUPPORTED` becomes a :class:`~toolkit.Model` whose ``forward`` runs the toolkit's layers
-(``toolkit.layers``: Keras' formulas and parameter shapes) with the Keras model's current weights, so it runs on
-every backend and device count. Parameters are named ``<keras layer name>/<weight>`` (``dense_1/kernel``); batch
-normalization's moving statistics are model state. Keras is imported only when these functions are called.
+the layers in :data:`~toolkit.nn.keras_layers.SUPPORTED` becomes a :class:`~toolkit.Model` whose ``forward`` runs the
+toolkit's layers (``toolkit.layers``: Keras' formulas and parameter shapes) with the Keras model's current weights,
+so it runs on every backend and device count. Parameters are named ``<keras layer name>/<weight>``
+(``dense_1/kernel``); batch normalization's moving statistics are model state. Keras is imported only when these
+functions are called.
 
 The graph is read once, at import: each call of a layer (a Keras node) becomes one step of a program that reads and
 writes numbered tensors, each with its Keras mask, propagated by Keras' rules (``Embedding(mask_zero=True)`` makes
 one; layers pass it on; merges AND theirs; attention and recurrent layers consume it).
 
+**Nothing silent.** Every constructor argument of every layer is applied as Keras applies it or refused with a
+:class:`~toolkit.KerasImportError` naming the layer and the argument (:func:`check_config`):
+
+- ``trainable = False`` (on a layer, or on a model holding it): its weights become model state
+  (:class:`~toolkit.State`) that nothing updates, so they get no gradient, no update and no optimizer slots, and a
+  ``BatchNormalization`` among them runs in inference mode in training too (Keras 3's rule); ``to_keras`` writes
+  them back from the trainer's ``state()``.
+- ``kernel_/bias_/..._regularizer`` and ``activity_regularizer`` (``L1``, ``L2``, ``L1L2``): added to the training
+  loss as Keras adds them (``Trainer.compute_loss``: the compiled loss plus the sum of the model's losses). A weight
+  penalty is one number for the batch: added to every example's loss, it adds once to their mean, whatever the
+  split across devices. Keras divides an activity penalty (a sum over the whole output) by the batch size, which is
+  the mean over the examples of each example's own sum: added to each example's loss, it is exact under any split.
+  Only trainable weights are penalised, as in Keras. The trainer's ``evaluate`` scores outputs without the
+  parameters, so it cannot add the penalties Keras' ``evaluate`` adds: the imported loss refuses to be evaluated
+  there (a :class:`~toolkit.KerasImportError`) rather than give a different number.
+- ``..._constraint`` on a trainable weight: refused. Keras applies a constraint after each optimizer update; the
+  toolkit's training step has no such step.
+- Losses bring targets and outputs to one rank first, as Keras' losses do (``squeeze_or_expand_to_same_rank``):
+  targets ``(N,)`` against outputs ``(N, 1)`` are not broadcast to ``(N, N)``; sparse labels ``(N, 1)`` are squeezed.
+  Shapes that Keras' rule does not reconcile raise a :class:`~toolkit.ShapeError` that says which shape to pass.
+- A mixed-precision dtype policy is refused (the trainer's ``dtype`` sets the model's one precision).
+
 What differs from Keras by design: dropout draws the toolkit's per-example masks (reproducible across backends and
 device counts), not Keras' random ones, so training with dropout matches Keras only in distribution; inference is
-identical.
+identical. Regularization coefficients are used as given in float64, where Keras on TensorFlow rounds them to
+float32 first (compare with coefficients exact in float32, such as 2**-4).
 """
 
 from __future__ import annotations
 
-import functools
 import inspect
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
-from toolkit.errors import KerasImportError
-from toolkit.nn import layers
+from toolkit.errors import KerasImportError, ShapeError
+from toolkit.nn import context
+from toolkit.nn.keras_layers import ACTIVATIONS, OPTIONS, SUPPORTED, Flow, _Call, _MaskOf, _Slot
 from toolkit.nn.model import Model, State
 
-#: Keras activation names and the ops that compute them (``None``: linear).
-ACTIVATIONS = {"linear": None, "relu": "relu", "tanh": "tanh", "sigmoid": "sigmoid", "softmax": "softmax",
-               "gelu": "gelu", "silu": "silu", "swish": "silu", "softplus": "softplus"}
-
-
-class Flow(NamedTuple):
-    """A tensor of the imported graph as ``forward`` computes it: its value and its Keras mask (None: no mask)."""
-
-    value: Any
-    mask: Any
-
-
-class _Slot(NamedTuple):
-    """Where a Keras node's call reads a tensor of the program: its number."""
-
-    index: int
-
-
-class _MaskOf(NamedTuple):
-    """Where a Keras node's call reads the Keras mask of a tensor of the program (Keras passes it as ``mask=``)."""
-
-    index: int
-
-
-class _Call(NamedTuple):
-    """One call of a Keras layer in the model's graph: the layer, its (first) input's shape, its arguments bound by
-    name to the layer's ``call`` signature (tensors as :class:`_Slot`), and whether Keras gave any input a mask.
-    Its output is the program's next tensor.
-
-    A translator takes a ``_Call`` and returns the layer's weights (by toolkit name, in Keras' order) and
-    ``apply(ops, params, arguments) -> Flow``, which ``forward`` calls with the arguments' tensors as
-    :class:`Flow`."""
-
-    layer: Any
-    shape: tuple
-    arguments: dict
-    masked: bool = False
-
-
-def _activation(layer) -> str | None:
-    activation = getattr(layer, "activation", None)
-    name = getattr(activation, "__name__", None) if activation is not None else "linear"
-    if name not in ACTIVATIONS:
-        raise KerasImportError(f"layer {layer.name!r} ({type(layer).__name__}): activation {name!r} is not "
-                               f"supported; supported: {', '.join(ACTIVATIONS)}")
-    return ACTIVATIONS[name]
-
-
-def _activate(ops, y, activation: str | None):
-    if activation == "gelu":
-        return ops.gelu(y, approximate=False)  # Keras' gelu activation is the exact one by default
-    return layers.activate(ops, y, activation)
-
-
-def _require(layer, condition: bool, what: str) -> None:
-    if not condition:
-        raise KerasImportError(f"layer {layer.name!r} ({type(layer).__name__}): {what} is not supported")
-
-
-def _and(ops, masks):
-    """Attention's rule where masks meet: a position stays where every mask keeps it (None: no mask at all)."""
-    masks = [m for m in masks if m is not None]
-    return functools.reduce(ops.logical_and, masks) if masks else None
-
-
-# --- one-input layers: (layer, input shape) -> (weights, (ops, params, x, mask) -> (y, mask)) -----------------------
-def _unary(translate):
-    """A translator for a layer called on one tensor: its first ``call`` argument, and an optional explicit
-    ``mask``. Keras passes a mask on only through layers that support masking. ``training`` is not read: the
-    trainer sets the mode (training steps, or inference for predict and evaluate)."""
-
-    def translator(call: _Call):
-        layer, (first, *rest) = call.layer, call.arguments
-        extra = [name for name in rest if name not in ("mask", "training")]
-        _require(layer, not extra and isinstance(call.arguments[first], _Slot),
-                 f"calling it with {extra or 'nested inputs'}")
-        weights, step = translate(layer, call.shape)
-        passes_mask = layer.supports_masking
-
-        def apply(ops, p, args):
-            x = args[first]
-            mask = args["mask"].value if isinstance(args.get("mask"), Flow) else x.mask
-            y, out = step(ops, p, x.value, mask)
-            return Flow(y, None if out is mask and not passes_mask else out)
-
-        return weights, apply
-
-    return translator
-
-
-def _dense(layer, shape):
-    _require(layer, layer.use_bias, "use_bias=False")
-    activation, prefix = _activation(layer), layer.name
-    kernel, bias = layer.get_weights()
-    return {f"{prefix}/kernel": kernel, f"{prefix}/bias": bias}, \
-        lambda ops, p, x, mask: (_activate(ops, layers.dense(ops, p, x, prefix), activation), mask)
-
-
-def _conv2d(layer, shape):
-    _require(layer, layer.use_bias, "use_bias=False")
-    _require(layer, layer.data_format == "channels_last", "channels_first")
-    _require(layer, getattr(layer, "groups", 1) == 1, "groups > 1")
-    activation, prefix = _activation(layer), layer.name
-    strides, padding, dilation = tuple(layer.strides), layer.padding, tuple(layer.dilation_rate)
-    kernel, bias = layer.get_weights()
-
-    def step(ops, p, x, mask):
-        y = layers.conv2d(ops, p, x, prefix, padding=padding, strides=strides, dilation_rate=dilation)
-        return _activate(ops, y, activation), mask
-
-    return {f"{prefix}/kernel": kernel, f"{prefix}/bias": bias}, step
-
-
-def _pooling(reduce):
-    def translate(layer, shape):
-        _require(layer, layer.data_format == "channels_last", "channels_first")
-        size, strides, padding = tuple(layer.pool_size), tuple(layer.strides), layer.padding
-        return {}, lambda ops, p, x, mask: (reduce(ops, x, size, strides=strides, padding=padding), mask)
-    return translate
-
-
-def _global(reduce):
-    def translate(layer, shape):
-        _require(layer, layer.data_format == "channels_last", "channels_first")
-        _require(layer, not layer.keepdims, "keepdims=True")
-        return {}, lambda ops, p, x, mask: (reduce(ops, x), None)
-    return translate
-
-
-def _global_average_1d(layer, shape):
-    """Keras' ``GlobalAveragePooling1D``: the mean over the steps, only the unmasked ones where there is a mask."""
-    _require(layer, layer.data_format == "channels_last", "channels_first")
-    _require(layer, not layer.keepdims, "keepdims=True")
-
-    def step(ops, p, x, mask):
-        if mask is None:
-            return ops.mean(x, axis=1), None
-        weight = ops.expand_dims(ops.cast(mask, ops.dtype_of(x)), -1)
-        return ops.sum(x * weight, axis=1) / ops.sum(weight, axis=1), None
-
-    return {}, step
-
-
-def _last_axis(layer, axis, shape) -> None:
-    axis = list(np.atleast_1d(axis))
-    _require(layer, axis in ([-1], [len(shape) - 1]), f"axis={layer.axis!r} (only the last axis)")
-
-
-def _batch_norm(layer, shape):
-    _last_axis(layer, layer.axis, shape)
-    _require(layer, layer.center and layer.scale, "center=False or scale=False")
-    prefix, momentum, epsilon, synchronized = layer.name, layer.momentum, layer.epsilon, layer.synchronized
-    gamma, beta, mean, variance = layer.get_weights()
-
-    def step(ops, p, x, mask):
-        return layers.batch_norm(ops, p, x, prefix, momentum=momentum, epsilon=epsilon,
-                                 synchronized=synchronized), mask
-
-    return {f"{prefix}/gamma": gamma, f"{prefix}/beta": beta, f"{prefix}/moving_mean": State(mean),
-            f"{prefix}/moving_variance": State(variance)}, step
-
-
-def _layer_norm(layer, shape):
-    _last_axis(layer, layer.axis, shape)
-    _require(layer, layer.center and layer.scale and not getattr(layer, "rms_scaling", False),
-             "center=False, scale=False or rms_scaling")
-    prefix, epsilon = layer.name, layer.epsilon
-    gamma, beta = layer.get_weights()
-    return {f"{prefix}/gamma": gamma, f"{prefix}/beta": beta}, \
-        lambda ops, p, x, mask: (layers.layer_norm(ops, p, x, prefix, epsilon=epsilon), mask)
-
-
-def _embedding(layer, shape):
-    prefix, mask_zero = layer.name, layer.mask_zero
-    (table,) = layer.get_weights()
-    return {f"{prefix}/embeddings": table}, \
-        lambda ops, p, ids, mask: (layers.embedding(ops, p, ids, prefix), (ids != 0) if mask_zero else None)
-
-
-def _recurrent(run, names):
-    def translate(layer, shape):
-        _require(layer, not layer.return_sequences and not layer.return_state, "return_sequences or return_state")
-        _require(layer, not layer.go_backwards and not layer.stateful, "go_backwards or stateful")
-        _require(layer, layer.use_bias, "use_bias=False")
-        cell = layer.cell
-        _require(layer, getattr(cell.activation, "__name__", "") == "tanh" and
-                 getattr(cell.recurrent_activation, "__name__", "") == "sigmoid", "non-default activations")
-        _require(layer, getattr(cell, "reset_after", True), "reset_after=False")
-        _require(layer, not cell.dropout and not cell.recurrent_dropout, "dropout inside the cell")
-        steps = shape[1]
-        _require(layer, steps is not None, "a sequence length unknown when the model was built")
-        prefix, units, unroll = layer.name, cell.units, bool(layer.unroll)
-        weights = dict(zip(names, layer.get_weights()))
-        return {f"{prefix}/{k}": v for k, v in weights.items()}, \
-            lambda ops, p, x, mask: (run(ops, p, x, steps=steps, units=units, prefix=prefix, mask=mask,
-                                         unroll=unroll), None)
-    return translate
-
-
-def _dropout(layer, shape):
-    rate, noise_shape = layer.rate, layer.noise_shape
-    return {}, lambda ops, p, x, mask: (layers.dropout(ops, x, rate, noise_shape=noise_shape), mask)
-
-
-def _activation_layer(layer, shape):
-    activation = _activation(layer)
-    return {}, lambda ops, p, x, mask: (_activate(ops, x, activation), mask)
-
-
-def _relu(layer, shape):
-    _require(layer, layer.max_value is None and not layer.negative_slope and not layer.threshold,
-             "max_value, negative_slope or threshold")
-    return {}, lambda ops, p, x, mask: (ops.relu(x), mask)
-
-
-def _flatten(layer, shape):
-    return {}, lambda ops, p, x, mask: (layers.flatten(ops, x), mask)
-
-
-# --- layers of several tensors: (layer, input shape, call) -> (weights, apply) -----------------------------------
-def _or(ops, masks):
-    """Keras' rule for merged masks: None unless every input has one, then a position stays where any keeps it."""
-    return None if any(m is None for m in masks) else functools.reduce(ops.logical_or, masks)
-
-
-def _merge(combine, masks: bool = True):
-    """Keras' merge layers, called on a list of tensors: their values combined in order, their masks ORed
-    (``masks=False``: masked inputs refused)."""
-
-    def translator(call: _Call):
-        layer, inputs = call.layer, call.arguments.get("inputs")
-        _require(layer, set(call.arguments) <= {"inputs", "training", "mask"} and isinstance(inputs, (list, tuple))
-                 and all(isinstance(i, _Slot) for i in inputs), "calling it on anything but a list of tensors")
-        _require(layer, masks or not call.masked, "masked inputs (a Keras mask reaching it)")
-        axis = getattr(layer, "axis", None)
-
-        def apply(ops, p, args):
-            flows = args["inputs"]
-            return Flow(combine(ops, [f.value for f in flows], axis), _or(ops, [f.mask for f in flows]))
-
-        return {}, apply
-
-    return translator
-
-
-def _chain(op):
-    return lambda ops, values, axis: functools.reduce(getattr(ops, op), values)
-
-
-def _attention(c: _Call):
-    """Keras' ``MultiHeadAttention`` called as ``(query, value, key=None, attention_mask=None,
-    use_causal_mask=False)``; the query's, value's and key's Keras masks are ANDed into the attention mask as Keras
-    does (query ``[B, T, 1]``, value and key ``[B, 1, S]``), and the output keeps the query's mask."""
-    layer, call = c.layer, c.arguments
-    _require(layer, not layer.dropout, f"dropout={layer.dropout} (attention dropout)")
-    _require(layer, layer.use_bias, "use_bias=False")
-    _require(layer, getattr(layer, "_output_shape", None) is None, "output_shape")
-    _require(layer, layer.attention_axes in (None, (1,), [1]), f"attention_axes={layer.attention_axes!r}")
-    _require(layer, not getattr(layer, "_use_gate", False) and getattr(layer, "_sliding_window", None) is None,
-             "gating or a sliding window")
-    extra = set(call) - {"query", "value", "key", "attention_mask", "use_causal_mask", "training",
-                         "return_attention_scores"}
-    _require(layer, not extra and not call.get("return_attention_scores"),
-             f"calling it with {sorted(extra) or 'return_attention_scores'}")
-    causal = call.get("use_causal_mask", False)
-    _require(layer, isinstance(causal, bool), "a use_causal_mask that is not a Python bool")
-    prefix = layer.name
-    names = [f"{prefix}/{part}/{w}" for part in ("query", "key", "value", "attention_output")
-             for w in ("kernel", "bias")]
-
-    def apply(ops, p, args):
-        query, value, key = args["query"], args["value"], args.get("key")
-        given = args.get("attention_mask")
-        auto = _and(ops, [None if query.mask is None else ops.expand_dims(query.mask, -1),
-                          None if value.mask is None else ops.expand_dims(value.mask, -2),
-                          None if key is None or key.mask is None else ops.expand_dims(key.mask, -2),
-                          None if given is None else ops.cast(given.value, "bool")])
-        y = layers.multi_head_attention(ops, p, query.value, value.value, None if key is None else key.value,
-                                        attention_mask=auto, use_causal_mask=causal, prefix=prefix)
-        return Flow(y, query.mask)
-
-    return dict(zip(names, layer.get_weights())), apply
-
-
-#: Keras layer class names and how each is translated.
-SUPPORTED: dict[str, Callable] = {
-    **{name: _unary(translate) for name, translate in {
-        "Dense": _dense, "Conv2D": _conv2d, "MaxPooling2D": _pooling(layers.max_pool2d),
-        "AveragePooling2D": _pooling(layers.average_pool2d),
-        "GlobalAveragePooling2D": _global(layers.global_average_pool2d),
-        "GlobalMaxPooling2D": _global(layers.global_max_pool2d), "GlobalAveragePooling1D": _global_average_1d,
-        "Flatten": _flatten, "Dropout": _dropout, "BatchNormalization": _batch_norm,
-        "LayerNormalization": _layer_norm, "Embedding": _embedding,
-        "LSTM": _recurrent(layers.lstm, ("kernel", "recurrent", "bias")),
-        "GRU": _recurrent(layers.gru, ("kernel", "recurrent", "bias")),
-        "Activation": _activation_layer, "ReLU": _relu}.items()},
-    "Add": _merge(_chain("add")), "Subtract": _merge(lambda ops, values, axis: ops.subtract(*values)),
-    "Multiply": _merge(_chain("multiply")), "Maximum": _merge(_chain("maximum")),
-    "Minimum": _merge(_chain("minimum")),
-    "Average": _merge(lambda ops, values, axis: _chain("add")(ops, values, axis) / float(len(values))),
-    "Concatenate": _merge(lambda ops, values, axis: ops.concatenate(values, axis=axis), masks=False),
-    "MultiHeadAttention": _attention,
-}
+#: Constructor arguments every layer has that the importer applies itself: the name, ``trainable`` (frozen weights),
+#: the dtype policy (checked by :func:`check_config`), and seeds, which only draw initial weights (read as they are)
+#: or Keras' dropout masks (the toolkit's own by design).
+SHARED_OPTIONS = frozenset({"name", "trainable", "dtype", "seed"})
+#: Arguments that only choose initial values, which the importer reads from the weights as they are (besides every
+#: ``*_initializer``).
+INITIAL_OPTIONS = frozenset({"unit_forget_bias"})
+#: Keras regularizer classes the importer computes, with their coefficients' attributes.
+REGULARIZERS = {"L1": ("l1",), "L2": ("l2",), "L1L2": ("l1", "l2")}
+
+_MISSING = object()
+
+
+# --- settings: every constructor argument applied or refused -----------------------------------------------------
+def _refuse(layer, what: str) -> KerasImportError:
+    return KerasImportError(f"layer {layer.name!r} ({type(layer).__name__}): {what}")
+
+
+def _default_config(layer, config: dict) -> dict:
+    """The config of a layer of the same class made with only the arguments it requires (named, so that Keras'
+    automatic names are left as they are)."""
+    kind = type(layer)
+    required = {name: config[name] for name, parameter in inspect.signature(kind.__init__).parameters.items()
+                if name != "self" and parameter.default is parameter.empty and name in config}
+    try:
+        return kind.from_config({**required, "name": f"{layer.name}_default"}).get_config()
+    except Exception as error:  # a layer that cannot be made from its required arguments cannot be compared
+        raise _refuse(layer, f"cannot make a default {kind.__name__} to compare its arguments with ({error})") \
+            from error
+
+
+def check_config(layer) -> None:
+    """Refuse every constructor argument of ``layer`` (``layer.get_config()``) that differs from a default layer of
+    its class and is neither read by its translator (:data:`~toolkit.nn.keras_layers.OPTIONS`) nor applied by the
+    importer (:data:`SHARED_OPTIONS`, initial values, regularizers, constraints), so that an argument the importer
+    does not know cannot change Keras' numbers silently; and a mixed-precision dtype policy."""
+    config = layer.get_config()
+    handled = OPTIONS[type(layer).__name__] | SHARED_OPTIONS | INITIAL_OPTIONS
+    default = None
+    for key, value in config.items():
+        if key in handled or key.endswith(("_initializer", "_regularizer", "_constraint")):
+            continue
+        default = _default_config(layer, config) if default is None else default
+        if value != default.get(key, _MISSING):
+            raise _refuse(layer, f"{key}={value!r} is not supported (from_keras applies only Keras' default "
+                                 f"{default.get(key)!r} for it)")
+    policy = layer.dtype_policy
+    if type(policy).__name__ != "DTypePolicy" or policy.compute_dtype != policy.variable_dtype:
+        raise _refuse(layer, f"dtype={policy.name!r} is not supported: the trainer's dtype= sets the precision of "
+                             "the whole model (import a model built with one dtype)")
+
+
+def _config_key(layer, suffix: str, obj) -> str:
+    """The constructor argument (``kernel_regularizer``, ...) that gave ``layer`` the setting ``obj``."""
+    keys = [key for key, value in layer.get_config().items() if key.endswith(suffix) and isinstance(value, dict)
+            and value.get("class_name") == type(obj).__name__]
+    return f"{keys[0] if len(keys) == 1 else 'its ' + suffix.strip('_')}={type(obj).__name__}"
+
+
+def _coefficients(layer, regularizer, key: str) -> tuple[float, float]:
+    """``(l1, l2)`` of a Keras ``L1``, ``L2`` or ``L1L2`` regularizer; anything else is refused."""
+    import keras
+
+    kind = type(regularizer).__name__
+    if kind not in REGULARIZERS or type(regularizer) is not getattr(keras.regularizers, kind):
+        raise _refuse(layer, f"{key} is not supported; supported regularizers: {', '.join(REGULARIZERS)}")
+    return float(getattr(regularizer, "l1", 0.0)), float(getattr(regularizer, "l2", 0.0))
+
+
+class _Settings:
+    """What the importer applies besides a layer's own translation: its frozen weights (model state that nothing
+    updates), the penalties of its regularized trainable weights and of its outputs."""
+
+    def __init__(self, layer, weights: dict, trainable: set[int]):
+        variables = list(layer.weights)
+        if len(variables) != len(weights):
+            raise _refuse(layer, f"has {len(variables)} weights where its translation has {len(weights)}")
+        self.weights, self.penalties = {}, []
+        for (name, value), variable in zip(weights.items(), variables):
+            trained = id(variable) in trainable
+            if trained and getattr(variable, "constraint", None) is not None:
+                raise _refuse(layer, f"{_config_key(layer, '_constraint', variable.constraint)} is not supported: "
+                                     "Keras applies a constraint after each optimizer update, and the toolkit's "
+                                     "training step has none (remove it, or freeze the layer: trainable = False)")
+            if trained and getattr(variable, "regularizer", None) is not None:
+                key = _config_key(layer, "_regularizer", variable.regularizer)
+                self.penalties.append((name, *_coefficients(layer, variable.regularizer, key)))
+            self.weights[name] = value if trained or isinstance(value, State) else State(value)
+        regularizer = getattr(layer, "activity_regularizer", None)
+        self.activity = None if regularizer is None else \
+            _coefficients(layer, regularizer, f"activity_regularizer={type(regularizer).__name__}")
+
+
+def _penalty(ops, x, l1: float, l2: float, axis=None):
+    """Keras' ``L1L2(l1, l2)(x)``: ``l1 * sum(|x|) + l2 * sum(x**2)``, over ``axis``."""
+    total = 0.0
+    if l1:
+        total = total + l1 * ops.sum(ops.abs(x), axis=axis)
+    if l2:
+        total = total + l2 * ops.sum(ops.square(x), axis=axis)
+    return total
+
+
+def _activity_penalty(ops, y, l1: float, l2: float):
+    """Each example's share of Keras' activity penalty (the penalty of the whole output divided by the batch size):
+    the penalty of its own row."""
+    return _penalty(ops, y, l1, l2, axis=tuple(range(1, len(ops.shape(y)))) or None)
+
+
+class _Handover:
+    """Carries a training run's penalties from ``forward``, which sees the parameters, to the loss, which Keras
+    adds them to: both run in the same :class:`~toolkit.nn.context.RunContext` (``Model.train_losses``)."""
+
+    def __init__(self):
+        self._runs: dict[int, tuple] = {}
+
+    def give(self, penalty) -> None:
+        run = context.current()
+        self._runs[id(run)] = (run, penalty)
+
+    def take(self):
+        run = context.current()
+        entry = self._runs.pop(id(run), None) if run is not None else None
+        return entry[1] if entry is not None and entry[0] is run else None
+
+
+# --- losses: Keras' rank rules -----------------------------------------------------------------------------------
+def _same_rank(ops, y, outputs, loss: str):
+    """Keras' ``squeeze_or_expand_to_same_rank(y, outputs)``: where the ranks differ by one and the longer one ends in
+    an axis of size 1, that axis is squeezed (or a rank-1 other one expanded). Other rank differences are refused."""
+    ys, shape = tuple(ops.shape(y)), tuple(ops.shape(outputs))
+    if len(ys) == len(shape) + 1 and ys[-1] == 1:
+        y = ops.squeeze(y, axis=-1) if len(shape) != 1 else y
+        outputs = ops.expand_dims(outputs, -1) if len(shape) == 1 else outputs
+    elif len(shape) == len(ys) + 1 and shape[-1] == 1:
+        y = ops.expand_dims(y, -1) if len(ys) == 1 else y
+        outputs = ops.squeeze(outputs, axis=-1) if len(ys) != 1 else outputs
+    if len(ops.shape(y)) != len(ops.shape(outputs)):
+        raise ShapeError(f"loss {loss}: targets of shape {ys} against outputs of shape {shape}, which Keras' rank "
+                         f"rule cannot bring to one rank: pass targets of the outputs' shape {shape}")
+    return y, outputs
+
+
+def _per_example(ops, values):
+    """Values of rank above 1 averaged over all but the batch axis: Keras averages every element, which is the mean
+    of each example's mean, as the trainer takes it."""
+    rank = len(ops.shape(values))
+    return ops.mean(values, axis=tuple(range(1, rank))) if rank > 1 else values
 
 
 def _loss(keras_model, loss) -> Callable:
@@ -345,15 +214,26 @@ def _loss(keras_model, loss) -> Callable:
     name = loss if isinstance(loss, str) else getattr(loss, "name", type(loss).__name__)
     if isinstance(loss, keras.losses.SparseCategoricalCrossentropy) or name == "sparse_categorical_crossentropy":
         def sparse_categorical_crossentropy(ops, outputs, y):
+            labels, shape = tuple(ops.shape(y)), tuple(ops.shape(outputs))
+            if len(labels) == len(shape) and labels[-1] == 1:  # Keras squeezes labels of shape (N, 1)
+                y = ops.squeeze(y, axis=-1)
+            if len(ops.shape(y)) != len(shape) - 1:
+                raise ShapeError(f"loss sparse_categorical_crossentropy: labels of shape {labels} against outputs "
+                                 f"of shape {shape}: pass one class index per output row, shape {shape[:-1]} (or "
+                                 f"{shape[:-1] + (1,)})")
             if from_logits:
                 log_p = ops.log_softmax(outputs, axis=-1)
             else:  # Keras: normalise, clip to [eps, 1 - eps], log
                 log_p = ops.log(ops.clip(outputs / ops.sum(outputs, axis=-1, keepdims=True), 1e-7, 1 - 1e-7))
             picked = ops.take_along_axis(log_p, ops.expand_dims(ops.cast(y, "int32"), -1), axis=-1)
-            return -ops.squeeze(picked, axis=-1)
+            return _per_example(ops, -ops.squeeze(picked, axis=-1))
         return sparse_categorical_crossentropy
     if isinstance(loss, keras.losses.MeanSquaredError) or name in ("mean_squared_error", "mse"):
-        return lambda ops, outputs, y: ops.mean(ops.square(outputs - y), axis=-1)
+        def mean_squared_error(ops, outputs, y):
+            y, outputs = _same_rank(ops, y, outputs, "mean_squared_error")
+            squared = ops.square(outputs - y)  # Keras: the mean over the last axis, then over the rest
+            return squared if len(ops.shape(squared)) == 1 else _per_example(ops, ops.mean(squared, axis=-1))
+        return mean_squared_error
     raise KerasImportError(f"loss {name!r} is not supported; supported: sparse_categorical_crossentropy "
                            "(from_logits or not), mean_squared_error")
 
@@ -450,11 +330,13 @@ def _translator(layer) -> Callable:
 def from_keras(keras_model, loss: Any = None, name: str | None = None) -> Model:
     """A :class:`~toolkit.Model` computing what the built Keras model ``keras_model`` (``Sequential``, or functional
     with one input and one output) computes, with its current weights as the initial parameters, and its compiled
-    loss (or ``loss``: a Keras loss name or object).
+    loss (or ``loss``: a Keras loss name or object). Frozen weights (``trainable = False``) are model state that
+    nothing updates; regularizers are added to the training loss as Keras adds them (see the module docstring).
 
     Raises:
-        KerasImportError: not a built Sequential or functional model, a layer, option or call not in
-            :data:`SUPPORTED` (named in the message), or no supported loss; nothing is imported.
+        KerasImportError: not a built Sequential or functional model, a layer, argument or call not supported
+            (the message names the layer and the argument: a constraint, a regularizer other than L1/L2/L1L2, a
+            non-default argument no translator reads), or no supported loss; nothing is imported.
     """
     import keras
 
@@ -464,30 +346,60 @@ def from_keras(keras_model, loss: Any = None, name: str | None = None) -> Model:
     if not keras_model.built:
         raise KerasImportError("the Keras model is not built: give it an Input or call it on data first")
     calls, output = _graph(keras_model)
-    params, program = {}, []
+    trainable = {id(variable) for variable in keras_model.trainable_weights}
+    params, program, penalties, seen = {}, [], [], set()
     for call in calls:
-        weights, apply = _translator(call.layer)(call)
-        params.update(weights)
-        program.append((apply, call.arguments))
+        translator = _translator(call.layer)
+        if id(call.layer) not in seen:
+            check_config(call.layer)
+        weights, apply = translator(call)
+        settings = _Settings(call.layer, weights, trainable)
+        if id(call.layer) not in seen:  # a shared layer's weights are penalised once, as Keras counts variables
+            params.update(settings.weights)
+            penalties += settings.penalties
+            seen.add(id(call.layer))
+        program.append((apply, call.arguments, settings.activity))
     score = _loss(keras_model, loss)
     initial = _copied(params)
+    penalized = bool(penalties) or any(activity is not None for _, _, activity in program)
+    handover = _Handover()
 
     def init(rng):
         return _copied(initial)
 
     def forward(ops, p, x):
-        flows = [Flow(x, None)]
-        for apply, arguments in program:
+        flows, penalty = [Flow(x, None)], 0.0
+        for apply, arguments, activity in program:
             flows.append(apply(ops, p, _fill(arguments, flows)))
+            if activity is not None and ops.training:
+                penalty = penalty + _activity_penalty(ops, flows[-1].value, *activity)
+        if penalized and ops.training:
+            for key, l1, l2 in penalties:
+                penalty = penalty + _penalty(ops, p[key], l1, l2)
+            handover.give(penalty)
         return flows[output].value
 
-    return Model(init, forward, score, name=name or keras_model.name, rows_independent=True)
+    def loss_fn(ops, outputs, y):
+        losses = score(ops, outputs, y)
+        if not penalized:
+            return losses
+        penalty = handover.take()
+        if penalty is None:
+            raise KerasImportError(
+                f"the loss of {keras_model.name!r} includes its regularizers' penalties, which need the parameters: "
+                "the trainer's evaluate (and fit's validation) scores outputs alone, so it cannot add them as Keras' "
+                "evaluate does; use trainer.loss(x, y) (training mode), or import a model without regularizers to "
+                "evaluate it")
+        return losses + penalty
+
+    loss_fn.__name__ = getattr(score, "__name__", "loss")
+    return Model(init, forward, loss_fn, name=name or keras_model.name, rows_independent=True)
 
 
 def to_keras(params: dict[str, np.ndarray], keras_model, state: dict[str, np.ndarray] | None = None) -> None:
-    """Write ``params`` (and model ``state``, for batch normalization), named as :func:`from_keras` names them,
-    into ``keras_model``'s weights (``set_weights``), for example ``to_keras(trainer.params(), model,
-    trainer.state())``.
+    """Write ``params`` (and model ``state``: batch normalization's statistics and frozen weights), named as
+    :func:`from_keras` names them, into ``keras_model``'s weights (``set_weights``), for example
+    ``to_keras(trainer.params(), model, trainer.state())``.
 
     Raises:
         KerasImportError: a name missing or left over, or a shape that differs; nothing is written.
@@ -513,4 +425,4 @@ def to_keras(params: dict[str, np.ndarray], keras_model, state: dict[str, np.nda
             layer.set_weights(weights)
 
 
-__all__ = ["ACTIVATIONS", "SUPPORTED", "Flow", "KerasImportError", "from_keras", "to_keras"]
+__all__ = ["ACTIVATIONS", "SUPPORTED", "Flow", "KerasImportError", "check_config", "from_keras", "to_keras"]
