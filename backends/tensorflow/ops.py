@@ -100,7 +100,7 @@ class TensorFlowOps(TensorFlowMathOps, TensorFlowArrayOps, TensorFlowReductionOp
     def logical_not(self, x):
         return tf.math.logical_not(x)
 
-    def where(self, condition, x1, x2):
+    def _where(self, condition, x1, x2):
         return tf.where(condition, x1, x2)
 
     def relu(self, x):
@@ -133,33 +133,33 @@ class TensorFlowOps(TensorFlowMathOps, TensorFlowArrayOps, TensorFlowReductionOp
     def cos(self, x):
         return tf.math.cos(x)
 
-    def softmax(self, x, axis=-1):
+    def _softmax(self, x, axis):
         return tf.nn.softmax(x, axis=axis)
 
-    def log_softmax(self, x, axis=-1):
+    def _log_softmax(self, x, axis):
         return tf.nn.log_softmax(x, axis=axis)
 
-    def sum(self, x, axis=None, keepdims=False):
-        return tf.math.reduce_sum(x, axis=axis, keepdims=keepdims)
+    def _sum(self, x, axes, keepdims):
+        return tf.math.reduce_sum(x, axis=list(axes), keepdims=keepdims)
 
-    def mean(self, x, axis=None, keepdims=False):
-        return tf.math.reduce_mean(x, axis=axis, keepdims=keepdims)
+    def _mean(self, x, axes, keepdims):
+        return tf.math.reduce_mean(x, axis=list(axes), keepdims=keepdims)
 
-    def max(self, x, axis=None, keepdims=False):
-        return tf.math.reduce_max(x, axis=axis, keepdims=keepdims)
+    def _max(self, x, axes, keepdims):
+        return tf.math.reduce_max(x, axis=list(axes), keepdims=keepdims)
 
-    def min(self, x, axis=None, keepdims=False):
-        return tf.math.reduce_min(x, axis=axis, keepdims=keepdims)
+    def _min(self, x, axes, keepdims):
+        return tf.math.reduce_min(x, axis=list(axes), keepdims=keepdims)
 
-    def argmax(self, x, axis=None, keepdims=False):
+    def _argmax(self, x, axis, keepdims):
         if axis is None:
             found = _argmax(tf.reshape(x, [-1]), 0)
             return tf.reshape(found, [1] * x.shape.rank) if keepdims else found
         found = _argmax(x, axis)
         return tf.expand_dims(found, axis) if keepdims else found
 
-    def cumsum(self, x, axis=None):
-        return tf.math.cumsum(tf.reshape(x, [-1]) if axis is None else x, axis=0 if axis is None else axis)
+    def _cumsum(self, x, axis):
+        return tf.math.cumsum(x, axis=axis)
 
     def matmul(self, x1, x2):
         # tf.linalg.matmul broadcasts batch axes but refuses vectors; NumPy's vector rule is applied around it.
@@ -171,17 +171,17 @@ class TensorFlowOps(TensorFlowMathOps, TensorFlowArrayOps, TensorFlowReductionOp
             out = out[..., 0]
         return out[..., 0, :] if x1.shape.rank == 1 else out
 
-    def reshape(self, x, shape):
+    def _reshape(self, x, shape):
         return tf.reshape(x, shape)
 
-    def transpose(self, x, axes=None):
+    def _transpose(self, x, axes):
         return tf.transpose(x, perm=axes)
 
-    def expand_dims(self, x, axis):
+    def _expand_dims(self, x, axis):
         return tf.expand_dims(x, axis)
 
-    def squeeze(self, x, axis=None):
-        return tf.squeeze(x, axis=axis)
+    def _squeeze(self, x, axes):
+        return tf.squeeze(x, axis=list(axes))
 
     def broadcast_to(self, x, shape):
         return tf.broadcast_to(x, shape)
@@ -189,14 +189,14 @@ class TensorFlowOps(TensorFlowMathOps, TensorFlowArrayOps, TensorFlowReductionOp
     def cast(self, x, dtype):
         return tf.cast(x, dtype)
 
-    def concatenate(self, xs, axis=0):
+    def _concatenate(self, xs, axis):
         return tf.concat(list(xs), axis=axis)
 
     def stack(self, xs, axis=0):
         return tf.stack(list(xs), axis=axis)
 
-    def pad(self, x, pad_width, constant_values=0):
-        return tf.pad(x, pad_width, constant_values=constant_values)
+    def _pad(self, x, pad_width, value):
+        return tf.pad(x, pad_width, constant_values=tf.constant(value, x.dtype))
 
     def _scan(self, step, init, xs, length, reverse, unroll):
         # One tf.while_loop, so tracing and Grappler see the step once; the step is traced twice in all: the first
@@ -241,8 +241,8 @@ class TensorFlowOps(TensorFlowMathOps, TensorFlowArrayOps, TensorFlowReductionOp
     def zeros_like(self, x):
         return tf.zeros_like(x)
 
-    def one_hot(self, indices, depth):
-        return tf.one_hot(indices, depth, dtype=self.dtype)
+    def _one_hot(self, x, num_classes, dtype):
+        return tf.one_hot(x, num_classes, dtype=dtype)
 
     def all_finite(self, xs):
         return tf.reduce_all([tf.reduce_all(tf.math.is_finite(x)) for x in xs])

@@ -28,6 +28,7 @@ TensorSharedVariable = imported("tensor.sharedvar", "TensorSharedVariable")
 log_softmax = imported("tensor.special", "log_softmax")
 softmax = imported("tensor.special", "softmax")
 TensorVariable = imported("tensor.var", "TensorVariable")
+zero_grad = imported("gradient", "zero_grad")
 
 
 def shape_of(x) -> list:

@@ -135,7 +135,7 @@ class TheanoOps(TheanoMathOps, TheanoArrayOps, TheanoReductionOps, TheanoLinalgO
     def logical_not(self, x):
         return tt.invert(x)
 
-    def where(self, condition, x1, x2):
+    def _where(self, condition, x1, x2):
         return tt.switch(condition, x1, x2)
 
     def relu(self, x):
@@ -170,32 +170,32 @@ class TheanoOps(TheanoMathOps, TheanoArrayOps, TheanoReductionOps, TheanoLinalgO
     def cos(self, x):
         return tt.cos(x)
 
-    def softmax(self, x, axis=-1):
+    def _softmax(self, x, axis):
         return softmax(x, axis=axis)
 
-    def log_softmax(self, x, axis=-1):
+    def _log_softmax(self, x, axis):
         return log_softmax(x, axis=axis)
 
-    def sum(self, x, axis=None, keepdims=False):
-        return tt.sum(x, axis=axis, keepdims=keepdims)
+    def _sum(self, x, axes, keepdims):
+        return tt.sum(x, axis=axes, keepdims=keepdims, dtype=x.dtype)  # not Aesara's int64 for int32
 
-    def mean(self, x, axis=None, keepdims=False):
-        return tt.mean(x, axis=axis, keepdims=keepdims)
+    def _mean(self, x, axes, keepdims):
+        return tt.mean(x, axis=axes, keepdims=keepdims)
 
-    def max(self, x, axis=None, keepdims=False):
-        return reduced(tt.max(x, axis=axis, keepdims=keepdims), x, axis, keepdims)  # MaxAndArgmax forgets sizes
+    def _max(self, x, axes, keepdims):
+        return reduced(tt.max(x, axis=axes, keepdims=keepdims), x, axes, keepdims)  # MaxAndArgmax forgets sizes
 
-    def min(self, x, axis=None, keepdims=False):
-        return reduced(tt.min(x, axis=axis, keepdims=keepdims), x, axis, keepdims)
+    def _min(self, x, axes, keepdims):
+        return reduced(tt.min(x, axis=axes, keepdims=keepdims), x, axes, keepdims)
 
-    def argmax(self, x, axis=None, keepdims=False):
+    def _argmax(self, x, axis, keepdims):
         # Aesara's Argmax has no JAX conversion in 2.9; environment.py adds one.
         if axis is None:
             found = tt.argmax(tt.flatten(x), axis=0)
             return tt.cast(tt.reshape(found, [1] * x.ndim) if keepdims else found, "int32")
         return reduced(tt.cast(tt.argmax(x, axis=axis, keepdims=keepdims), "int32"), x, axis, keepdims)
 
-    def cumsum(self, x, axis=None):
+    def _cumsum(self, x, axis):
         return tt.cumsum(x, axis=axis)
 
     def matmul(self, x1, x2):
@@ -222,7 +222,7 @@ class TheanoOps(TheanoMathOps, TheanoArrayOps, TheanoReductionOps, TheanoLinalgO
             out = out[..., 0]
         return out[..., 0, :] if x1.ndim == 1 else out
 
-    def reshape(self, x, shape):
+    def _reshape(self, x, shape):
         # A -1 is resolved here when the input's shape is static (as the backend compiles): Aesara would leave that
         # axis unknown, and later ops that need static sizes (matmul's batch axes, conv kernels) could not read it.
         shape, known = [int(s) for s in shape], x.type.shape
@@ -231,14 +231,14 @@ class TheanoOps(TheanoMathOps, TheanoArrayOps, TheanoReductionOps, TheanoLinalgO
             shape[shape.index(-1)] = int(np.prod(known)) // rest if rest else 0
         return tt.reshape(x, tuple(shape))
 
-    def transpose(self, x, axes=None):
+    def _transpose(self, x, axes):
         return tt.transpose(x, axes)
 
-    def expand_dims(self, x, axis):
+    def _expand_dims(self, x, axis):
         return tt.expand_dims(x, axis)
 
-    def squeeze(self, x, axis=None):
-        return tt.squeeze(x, axis=axis)
+    def _squeeze(self, x, axes):
+        return tt.squeeze(x, axis=axes)
 
     def broadcast_to(self, x, shape):
         return tt.broadcast_to(x, tuple(int64_sizes(shape)))
@@ -246,15 +246,15 @@ class TheanoOps(TheanoMathOps, TheanoArrayOps, TheanoReductionOps, TheanoLinalgO
     def cast(self, x, dtype):
         return tt.cast(x, dtype)
 
-    def concatenate(self, xs, axis=0):
+    def _concatenate(self, xs, axis):
         return tt.specify_shape(tt.concatenate(list(xs), axis=axis), joined_shape(xs, axis))  # Join forgets all of it
 
     def stack(self, xs, axis=0):
         expanded = [tt.expand_dims(x, axis) for x in xs]
         return tt.specify_shape(tt.stack(list(xs), axis=axis), joined_shape(expanded, axis))
 
-    def pad(self, x, pad_width, constant_values=0):
-        return padded(x, [tuple(p) for p in pad_width], constant_values)
+    def _pad(self, x, pad_width, value):
+        return padded(x, pad_width, value)
 
     def _index(self, native, key):
         return tt.specify_shape(native[key], indexed_shape(tuple(native.type.shape), key))  # slices forget sizes
@@ -291,9 +291,9 @@ class TheanoOps(TheanoMathOps, TheanoArrayOps, TheanoReductionOps, TheanoLinalgO
     def zeros_like(self, x):
         return tt.zeros(int64_shape(x), dtype=x.dtype)
 
-    def one_hot(self, indices, depth):
+    def _one_hot(self, x, num_classes, dtype):
         # A comparison with a constant arange, not indexing with arange(n): the JAX linker needs static arange bounds.
-        return tt.eq(tt.shape_padright(indices), tt.arange(depth)).astype(self.dtype)
+        return tt.eq(tt.shape_padright(x), tt.arange(num_classes)).astype(dtype)
 
     def _hash_uniform(self, keys, counters):
         def uint32(value):
@@ -389,7 +389,8 @@ class _Loop(JaxOp):
     pullback = L_op  # PyTensor 3's name for L_op (it warns that L_op will stop being called); Aesara calls L_op
 
     def connection_pattern(self, node):
-        return [[True] * len(node.outputs) for _ in node.inputs]
+        # Only floating inputs get a gradient (L_op): integer and boolean ones (a loop counter) are disconnected.
+        return [[i.dtype.startswith("float")] * len(node.outputs) for i in node.inputs]
 
 
 class _LoopGradient(JaxOp):

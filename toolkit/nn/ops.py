@@ -27,8 +27,18 @@ from typing import Any
 import numpy as np
 import optree
 
-from toolkit.errors import DTypeError, ModelStateError, ShapeError
-from toolkit.nn import context, ops_arrays, ops_core, ops_linalg, ops_math, ops_nn, ops_reductions, ops_windows
+from toolkit.errors import ArgumentError, DTypeError, ShapeError
+from toolkit.nn import (
+    context,
+    ops_arrays,
+    ops_core,
+    ops_linalg,
+    ops_math,
+    ops_nn,
+    ops_reductions,
+    ops_training,
+    ops_windows,
+)
 from toolkit.nn.tensor import INT_DTYPE, Tensor, constant_dtype, is_weak, result_dtype
 
 Native = Any  # a backend's native array: tf.Tensor, or an Aesara symbolic variable
@@ -42,18 +52,17 @@ Axis = int | Sequence[int] | None
 ARGUMENTS: dict[str, str] = {
     **dict.fromkeys(("add", "subtract", "multiply", "floor_divide", "mod", "power", "maximum", "minimum", "greater",
                      "greater_equal", "less", "less_equal", "equal", "not_equal", "matmul"), "ee"),
-    "divide": "ff", "logical_and": "bb", "logical_or": "bb", "logical_not": "b", "where": "bee",
+    "divide": "ff", "logical_and": "bb", "logical_or": "bb", "logical_not": "b", "_where": "bee",
     **dict.fromkeys(("negative", "abs", "square", "relu"), "e"),
-    **dict.fromkeys(("exp", "log", "sqrt", "tanh", "sigmoid", "erf", "sin", "cos", "softmax", "log_softmax"), "f"),
-    **dict.fromkeys(("sum", "max", "min", "transpose", "reshape", "expand_dims", "squeeze", "broadcast_to", "cast",
-                     "cumsum", "argmax", "ones_like", "zeros_like", "pad"),
-                    "t"),
-    "mean": "f", "concatenate": "L", "stack": "L", "_take": "ti", "_take_along_axis": "ti", "one_hot": "i",
-    "all_finite": "T", "_hash_uniform": "tt",
+    **dict.fromkeys(("exp", "log", "sqrt", "tanh", "sigmoid", "erf", "sin", "cos", "_softmax", "_log_softmax",
+                     "_mean"), "f"),
+    **dict.fromkeys(("_sum", "_max", "_min", "_transpose", "_reshape", "_expand_dims", "_squeeze", "broadcast_to",
+                     "cast", "_cumsum", "_argmax", "ones_like", "zeros_like", "_pad"), "t"),
+    "_concatenate": "L", "stack": "L", "_take": "ti", "_take_along_axis": "ti", "_one_hot": "i",
 }
 #: The primitives of the op groups (:mod:`toolkit.nn.ops_math` and the other ``ops_*`` modules), each declared with
 #: its group.
-for _group in (ops_math, ops_arrays, ops_reductions, ops_linalg, ops_nn, ops_windows, ops_core):
+for _group in (ops_math, ops_arrays, ops_reductions, ops_linalg, ops_nn, ops_windows, ops_core, ops_training):
     ARGUMENTS.update(_group.ARGUMENTS)
 
 
@@ -93,12 +102,12 @@ def _boundary(name: str, spec: str, impl: Callable) -> Callable:
 
 
 class Ops(ops_math.MathOps, ops_arrays.ArrayOps, ops_reductions.ReductionOps, ops_linalg.LinalgOps, ops_nn.NNOps,
-          ops_windows.WindowOps, ops_core.CoreOps, ABC):
+          ops_windows.WindowOps, ops_core.CoreOps, ops_training.TrainingOps, ABC):
     """Neutral ops. ``dtype`` is the floating dtype of the computation (``"float32"`` or ``"float64"``).
 
     The vocabulary is grouped by kind in the ``ops_*`` modules (elementwise math, arrays, reductions, linalg, nn,
-    windows, core), each a mixin with its primitives and composites; this class holds the boundary, the basic
-    arithmetic, shapes, gathering, loops and the training context."""
+    windows, core, training), each a mixin with its primitives and composites; this class holds the boundary, the
+    basic arithmetic, reductions, shapes and gathering."""
 
     def __init__(self, dtype: str) -> None:
         self.dtype = dtype
@@ -238,12 +247,35 @@ class Ops(ops_math.MathOps, ops_arrays.ArrayOps, ops_reductions.ReductionOps, op
     def logical_or(self, x1, x2): """Booleans: either true."""
     @abstractmethod
     def logical_not(self, x): """Booleans: not ``x``."""
+
+    def where(self, condition, x1=None, x2=None):
+        """``x1`` where ``condition`` holds, else ``x2`` (all broadcast; ``keras.ops.where``). With ``condition``
+        alone, the indices of its nonzero entries, one int32 array per axis (``numpy.nonzero``): their number
+        depends on the values, so only a constant ``condition`` (a NumPy array or a list) is accepted.
+
+        Raises:
+            ArgumentError: only one of ``x1`` and ``x2`` given.
+            ShapeError: ``where(condition)`` of a tensor (its result's shape would depend on its values).
+        """
+        if x1 is None and x2 is None:
+            if isinstance(condition, Tensor) or self.is_native(condition):
+                raise ShapeError(f"where(condition) of a tensor (shape {self.shape(condition)}): the number of "
+                                 "indices depends on its values, and compiled steps need static shapes; give x1 "
+                                 "and x2, or a NumPy condition")
+            return tuple(self.wrap(self.constant(np.asarray(i, INT_DTYPE))) for i in np.nonzero(condition))
+        if x1 is None or x2 is None:
+            raise ArgumentError(f"where needs both x1 and x2 or neither; got x1={x1!r}, x2={x2!r}")
+        return self._where(condition, x1, x2)
+
     @abstractmethod
-    def where(self, condition, x1, x2): """``x1`` where ``condition`` holds, else ``x2`` (all broadcast)."""
+    def _where(self, condition, x1, x2): """The select under :meth:`where`."""
 
     def clip(self, x, x_min, x_max):
-        """``x`` limited to ``[x_min, x_max]`` (``keras.ops.clip``): ``minimum(maximum(x, x_min), x_max)``."""
-        return self.minimum(self.maximum(x, x_min), x_max)
+        """``x`` limited to ``[x_min, x_max]`` (``keras.ops.clip``): ``minimum(maximum(x, x_min), x_max)`` in
+        ``x``'s dtype (booleans give int32, as Keras)."""
+        dtype = self.dtype_of(x)
+        dtype = INT_DTYPE if dtype == "bool" else dtype
+        return self.cast(self.minimum(self.maximum(x, x_min), x_max), dtype)
 
     # --- activations and elementwise functions ----------------------------------------------------------------------
     @abstractmethod
@@ -269,10 +301,35 @@ class Ops(ops_math.MathOps, ops_arrays.ArrayOps, ops_reductions.ReductionOps, op
     @abstractmethod
     def cos(self, x): """Elementwise cosine (radians)."""
 
+    def softmax(self, x, axis: Axis = -1):
+        """``exp(x) / sum(exp(x), axis)``, computed stably (``keras.ops.softmax``): ``axis`` an int, a tuple of
+        axes normalised together, or None for the whole array."""
+        x, axes = self._floating(x), None
+        axes = self._axes(x, axis, "softmax")
+        if len(axes) == 1:
+            return self._softmax(x, axes[0])
+        shifted = x - self._finite_peak(x, axes)
+        e = self.exp(shifted)
+        return e / self.sum(e, axis=axes, keepdims=True)
+
+    def log_softmax(self, x, axis: Axis = -1):
+        """``x - logsumexp(x, axis)``, computed stably (``keras.ops.log_softmax``; ``axis`` as in :meth:`softmax`)."""
+        x = self._floating(x)
+        axes = self._axes(x, axis, "log_softmax")
+        if len(axes) == 1:
+            return self._log_softmax(x, axes[0])
+        shifted = x - self._finite_peak(x, axes)
+        return shifted - self.log(self.sum(self.exp(shifted), axis=axes, keepdims=True))
+
     @abstractmethod
-    def softmax(self, x, axis=-1): """``exp(x) / sum(exp(x), axis)``, computed stably."""
+    def _softmax(self, x, axis: int): """The framework's softmax along one (non-negative) axis."""
     @abstractmethod
-    def log_softmax(self, x, axis=-1): """``x - logsumexp(x, axis)``, computed stably."""
+    def _log_softmax(self, x, axis: int): """The framework's log-softmax along one (non-negative) axis."""
+
+    def _finite_peak(self, x, axes):
+        """The maximum over ``axes`` (kept), 0 where it is infinite: what a stable softmax subtracts."""
+        peak = self.max(x, axis=axes, keepdims=True)
+        return self.stop_gradient(self.where(self.abs(peak) < float("inf"), peak, 0.0))
 
     def gelu(self, x, approximate: bool = True):
         """Gaussian error linear unit (``keras.ops.gelu``; Keras' default is the tanh approximation):
@@ -292,26 +349,97 @@ class Ops(ops_math.MathOps, ops_arrays.ArrayOps, ops_reductions.ReductionOps, op
         return self.relu(x) + self.log(1.0 + self.exp(-self.abs(x)))
 
     # --- reductions ------------------------------------------------------------------------------------------------
-    @abstractmethod
-    def sum(self, x, axis: Axis = None, keepdims: bool = False): """Sum over ``axis`` (all axes when None)."""
-    @abstractmethod
-    def mean(self, x, axis: Axis = None, keepdims: bool = False): """Mean over ``axis`` (all axes when None)."""
+    def sum(self, x, axis: Axis = None, keepdims: bool = False):
+        """Sum over ``axis`` (all axes when None; ``()`` none) (``keras.ops.sum``). Booleans and 8/16-bit integers
+        sum in int32 (unsigned ones in uint32), as Keras and JAX do."""
+        x = self._tensor(x)
+        dtype = {"bool": "int32", "int8": "int32", "int16": "int32", "uint8": "uint32", "uint16": "uint32"}.get(
+            x.dtype, x.dtype)
+        x, axes = self.cast(x, dtype) if dtype != x.dtype else x, self._axes(x, axis, "sum")
+        return self._sum(x, axes, keepdims) if axes else x
 
-    @abstractmethod
-    def max(self, x, axis: Axis = None, keepdims: bool = False):
-        """Maximum over ``axis`` (all axes when None). Where several entries tie for the maximum, frameworks split
-        the gradient differently (TensorFlow shares it, Aesara gives each the whole); ties at a ReLU's zero, the
-        common case, get no gradient on either."""
+    def mean(self, x, axis: Axis = None, keepdims: bool = False):
+        """Mean over ``axis`` (all axes when None; ``()`` none) (``keras.ops.mean``); integers and booleans average
+        into the computation dtype; float16 and bfloat16 accumulate in float32 (as NumPy and Keras). The mean over
+        an empty axis is NaN."""
+        x = self._floating(x)
+        axes, dtype = self._axes(x, axis, "mean"), self.dtype_of(x)
+        if not axes:
+            return x
+        if dtype in ("float16", "bfloat16"):
+            return self.cast(self._mean(self.cast(x, "float32"), axes, keepdims), dtype)
+        return self._mean(x, axes, keepdims)
 
-    @abstractmethod
-    def min(self, x, axis: Axis = None, keepdims: bool = False): """Minimum over ``axis`` (ties: as :meth:`max`)."""
+    def max(self, x, axis: Axis = None, keepdims: bool = False, initial=None):
+        """Maximum over ``axis`` (all axes when None; ``()`` none), and ``initial`` when given (``keras.ops.max``).
+        Where several entries tie for the maximum, frameworks split the gradient differently (TensorFlow shares it,
+        Aesara gives each the whole); ties at a ReLU's zero, the common case, get no gradient on either. NaN
+        propagates.
 
-    @abstractmethod
+        Raises:
+            ShapeError: an axis of size 0 reduced without ``initial`` (NumPy's and Keras' ValueError).
+        """
+        return self._extremum(x, axis, keepdims, initial, "max")
+
+    def min(self, x, axis: Axis = None, keepdims: bool = False, initial=None):
+        """Minimum over ``axis``, and ``initial`` when given (``keras.ops.min``; as :meth:`max`).
+
+        Raises:
+            ShapeError: an axis of size 0 reduced without ``initial``.
+        """
+        return self._extremum(x, axis, keepdims, initial, "min")
+
+    def _extremum(self, x, axis, keepdims, initial, name):
+        x = self._tensor(x)
+        axes = self._axes(x, axis, name)
+        shape = self.shape(x)
+        if any(shape[a] == 0 for a in axes):
+            if initial is None:
+                raise ShapeError(f"{name} over an axis of size 0 (x of shape {shape}, axis={axis!r}) has no value; "
+                                 "give initial")
+            kept = tuple(1 if a in axes else s for a, s in enumerate(shape) if keepdims or a not in axes)
+            return self.broadcast_to(self.cast(self.wrap(self._native(initial, x.dtype)), x.dtype), kept)
+        found = (self._max if name == "max" else self._min)(x, axes, keepdims) if axes else x
+        if initial is None:
+            return found
+        return (self.maximum if name == "max" else self.minimum)(found, self._native(initial, x.dtype))
+
     def argmax(self, x, axis: int | None = None, keepdims: bool = False):
-        """Index of the first maximum along ``axis`` (of the flattened array when None), int32."""
+        """Index of the first maximum along ``axis`` (of the flattened array when None), int32 (``keras.ops.argmax``;
+        NaN counts as the largest value, as in NumPy and JAX).
+
+        Raises:
+            ShapeError: an axis of size 0.
+        """
+        x = self._tensor(x)
+        axes = self._axes(x, axis, "argmax")
+        if any(self.shape(x)[a] == 0 for a in axes):
+            raise ShapeError(f"argmax over an axis of size 0 (x of shape {self.shape(x)}, axis={axis!r})")
+        return self._argmax(x, None if axis is None else axes[0], keepdims)
+
+    def cumsum(self, x, axis: int | None = None, dtype: str | None = None):
+        """Running sum along ``axis`` (of the flattened array when None), in ``dtype`` (default ``x``'s; booleans
+        sum in int32) (``keras.ops.cumsum``)."""
+        x = self._tensor(x)
+        dtype = np.dtype(dtype or x.dtype).name
+        dtype = INT_DTYPE if dtype == "bool" else dtype
+        x = self.cast(x, dtype) if dtype != x.dtype else x
+        if axis is None:
+            x, axis = self.reshape(x, (-1,)), 0
+        return self._cumsum(x, self._axes(x, axis, "cumsum")[0])
 
     @abstractmethod
-    def cumsum(self, x, axis: int | None = None): """Running sum along ``axis`` (of the flattened array when None)."""
+    def _sum(self, x, axes: tuple[int, ...], keepdims: bool): """The sum under :meth:`sum` over axes >= 0."""
+    @abstractmethod
+    def _mean(self, x, axes: tuple[int, ...], keepdims: bool): """The mean under :meth:`mean`."""
+    @abstractmethod
+    def _max(self, x, axes: tuple[int, ...], keepdims: bool): """The maximum under :meth:`max`, NaN propagating."""
+    @abstractmethod
+    def _min(self, x, axes: tuple[int, ...], keepdims: bool): """The minimum under :meth:`min`."""
+    @abstractmethod
+    def _argmax(self, x, axis: int | None, keepdims: bool): """The argmax under :meth:`argmax`, axis >= 0."""
+    @abstractmethod
+    def _cumsum(self, x, axis: int): """The running sum under :meth:`cumsum`, axis >= 0."""
 
     def logsumexp(self, x, axis: Axis = None, keepdims: bool = False):
         """``log(sum(exp(x), axis))``, computed stably (the maximum is taken out first, its gradient stopped by
@@ -340,6 +468,13 @@ class Ops(ops_math.MathOps, ops_arrays.ArrayOps, ops_reductions.ReductionOps, op
             ModelStateError: ``synchronized=True`` in a training step whose replicas do not run together
                 (see :meth:`cross_replica_sum`).
         """
+        x = self._floating(x)
+        if self.dtype_of(x) in ("float16", "bfloat16"):
+            # As Keras: float16's range is too small for statistics; computed in float32, clipped to the dtype's
+            # range (an overflowing variance is its largest finite value, not inf) and cast back.
+            dtype, limit = self.dtype_of(x), float(np.finfo(np.float16).max)
+            found = self.moments(self.cast(x, "float32"), axes, keepdims, synchronized)
+            return tuple(self.cast(self.clip(v, -limit, limit), dtype) for v in found)
         run = context.current()
         reduced = _reduced_axes(axes, self.shape(x))
         rows = run.row_weights if run is not None and run.training and 0 in reduced else None
@@ -370,20 +505,85 @@ class Ops(ops_math.MathOps, ops_arrays.ArrayOps, ops_reductions.ReductionOps, op
         operand is a vector (its axis is added, then removed from the result)."""
 
     # --- shapes ----------------------------------------------------------------------------------------------------
-    @abstractmethod
-    def reshape(self, x, shape: Sequence[int]): """Reshape; one entry of ``shape`` may be -1."""
-    @abstractmethod
-    def transpose(self, x, axes: Sequence[int] | None = None): """Permute axes (reverse them when None)."""
-    @abstractmethod
-    def expand_dims(self, x, axis: int): """A new axis of size 1 at ``axis``."""
-    @abstractmethod
-    def squeeze(self, x, axis: Axis = None): """Drop size-1 axes ``axis`` (every size-1 axis when None)."""
+    def reshape(self, x, newshape):
+        """``x`` with shape ``newshape`` (an int or a sequence; one entry may be -1: the size that keeps the number
+        of entries) (``keras.ops.reshape``).
+
+        Raises:
+            ShapeError: an entry below -1, more than one -1, or a size that does not hold ``x``'s entries (Keras'
+                ValueError).
+        """
+        x = self._tensor(x)
+        shape = (newshape,) if isinstance(newshape, (int, np.integer)) else tuple(newshape)
+        if not all(isinstance(s, (int, np.integer)) and s >= -1 for s in shape):
+            raise ShapeError(f"reshape's newshape must hold non-negative integers or -1 (one unknown size); got "
+                             f"newshape={shape}")
+        shape = tuple(int(s) for s in shape)
+        if shape.count(-1) > 1:
+            raise ShapeError(f"reshape's newshape can have at most one unknown dimension (-1); got newshape={shape}")
+        known = self.shape(x)
+        if None not in known:
+            count, rest = int(np.prod(known)), int(np.prod([s for s in shape if s != -1]))
+            if (count != rest) if -1 not in shape else (rest == 0 or count % rest):
+                raise ShapeError(f"cannot reshape x of shape {known} ({count} entries) to newshape={shape}")
+        return self._reshape(x, shape)
+
+    def transpose(self, x, axes: Sequence[int] | None = None):
+        """``x`` with its axes permuted by ``axes`` (reversed when None; negative axes count from the end)
+        (``keras.ops.transpose``).
+
+        Raises:
+            ShapeError: ``axes`` not a permutation of ``x``'s axes.
+        """
+        x = self._tensor(x)
+        ndim = len(self.shape(x))
+        perm = tuple(range(ndim))[::-1] if axes is None else self._axes(x, tuple(axes), "transpose")
+        if sorted(perm) != list(range(ndim)):
+            raise ShapeError(f"transpose's axes must be a permutation of x's {ndim} axes; got axes={axes!r}")
+        return self._transpose(x, perm)
+
+    def expand_dims(self, x, axis: Axis):
+        """``x`` with new axes of size 1 at ``axis`` (an int or a tuple; positions in the result)
+        (``keras.ops.expand_dims``)."""
+        x = self._tensor(x)
+        axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+        ndim = len(self.shape(x)) + len(axes)
+        for a in sorted(self._check_axes(axes, ndim, "expand_dims")):
+            x = self._expand_dims(x, a)
+        return x
+
+    def squeeze(self, x, axis: Axis = None):
+        """``x`` without its size-1 axes ``axis`` (every size-1 axis when None) (``keras.ops.squeeze``).
+
+        Raises:
+            ShapeError: an axis of ``axis`` whose size is not 1.
+        """
+        x = self._tensor(x)
+        shape = self.shape(x)
+        axes = tuple(a for a, s in enumerate(shape) if s == 1) if axis is None else self._axes(x, axis, "squeeze")
+        if any(shape[a] not in (1, None) for a in axes):
+            raise ShapeError(f"squeeze: axis {axis!r} of x of shape {shape} is not of size 1")
+        return self._squeeze(x, axes) if axes else x
+
     @abstractmethod
     def broadcast_to(self, x, shape: Sequence[int]): """``x`` broadcast to ``shape`` (NumPy's rules)."""
     @abstractmethod
     def cast(self, x, dtype: str): """``x`` converted to ``dtype`` (floats to integers round towards zero)."""
-    @abstractmethod
-    def concatenate(self, xs, axis: int = 0): """Join arrays along an existing axis (dtypes promoted)."""
+
+    def concatenate(self, xs, axis: int | None = 0):
+        """Join arrays along an existing axis (of the flattened arrays when None), dtypes promoted
+        (``keras.ops.concatenate``).
+
+        Raises:
+            ShapeError: arrays of different ranks.
+        """
+        xs = [self._tensor(v) for v in xs]
+        if axis is None:
+            xs, axis = [self.reshape(v, (-1,)) for v in xs], 0
+        if len({len(self.shape(v)) for v in xs}) != 1:
+            raise ShapeError(f"concatenate needs arrays of one rank; got shapes {[self.shape(v) for v in xs]}")
+        return self._concatenate(xs, self._axes(xs[0], axis, "concatenate")[0])
+
     @abstractmethod
     def stack(self, xs, axis: int = 0): """Join arrays along a new axis (dtypes promoted)."""
 
@@ -391,10 +591,84 @@ class Ops(ops_math.MathOps, ops_arrays.ArrayOps, ops_reductions.ReductionOps, op
         """The toolkit's earlier name of :meth:`concatenate`."""
         return self.concatenate(xs, axis=axis)
 
+    #: ``pad``'s modes that repeat entries of ``x`` (NumPy's index pattern, any width), and the constant ones.
+    PAD_MODES = ("reflect", "symmetric", "edge", "wrap")
+
+    def pad(self, x, pad_width, mode: str = "constant", constant_values=None):
+        """``x`` with ``pad_width[i] = (before, after)`` entries around axis ``i`` (``keras.ops.pad``; a single
+        pair or number applies to every axis, as in NumPy). ``mode``: ``"constant"`` (``constant_values``, default
+        0, in ``x``'s dtype), or NumPy's ``"reflect"``, ``"symmetric"``, ``"edge"``, ``"wrap"`` (entries of ``x``
+        repeated, any width).
+
+        Raises:
+            ArgumentError: another mode (``"mean"``, ``"linear_ramp"``...), ``constant_values`` with a mode other
+                than constant, or ``constant_values`` a tensor (a number is expected).
+            ShapeError: negative widths, or a repeating mode on an empty axis.
+        """
+        x = self._tensor(x)
+        shape = self.shape(x)
+        try:
+            pads = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (len(shape), 2))
+        except ValueError as error:
+            raise ShapeError(f"pad_width {pad_width!r} does not fit x of shape {shape}: expected (before, after) "
+                             "per axis, one pair or one number") from error
+        if (pads < 0).any():
+            raise ShapeError(f"pad_width must not be negative; got {pad_width!r}")
+        if mode == "constant" or mode == "empty":
+            if isinstance(constant_values, Tensor) or self.is_native(constant_values):
+                raise ArgumentError("pad's constant_values must be a number, got a tensor")
+            value = np.asarray(0 if constant_values is None else constant_values).astype(x.dtype)
+            return self._pad(x, tuple(map(tuple, pads.tolist())), value[()])
+        if mode not in self.PAD_MODES:
+            raise ArgumentError(f"pad's mode must be one of {('constant', *self.PAD_MODES)}; got mode={mode!r}")
+        if constant_values is not None:
+            raise ArgumentError(f"Argument `constant_values` can only be provided when `mode == 'constant'`. "
+                                f"Received: mode={mode!r}")
+        for axis, (before, after) in enumerate(pads.tolist()):
+            if before or after:
+                if not shape[axis]:
+                    raise ShapeError(f"pad mode {mode!r} repeats entries of axis {axis}, which is empty")
+                x = self.take(x, np.pad(np.arange(shape[axis]), (before, after), mode=mode), axis=axis)
+        return x
+
+    # --- what the composites share ---------------------------------------------------------------------------------
+    def _tensor(self, x, dtype: str | None = None) -> Tensor:
+        """``x`` (a Tensor, native, list or number) as a Tensor of ``dtype`` (default: its own)."""
+        return x if isinstance(x, Tensor) and dtype is None else self.wrap(self._native(x, dtype))
+
+    def _floating(self, x) -> Tensor:
+        """``x`` as a Tensor, in the computation dtype if it is not floating."""
+        return self.wrap(self._native(x, self._result_dtype([x], floating=True)))
+
+    def _axes(self, x, axis: Axis, name: str) -> tuple[int, ...]:
+        """``axis`` of ``x`` (an int, a sequence, or None for all) as non-negative ints."""
+        ndim = len(self.shape(x))
+        if axis is None:
+            return tuple(range(ndim))
+        return self._check_axes((axis,) if isinstance(axis, (int, np.integer)) else tuple(axis), ndim, name)
+
+    @staticmethod
+    def _check_axes(axes: tuple, ndim: int, name: str) -> tuple[int, ...]:
+        if not all(isinstance(a, (int, np.integer)) and -ndim <= a < ndim for a in axes) or len(set(
+                int(a) % max(ndim, 1) for a in axes)) != len(axes):
+            raise ShapeError(f"{name}: axis {axes if len(axes) != 1 else axes[0]!r} is not a set of distinct axes of "
+                             f"an array of rank {ndim}")
+        return tuple(int(a) % ndim for a in axes)
+
     @abstractmethod
-    def pad(self, x, pad_width, constant_values=0):
-        """``x`` with ``pad_width[i] = (before, after)`` constant entries around axis ``i`` (``keras.ops.pad``,
-        constant mode)."""
+    def _reshape(self, x, shape: tuple[int, ...]): """The reshape under :meth:`reshape`, shape checked."""
+    @abstractmethod
+    def _transpose(self, x, axes: tuple[int, ...]): """The permutation under :meth:`transpose`, axes >= 0."""
+    @abstractmethod
+    def _expand_dims(self, x, axis: int): """One new axis at ``axis`` >= 0."""
+    @abstractmethod
+    def _squeeze(self, x, axes: tuple[int, ...]): """Size-1 axes ``axes`` (>= 0, not empty) dropped."""
+    @abstractmethod
+    def _concatenate(self, xs, axis: int): """The join under :meth:`concatenate`, axis >= 0."""
+    @abstractmethod
+    def _pad(self, x, pad_width: tuple, value):
+        """``x`` inside a frame of ``value`` (a NumPy scalar of ``x``'s dtype), ``pad_width[i] = (before, after)``
+        for every axis."""
 
     def getitem(self, x, key):
         """Basic indexing: ints, slices (with steps), ``None`` and ``...``, the same native indexing on every backend.
@@ -451,187 +725,27 @@ class Ops(ops_math.MathOps, ops_arrays.ArrayOps, ops_reductions.ReductionOps, op
     @abstractmethod
     def zeros_like(self, x): """Zeros with the shape and dtype of ``x``."""
 
-    @abstractmethod
-    def one_hot(self, indices, depth: int):
-        """``indices`` (ints) as one-hot rows of length ``depth`` in ``self.dtype``; out-of-range rows are all 0."""
-
-    # --- loops -----------------------------------------------------------------------------------------------------
-    def scan(self, f: Callable, init, xs=None, length: int | None = None, reverse: bool = False, unroll: int = 1):
-        """Scan ``f`` over the leading axis of ``xs`` while carrying a state (``keras.ops.scan``, JAX's
-        ``lax.scan``)::
-
-            carry, ys = init, []
-            for x in xs:                   # xs[length - 1], ..., xs[0] when reverse
-                carry, y = f(carry, x)
-                ys.append(y)
-            return carry, stack(ys)        # in xs' order, also when reverse
-
-        ``init``, ``xs`` and ``f``'s results may be pytrees of tensors (``y`` may be None: nothing is stacked);
-        ``xs=None`` scans ``length`` times with ``x`` None. The carry keeps ``init``'s structure, shapes and dtypes.
-        Each backend runs it as one loop in the graph (the step is built and compiled once: compile time does not
-        grow with ``length``), and differentiates through it. ``unroll`` (Keras' argument: an int >= 1, or True for
-        all of ``length``) is how many iterations one loop iteration runs: JAX (the Aesara backend) unrolls that many;
-        TensorFlow unrolls the whole loop into the graph when ``unroll`` covers ``length`` (faster steps on short
-        sequences, tracing that grows with the length), else runs one step per ``tf.while_loop`` iteration.
+    def one_hot(self, x, num_classes: int, axis: int = -1, dtype: str | None = None, sparse: bool = False):
+        """``x`` (integer class ids) as one-hot vectors of length ``num_classes`` along a new axis ``axis``, in
+        ``dtype`` (default the computation dtype) (``keras.ops.one_hot``); ids out of ``[0, num_classes)``
+        (negative ones too) give all zeros.
 
         Raises:
-            ShapeError, DTypeError: ``xs`` without a common leading size (or neither ``xs`` nor ``length``), or a
-                carry from ``f`` whose structure, shapes or dtypes differ from ``init``'s.
-            ModelStateError: ``f`` draws noise or updates model state (once per loop, not once per step: refused).
+            ArgumentError: ``sparse=True`` (the toolkit has no sparse tensors).
+            DTypeError: ``x`` not integers.
         """
-        init_leaves, init_spec = optree.tree_flatten(init, is_leaf=self._is_array)
-        init_natives = [self._native(v) for v in init_leaves]
-        xs_leaves, xs_spec = optree.tree_flatten(xs, is_leaf=self._is_array)
-        xs_natives = [self._native(v) for v in xs_leaves]
-        sizes = {self.native_shape(v)[0] if self.native_shape(v) else None for v in xs_natives}
-        if length is not None:
-            sizes.add(length)
-        if (len(sizes) != 1 or None in sizes or not isinstance(next(iter(sizes)), (int, np.integer))
-                or next(iter(sizes)) < 1):
-            raise ShapeError(f"scan needs xs with one known leading size >= 1 or a length, got leading sizes "
-                             f"{sorted(sizes, key=str)} (length={length!r})")
-        length = int(next(iter(sizes)))
-        if isinstance(unroll, bool):
-            unroll = length if unroll else 1
-        if not isinstance(unroll, (int, np.integer)) or unroll < 1:
-            raise ValueError(f"scan's unroll must be a bool or an int >= 1, got {unroll!r}")
-        expected = [(self.native_shape(v), self.native_dtype(v)) for v in init_natives]
-        y_spec = []
-
-        def step(carry: list, x: list) -> tuple[list, list]:
-            """``f`` on natives: the backend's loop body."""
-            self._scan_depth += 1
-            try:
-                new_carry, y = f(optree.tree_unflatten(init_spec, [self.wrap(v) for v in carry]),
-                                 optree.tree_unflatten(xs_spec, [self.wrap(v) for v in x]))
-            finally:
-                self._scan_depth -= 1
-            carry_leaves, carry_spec = optree.tree_flatten(new_carry, is_leaf=self._is_array)
-            carry = [self._native(v) for v in carry_leaves]
-            found = [(self.native_shape(v), self.native_dtype(v)) for v in carry]
-            if carry_spec != init_spec or found != expected:
-                raise ShapeError(f"scan's f must return a carry like init: {init_spec} with (shape, dtype) "
-                                 f"{expected}; got {carry_spec} with {found}")
-            y_leaves, spec = optree.tree_flatten(y, is_leaf=self._is_array)
-            y_spec[:] = [spec]
-            return carry, [self._native(v) for v in y_leaves]
-
-        carry, ys = self._scan(step, init_natives, xs_natives, length, bool(reverse), min(int(unroll), length))
-        return (optree.tree_unflatten(init_spec, [self.wrap(v) for v in carry]),
-                optree.tree_unflatten(y_spec[0], [self.wrap(v) for v in ys]))
-
-    _scan_depth = 0  # > 0 while a scan's body is being built
-
-    def _is_array(self, value) -> bool:
-        return isinstance(value, (Tensor, np.ndarray)) or self.is_native(value)
-
-    def _scan(self, step: Callable, init: list, xs: list, length: int, reverse: bool,
-              unroll: int) -> tuple[list, list]:
-        """The loop under :meth:`scan`, on natives: ``step(carry, x) -> (carry, ys)`` on lists of natives; returns
-        the last carry and each ``ys`` stacked along a new axis 0, in ``xs``' order. This default unrolls it (one
-        copy of the step per iteration); a backend with a loop construct overrides it."""
-        carry, outputs = init, []
-        for t in (range(length - 1, -1, -1) if reverse else range(length)):
-            carry, y = step(carry, [self._index(x, t) for x in xs])
-            outputs.append(y)
-        if reverse:
-            outputs.reverse()
-        return carry, [self.stack([y[i] for y in outputs]).native for i in range(len(outputs[0]))]
-
-    # --- training mode, model state and randomness (toolkit.nn.context) -----------------------------------------
-    @property
-    def training(self) -> bool:
-        """Whether the model runs for a training step (True) or for inference (False: predict, evaluation, model
-        code called outside a trainer). Layers read it: ``dropout`` is the identity and ``batch_norm`` uses its
-        moving statistics in inference."""
-        run = context.current()
-        return bool(run and run.training)
-
-    def update_state(self, name: str, value) -> None:
-        """Give the model state ``name`` (declared with :class:`~toolkit.State` in ``init``) its value after this
-        training step. The trainer writes it with the parameters, all or nothing, on every replica (the replicas'
-        values averaged, weighted by their share of the batch). Outside a training run it does nothing."""
-        run = context.current()
-        if run is None or not run.training:
-            return
-        if self._scan_depth:
-            raise ModelStateError(f"update_state({name!r}) inside ops.scan's f: the body is built once for every "
-                                  "iteration; return the value in the carry and update the state after the loop")
-        if name not in run.state:
-            raise ModelStateError(f"update_state({name!r}): the model declares no state of that name; its state is "
-                                  f"{sorted(run.state)} (mark an init entry with toolkit.State(array))")
-        value = self._native(value, self.dtype)
-        new, old = tuple(self.native_shape(value)), tuple(self.shape(run.state[name]))
-        if new != old:
-            raise ModelStateError(f"update_state({name!r}): the new value has shape {new}, the state has {old}")
-        run.updates[name] = value
-
-    def cross_replica_sum(self, x):
-        """``x`` summed over the replicas of a data-parallel training step, the same on every replica: each device
-        adds the other devices' values of ``x`` to its own (``lax.psum``; ``ReplicaContext.all_reduce(SUM)`` under
-        ``MirroredStrategy``). Its gradient is the cross-replica sum of the gradients, so training through it is
-        training on the whole batch. With one replica it is ``x``. Synchronized statistics
-        (``moments(..., synchronized=True)``, ``batch_norm(..., synchronized=True)``) are made with it.
-
-        Raises:
-            ModelStateError: where the step's replicas do not run together: a step composed per device
-                (``trainer.gradients``, gradient accumulation), ModelParallel, model code run outside a trainer;
-                and where the step pads uneven shards to one size (Aesara), whose padding rows a sum of rows would
-                count: make row statistics with ``moments(..., synchronized=True)``, which weighs them out.
-        """
-        run = context.current()
-        if run is not None and run.row_weights is not None:
-            raise ModelStateError("cross_replica_sum in a step over uneven shards padded to one size (Aesara's "
-                                  "multi-device step): a sum over rows would count the padding rows; make row "
-                                  "statistics with ops.moments(..., synchronized=True), which weighs them out")
-        return self._cross_replica_sum(x, run)
-
-    def _cross_replica_sum(self, x, run):
-        if run is None or run.replica_sum is None:
-            raise ModelStateError("cross_replica_sum (synchronized statistics) needs a data-parallel training step "
-                                  "that runs its replicas together: DataParallel's step, not trainer.gradients() or "
-                                  "accumulated micro-batches; this run is "
-                                  + ("outside a trainer's training step" if run is None or not run.training
-                                     else "one device's part of a step composed per device"))
-        x = self._native(x, self._result_dtype([x], floating=True))
-        return self.wrap(run.replica_sum(x))
-
-    def example_uniform(self, shape: Sequence[int]):
-        """Uniform numbers in ``[0, 1)`` of ``shape``, whose axis 0 is the batch: each example's numbers come from
-        its key (the trainer's seed, the step and the example's index in the global batch) and from how many draws
-        this run made before, never from the device it runs on (see :mod:`toolkit.nn.context`). The same on every
-        backend, in the computation dtype, multiples of ``2**-24``.
-
-        Raises:
-            ModelStateError: outside a training run of a trainer (no keys).
-        """
-        if self._scan_depth:
-            raise ModelStateError("example_uniform (dropout, noise) inside ops.scan's f: the body is built once, so "
-                                  "every iteration would draw the same numbers; draw them before the loop and scan "
-                                  "over them as xs")
-        run = context.current()
-        if run is None or run.keys is None:
-            raise ModelStateError("random numbers need a training step of DataParallel, which gives every example "
-                                  "its key (ModelParallel does not yet); in inference, layers that draw noise "
-                                  "(dropout) must not draw")
-        shape = tuple(shape)
-        if len(shape) < 1 or not all(isinstance(s, (int, np.integer)) and s > 0 for s in shape[1:]):
-            raise ShapeError(f"example_uniform needs a shape [batch, ...] with known sizes after the batch axis, "
-                             f"got {shape}")
-        counters = self.constant(context.element_counters(run.calls, tuple(int(s) for s in shape[1:])))
-        run.calls += 1
-        keys = self.reshape(self.wrap(self._native(run.keys, context.KEY_DTYPE)), (-1,) + (1,) * (len(shape) - 1))
-        return self._hash_uniform(keys, counters)
+        if sparse:
+            raise ArgumentError("one_hot(sparse=True): the toolkit has no sparse tensors; use sparse=False")
+        found = self._one_hot(x, int(num_classes), np.dtype(dtype or self.dtype).name)
+        ndim = len(self.shape(found))
+        axis = self._check_axes((axis,), ndim, "one_hot")[0]
+        if axis == ndim - 1:
+            return found
+        return self.transpose(found, (*range(axis), ndim - 1, *range(axis, ndim - 1)))
 
     @abstractmethod
-    def _hash_uniform(self, keys, counters):
-        """``(mix32(keys ^ counters) >> 8) * 2**-24`` in the computation dtype, unsigned 32-bit arithmetic
-        broadcast as NumPy (:func:`toolkit.nn.context.mix32`)."""
-
-    # --- checks ----------------------------------------------------------------------------------------------------
-    @abstractmethod
-    def all_finite(self, xs):
-        """A boolean scalar: no NaN or Inf in any of ``xs`` (used by the training step's NaN policy)."""
+    def _one_hot(self, x, num_classes: int, dtype: str):
+        """``x`` as one-hot rows along a new last axis, in ``dtype``; out-of-range ids give zeros."""
 
 
 def _reduced_axes(axis: Axis, shape: Sequence[int | None]) -> tuple[int, ...]:
