@@ -1,14 +1,15 @@
 """Sessions: one test run per backend (each installs only its own framework), a parity run of TensorFlow with each
 Theano-family engine (Aesara on NumPy 1, PyTensor on NumPy 2: they cannot share an environment, so their agreement is
 shown through a reference file made in Aesara's and checked in PyTensor's), lint, and the demo and the benchmark.
-``nox`` runs the test, parity and lint sessions; ``nox -s demo`` runs the demo, ``nox -s bench``
+``nox`` runs the test, parity, Keras-ops and lint sessions; ``nox -s demo`` runs the demo, ``nox -s bench``
 the benchmark against native code, ``nox -s docs`` measures again what the README shows (pictures and tables)."""
 
 from __future__ import annotations
 
 import nox
 
-nox.options.sessions = ["tests-tensorflow", "tests-aesara", "tests-pytensor", "parity", "parity-pytensor", "lint"]
+nox.options.sessions = ["tests-tensorflow", "tests-aesara", "tests-pytensor", "parity", "parity-pytensor", "keras-ops",
+                        "lint"]
 nox.options.reuse_existing_virtualenvs = True
 
 QUIET = {"TF_CPP_MIN_LOG_LEVEL": "3", "TF_ENABLE_ONEDNN_OPTS": "0"}
@@ -69,6 +70,27 @@ def parity(session: nox.Session) -> None:
     session.install("-e", ".[all,dev]")
     session.run("pytest", *WORKERS, "-m", "parity", *session.posargs, env=QUIET)
     session.run("pytest", *WORKERS, "-m", "not parity", "-k", "aesara and keras", *session.posargs, env=QUIET)
+
+
+#: The Keras whose own op tests ``keras-ops`` runs (the sdist of this version is downloaded at test time): one
+#: version in every environment, so that each backend runs the same tests.
+KERAS = "keras==3.15.1"
+#: What each backend's ``keras-ops`` environment installs besides the toolkit's extra: Keras, and the JAX that
+#: Keras' NumPy backend (the suite's, see tests/keras_suite/__main__.py) and its math tests import (the Theano
+#: family's extras bring their own).
+KERAS_OPS_INSTALL = {"tensorflow": [KERAS, "jax[cpu]>=0.10,<0.11"], "aesara": [KERAS], "pytensor": [KERAS]}
+
+
+@nox.session(name="keras-ops")
+@nox.parametrize("backend", list(KERAS_OPS_INSTALL))
+def keras_ops(session: nox.Session, backend: str) -> None:
+    """Keras' own op tests (keras/src/ops/*_test.py, the correctness classes) with keras.ops replaced by the
+    toolkit's ops on one backend per environment (tests/keras_suite): prints per op and in all the tests passed,
+    failed, refused, not covered and out of scope; fails on a failed covered test or a pass rate under the issue's
+    80%. Arguments after ``--`` go to the harness: ``--min-pass 0.5``, ``--perturb`` (the self-test: every toolkit
+    result perturbed, every covered test must fail), ``-k pad``, ``-- --tb=short``."""
+    session.install("-e", f".[{backend},dev]", *KERAS_OPS_INSTALL[backend])
+    session.run("python", "-m", "tests.keras_suite", "--backend", backend, *session.posargs, env=QUIET)
 
 
 @nox.session

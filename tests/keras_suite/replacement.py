@@ -1,0 +1,342 @@
+"""``keras.ops`` replaced by the toolkit's ops on one backend, every call recorded.
+
+Every public function of Keras' op modules (:data:`KERAS_OP_MODULES`) whose name is a public method of
+:class:`toolkit.nn.ops.Ops` (found when the suite starts, so new ops are picked up) is replaced by a
+:class:`ToolkitFunction`: it turns the call's NumPy arrays (also inside lists and tuples) into placed inputs of
+``backend.call``, passes every other argument (axes, shapes, Python lists and scalars, dtypes) as it is, runs the
+toolkit's op of that name in float64 if an input is float64 (else float32, Keras' floatx) and returns NumPy arrays,
+so that Keras' assertions run unchanged. Op classes (``knp.Add()(x, y)``) are replaced by a subclass that calls the
+same function with the constructor's arguments. The functions the toolkit lacks stay Keras' own, wrapped only to
+record that a test called them (which makes the test "not covered").
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import sys
+import types
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import optree
+
+#: The Keras modules whose ops are replaced.
+KERAS_OP_MODULES = ("keras.src.ops.numpy", "keras.src.ops.nn", "keras.src.ops.math", "keras.src.ops.core")
+#: Keras' conversions between its tensors and NumPy: tests use them to make inputs and read results, so they stay
+#: Keras' own and do not make a test "not covered" (a test of them alone calls no op: it is not covered).
+HELPERS = frozenset({"convert_to_tensor", "convert_to_numpy"})
+#: Methods of ``Ops`` that are not ops a test could call (a Keras op of that name would still be replaced).
+NOT_OPS = frozenset({"call", "wrap", "wrap_tree", "unwrap", "constant", "is_native", "native_dtype", "native_shape",
+                     "native_cast", "dtype_of"})
+#: The perturbation of :attr:`Runner.perturb` (the harness's self-test): a float result ``x`` becomes
+#: ``x * (1 + PERTURBATION) + PERTURBATION``, an integer one ``x + 1``, a boolean one ``not x``; Keras' default
+#: tolerances (1e-6) cannot absorb any of them.
+PERTURBATION = 1e-3
+#: Types whose names mark sparse or ragged tensors (TensorFlow, JAX, SciPy), and the keyword arguments that ask for
+#: them: such calls are out of scope, left to Keras.
+OUT_OF_SCOPE_TYPES = ("SparseTensor", "RaggedTensor", "BCOO", "BCSR", "IndexedSlices", "spmatrix", "sparray")
+OUT_OF_SCOPE_KEYWORDS = ("sparse", "ragged")
+
+
+def toolkit_op_names() -> frozenset[str]:
+    """The public methods of :class:`toolkit.nn.ops.Ops` (the vocabulary as it is now, mixins included)."""
+    from toolkit.nn.ops import Ops
+
+    return frozenset(name for name, value in inspect.getmembers(Ops)
+                     if not name.startswith("_") and callable(value) and name not in NOT_OPS)
+
+
+@dataclass
+class Record:
+    """What one test called: ops run by the toolkit, Keras ops the toolkit lacks, and out-of-scope calls."""
+
+    toolkit: set[str] = field(default_factory=set)
+    keras: set[str] = field(default_factory=set)
+    out_of_scope: dict[str, str] = field(default_factory=dict)  # op -> why (sparse, ragged, symbolic)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"toolkit": sorted(self.toolkit), "keras": sorted(self.keras), "out_of_scope": self.out_of_scope}
+
+
+class Recorder:
+    """The current test's :class:`Record`. ``depth`` counts the Keras ops running: an op called from inside a Keras
+    op (Keras' ``append`` calling ``concatenate``) is Keras' business, not the test's, and runs as Keras' own."""
+
+    def __init__(self) -> None:
+        self.record = Record()
+        self.depth = 0
+
+    def reset(self) -> Record:
+        done, self.record, self.depth = self.record, Record(), 0
+        return done
+
+
+RECORDER = Recorder()
+
+
+def out_of_scope(args: tuple, kwargs: dict) -> str | None:
+    """Why a call is out of scope (sparse, ragged or symbolic input), or None."""
+    for name in OUT_OF_SCOPE_KEYWORDS:
+        if kwargs.get(name):
+            return f"{name}=True"
+    for leaf in optree.tree_leaves((args, kwargs), none_is_leaf=True):
+        kind = type(leaf).__name__
+        if kind == "KerasTensor":
+            return "symbolic input (KerasTensor)"
+        if any(marker in kind for marker in OUT_OF_SCOPE_TYPES):
+            return f"{'ragged' if 'Ragged' in kind else 'sparse'} input ({kind})"
+        if getattr(leaf, "sparse", False) is True or getattr(leaf, "ragged", False) is True:
+            return f"sparse or ragged input ({kind})"
+    return None
+
+
+@dataclass(frozen=True)
+class _Slot:
+    """Where the ``index``-th array input goes in a call's arguments."""
+
+    index: int
+
+
+def _is_tensor_like(value: Any) -> bool:
+    """A Keras tensor or variable of an eager backend (not NumPy's): it is converted to NumPy and placed."""
+    if isinstance(value, (np.ndarray, np.generic, str, bytes, int, float, complex, bool, type(None))):
+        return False
+    module = type(value).__module__ or ""
+    return (module.startswith(("tensorflow", "jax", "jaxlib", "torch", "keras"))
+            and hasattr(value, "shape") and hasattr(value, "dtype") and not callable(value))
+
+
+class Runner:
+    """Runs toolkit ops on one backend's first device, one ``backend.call`` per Keras call.
+
+    The function given to ``backend.call`` is made once per op and argument structure (the non-array arguments are
+    part of it), so a Theano-family backend compiles each (op, argument structure, shapes, dtypes) once."""
+
+    def __init__(self, backend_name: str, perturb: bool = False) -> None:
+        import toolkit
+
+        self.backend = toolkit.get_backend(backend_name)
+        self.device = self.backend.list_devices()[0]
+        self.perturb = perturb
+        self._functions: dict[tuple, Callable] = {}
+        self._static: dict[tuple, tuple] = {}  # (function, signature) -> the result's structure and non-array leaves
+        self._ops = None  # the Ops of the call being traced: an op called inside it (a scan's body) uses it directly
+
+    def __call__(self, name: str, args: tuple, kwargs: dict) -> Any:
+        if self._ops is not None:  # inside a traced call: a callback of scan/map composing ops on Tensors
+            return getattr(self._ops, name)(*args, **kwargs)
+        arrays: list[np.ndarray] = []
+
+        def slot(leaf):
+            if _is_tensor_like(leaf):
+                leaf = np.asarray(leaf)
+            if isinstance(leaf, np.ndarray):
+                arrays.append(leaf)
+                return _Slot(len(arrays) - 1)
+            return leaf
+
+        template = optree.tree_map(slot, (args, kwargs), none_is_leaf=True)
+        dtype = computation_dtype(arrays, kwargs)
+        key = (name, _structure_key(template))
+        function = self._functions.get(key)
+        if function is None:
+            function = self._functions[key] = self._function(name, template)
+        signature = (dtype, tuple((a.dtype.str, a.shape) for a in arrays))
+        self._signature = (function, signature)
+        inputs = {f"a{i}": self.backend.place(a, self.device) for i, a in enumerate(arrays)}
+        natives = self.backend.call(function, self.device, inputs, dtype)
+        spec, static = self._static[(function, signature)]
+        natives = iter(natives)
+        leaves = [self._result(next(natives)) if leaf is _NATIVE else leaf for leaf in static]
+        return optree.tree_unflatten(spec, leaves)
+
+    def _function(self, name: str, template: Any) -> Callable:
+        from toolkit.nn.tensor import Tensor
+
+        def function(ops, **inputs):
+            args, kwargs = optree.tree_map(lambda leaf: inputs[f"a{leaf.index}"] if isinstance(leaf, _Slot) else leaf,
+                                           template, none_is_leaf=True)
+            self._ops = ops
+            try:
+                result = getattr(ops, name)(*args, **kwargs)
+            finally:
+                self._ops = None
+            leaves, spec = optree.tree_flatten(result, is_leaf=lambda v: isinstance(v, Tensor), none_is_leaf=True)
+            static = [_NATIVE if isinstance(leaf, Tensor) else leaf for leaf in leaves]
+            self._static[self._signature] = (spec, static)
+            return [leaf for leaf in leaves if isinstance(leaf, Tensor)]
+
+        function.__qualname__ = f"keras_suite.{name}"
+        return function
+
+    def _result(self, native: Any) -> np.ndarray:
+        value = np.asarray(self.backend.to_numpy(native))
+        return perturbed(value) if self.perturb else value
+
+
+_NATIVE = object()  # marks the array leaves of a traced result
+
+
+def computation_dtype(arrays: list[np.ndarray], kwargs: dict) -> str:
+    """float64 where an input (or the ``dtype`` argument) is float64, else float32 (Keras' floatx)."""
+    asked = kwargs.get("dtype")
+    wide = any(a.dtype == np.float64 for a in arrays)
+    try:
+        wide = wide or (asked is not None and np.dtype(asked) == np.float64)
+    except TypeError:
+        pass
+    return "float64" if wide else "float32"
+
+
+def _structure_key(template: Any) -> str:
+    """A hashable description of a call's arguments with the arrays left out (``repr`` keeps types and values)."""
+    return repr(template)
+
+
+def perturbed(value: np.ndarray) -> np.ndarray:
+    """``value`` changed beyond any test's tolerance (see :data:`PERTURBATION`), dtype kept."""
+    if value.dtype.kind in "fc":
+        return (value * (1 + PERTURBATION) + PERTURBATION).astype(value.dtype)
+    if value.dtype.kind in "iu":
+        return value + np.ones((), value.dtype)
+    if value.dtype.kind == "b":
+        return ~value
+    return value
+
+
+class ToolkitFunction:
+    """A Keras op replaced by the toolkit's op of the same name."""
+
+    def __init__(self, name: str, original: Callable, runner: Runner) -> None:
+        self.name, self.original, self.runner = name, original, runner
+        self.__wrapped__ = original
+        self.__name__ = self.__qualname__ = name
+        self.__doc__ = original.__doc__
+        self.__signature__ = inspect.signature(original)
+
+    def __call__(self, *args, **kwargs):
+        if RECORDER.depth and self.runner._ops is None:  # called by a Keras op: Keras' own
+            return self.original(*args, **kwargs)
+        reason = out_of_scope(args, kwargs)
+        if reason is not None:
+            RECORDER.record.out_of_scope[self.name] = reason
+            return _as_keras(self.original, args, kwargs)
+        RECORDER.record.toolkit.add(self.name)
+        return self.runner(self.name, args, kwargs)
+
+
+class KerasFunction:
+    """A Keras op the toolkit lacks: Keras' own, its calls recorded."""
+
+    def __init__(self, name: str, original: Callable) -> None:
+        self.name, self.original = name, original
+        self.__wrapped__ = original
+        self.__name__ = self.__qualname__ = name
+        self.__doc__ = original.__doc__
+
+    def __call__(self, *args, **kwargs):
+        if not RECORDER.depth:
+            self.record(args, kwargs)
+        return _as_keras(self.original, args, kwargs)
+
+    def record(self, args: tuple, kwargs: dict) -> None:
+        reason = out_of_scope(args, kwargs)
+        if reason is not None:
+            RECORDER.record.out_of_scope[self.name] = reason
+        elif self.name not in HELPERS:
+            RECORDER.record.keras.add(self.name)
+
+
+def _as_keras(function: Callable, args: tuple, kwargs: dict):
+    RECORDER.depth += 1
+    try:
+        return function(*args, **kwargs)
+    finally:
+        RECORDER.depth -= 1
+
+
+def _snake_case(name: str) -> str:
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
+
+
+def replaced_class(cls: type, function: ToolkitFunction | KerasFunction) -> type:
+    """A subclass of the Keras op class ``cls`` whose instances, called by a test, call ``function`` (the replaced
+    function of the same op) with the call's arguments and the constructor's (by name), or, where the toolkit lacks
+    the op, run as Keras' own with the call recorded. Called inside a Keras function (``pad`` is
+    ``Pad(pad_width, mode)(x, ...)``), it is Keras' own."""
+    init = inspect.signature(cls.__init__)
+    skipped = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+
+    def __init__(self, *args, **kwargs):
+        bound = init.bind(self, *args, **kwargs)
+        bound.apply_defaults()
+        self._suite_options = {k: v for k, v in list(bound.arguments.items())[1:]
+                               if k != "name" and init.parameters[k].kind not in skipped}
+        cls.__init__(self, *args, **kwargs)
+
+    def __call__(self, *args, **kwargs):
+        if RECORDER.depth or isinstance(function, KerasFunction):
+            if not RECORDER.depth:
+                function.record(args, kwargs)
+            return _as_keras(cls.__call__, (self, *args), kwargs)
+        return function(*args, **kwargs, **self._suite_options)
+
+    return types.new_class(cls.__name__, (cls,), exec_body=lambda ns: ns.update(
+        __init__=__init__, __call__=__call__, __module__=cls.__module__, __qualname__=cls.__qualname__))
+
+
+def _fits(cls: type, function: Callable) -> bool:
+    """Whether every constructor argument of op class ``cls`` is an argument of ``function`` (so the class can be
+    called as the function)."""
+    try:
+        wanted = set(inspect.signature(cls.__init__).parameters) - {"self", "name", "args", "kwargs"}
+        return wanted <= set(inspect.signature(function).parameters)
+    except (TypeError, ValueError):
+        return False
+
+
+def install(runner: Runner | None, op_names: frozenset[str] | None = None) -> dict[str, dict[str, str]]:
+    """Replace Keras' ops (in :data:`KERAS_OP_MODULES` and every loaded ``keras.ops``/``keras.src.ops``/
+    ``keras.api.ops`` namespace that re-exports them) by the toolkit's where it has the op (``op_names``, default
+    :func:`toolkit_op_names`), by recorders elsewhere; with no ``runner``, by recorders everywhere (Keras' own run).
+    Returns ``{module: {name: "toolkit" | "keras"}}``."""
+    import importlib
+
+    from keras.src.ops.operation import Operation
+
+    if runner is None:
+        op_names = frozenset()
+    elif op_names is None:
+        op_names = toolkit_op_names()
+    replacements: dict[int, Any] = {}  # id(original) -> replacement
+    kinds: dict[str, dict[str, str]] = {}
+    for module_name in KERAS_OP_MODULES:
+        module = importlib.import_module(module_name)
+        kinds[module_name] = {}
+        for name, value in list(vars(module).items()):
+            if name.startswith("_") or getattr(value, "__module__", None) != module_name:
+                continue
+            if inspect.isfunction(value):
+                replacement = (ToolkitFunction(name, value, runner) if name in op_names
+                               else KerasFunction(name, value))
+                kinds[module_name][name] = "toolkit" if name in op_names else "keras"
+                replacements[id(value)] = replacement
+                setattr(module, name, replacement)
+        for name, value in list(vars(module).items()):
+            if isinstance(value, type) and issubclass(value, Operation) and value.__module__ == module_name:
+                function = getattr(module, _snake_case(name), None)
+                if isinstance(function, (ToolkitFunction, KerasFunction)) and _fits(value, function.original):
+                    replacements[id(value)] = replaced_class(value, function)
+                    setattr(module, name, replacements[id(value)])
+    for module_name, module in list(sys.modules.items()):
+        if module is None or not module_name.startswith(("keras.src.ops", "keras.ops", "keras.api.ops")):
+            continue
+        if module_name in KERAS_OP_MODULES:
+            continue
+        for name, value in list(vars(module).items()):
+            if id(value) in replacements and not name.startswith("_"):
+                setattr(module, name, replacements[id(value)])
+    return kinds
