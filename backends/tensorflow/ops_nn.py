@@ -1,4 +1,4 @@
-"""TensorFlow translation of :class:`toolkit.nn.ops_nn.NNOps`."""
+"""TensorFlow translation of :class:`toolkit.nn.ops_nn.NNOps`: activations, losses, normalizations."""
 
 from __future__ import annotations
 
@@ -8,4 +8,9 @@ tf = import_framework()
 
 
 class TensorFlowNNOps:
-    pass
+    def relu6(self, x):
+        # One fused kernel whose gradient is 0 at 0 and 6 (JAX's), and which keeps NaN.
+        return tf.nn.relu6(x)
+
+    def log_sigmoid(self, x):
+        return tf.math.log_sigmoid(x)
