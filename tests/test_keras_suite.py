@@ -138,6 +138,11 @@ class FakeOpsCorrectnessTest(testing.TestCase):
     def test_list_of_arrays(self):
         x, y = np.ones((2, 2)), np.zeros((1, 2))
         self.assertAllClose(knp.concatenate([x, y], axis=0), np.concatenate([x, y]))
+        self.assertAllClose(knp.Concatenate(axis=0)([x, y]), np.concatenate([x, y]))
+
+    def test_class_arguments_by_name(self):
+        # Pad(pad_width, mode)(x, constant_values): pad(x, pad_width, mode, constant_values) with x first.
+        self.assertAllClose(knp.Pad([(1, 2)])(np.array([1.0, 2.0]), constant_values=0), [0.0, 1.0, 2.0, 0.0, 0.0])
 
     def test_op_the_toolkit_lacks(self):
         from tests.keras_suite.replacement import KerasFunction
@@ -185,7 +190,7 @@ def test_keras_style_tests_run_on_the_toolkit_and_fail_perturbed(backend_name, t
     tests = _run(root, backend_name, tmp_path / "run.json")
     statuses = {name: report.status(test) for name, test in tests.items()}
     covered = ["test_add", "test_sum_class_and_function", "test_integer_result", "test_two_outputs",
-               "test_list_of_arrays"]
+               "test_list_of_arrays", "test_class_arguments_by_name"]
     assert statuses == {**dict.fromkeys(covered, "passed"), "test_op_the_toolkit_lacks": "not covered",
                         "test_sparse": "out of scope", "test_skipped": "skipped"}, tests
     assert tests["test_sum_class_and_function"]["record"]["toolkit"] == ["sum"]

@@ -264,17 +264,16 @@ def _snake_case(name: str) -> str:
 
 def replaced_class(cls: type, function: ToolkitFunction | KerasFunction) -> type:
     """A subclass of the Keras op class ``cls`` whose instances, called by a test, call ``function`` (the replaced
-    function of the same op) with the call's arguments and the constructor's (by name), or, where the toolkit lacks
-    the op, run as Keras' own with the call recorded. Called inside a Keras function (``pad`` is
+    function of the same op) with the constructor's and the call's arguments, matched by name to the function's
+    parameters (``Einsum(subscripts)(*operands)`` is ``einsum(subscripts, *operands)``); where the toolkit lacks the
+    op, they run as Keras' own with the call recorded. Called inside a Keras function (``pad`` is
     ``Pad(pad_width, mode)(x, ...)``), it is Keras' own."""
-    init = inspect.signature(cls.__init__)
-    skipped = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    init, call = inspect.signature(cls.__init__), inspect.signature(cls.call)
 
     def __init__(self, *args, **kwargs):
         bound = init.bind(self, *args, **kwargs)
         bound.apply_defaults()
-        self._suite_options = {k: v for k, v in list(bound.arguments.items())[1:]
-                               if k != "name" and init.parameters[k].kind not in skipped}
+        self._suite_options = _named(bound)
         cls.__init__(self, *args, **kwargs)
 
     def __call__(self, *args, **kwargs):
@@ -282,18 +281,38 @@ def replaced_class(cls: type, function: ToolkitFunction | KerasFunction) -> type
             if not RECORDER.depth:
                 function.record(args, kwargs)
             return _as_keras(cls.__call__, (self, *args), kwargs)
-        return function(*args, **kwargs, **self._suite_options)
+        bound = call.bind(self, *args, **kwargs)
+        arguments = function.__signature__.bind(**{**self._suite_options, **_named(bound, var_positional=False)})
+        for name, value in bound.arguments.items():  # a *operands of call is the function's *operands
+            if call.parameters[name].kind == inspect.Parameter.VAR_POSITIONAL:
+                arguments = function.__signature__.bind(*arguments.args, *value, **arguments.kwargs)
+        return function(*arguments.args, **arguments.kwargs)
 
     return types.new_class(cls.__name__, (cls,), exec_body=lambda ns: ns.update(
         __init__=__init__, __call__=__call__, __module__=cls.__module__, __qualname__=cls.__qualname__))
 
 
+def _named(bound: inspect.BoundArguments, var_positional: bool = False) -> dict[str, Any]:
+    """A bound call's arguments by name, without ``self``, ``name`` and the ``*args`` (unless ``var_positional``);
+    ``**kwargs`` spread out."""
+    named = {}
+    for key, value in list(bound.arguments.items())[1:]:
+        kind = bound.signature.parameters[key].kind
+        if kind == inspect.Parameter.VAR_KEYWORD:
+            named.update(value)
+        elif kind != inspect.Parameter.VAR_POSITIONAL and key != "name":
+            named[key] = value
+    return named
+
+
 def _fits(cls: type, function: Callable) -> bool:
-    """Whether every constructor argument of op class ``cls`` is an argument of ``function`` (so the class can be
-    called as the function)."""
+    """Whether every constructor and call argument of op class ``cls`` is an argument of ``function`` (so the class
+    can be called as the function)."""
     try:
-        wanted = set(inspect.signature(cls.__init__).parameters) - {"self", "name", "args", "kwargs"}
-        return wanted <= set(inspect.signature(function).parameters)
+        wanted = {name for method in (cls.__init__, cls.call)
+                  for name, p in inspect.signature(method).parameters.items()
+                  if p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)}
+        return wanted - {"self", "name"} <= set(inspect.signature(function).parameters)
     except (TypeError, ValueError):
         return False
 
