@@ -15,7 +15,7 @@ import pytest
 import toolkit
 from tests.conftest import THEANO, needs_all_backends
 from tests.op_checks import FLOAT32_RTOL, FLOAT64_RTOL, check_gradients, gradients, run
-from toolkit.errors import ComputeError, DTypeError, ShapeError
+from toolkit.errors import ArgumentError, ComputeError, DTypeError, ShapeError
 
 RNG = np.random.default_rng(11)
 SPECIAL = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0])
@@ -262,12 +262,15 @@ REFUSALS = {
     "vsplit of a vector": (lambda ops, x: ops.vsplit(x[0], 1), ShapeError),
     "view of a scalar as another itemsize": (lambda ops, x: ops.view(x[0, 0], "int8"), DTypeError),
     "view joining bytes that do not divide": (lambda ops, x: ops.view(ops.cast(x, "int16"), "int32"), DTypeError),
-    "meshgrid's indexing": (lambda ops, x: ops.meshgrid(x[0], indexing="yx"), ValueError),
+    "meshgrid's indexing": (lambda ops, x: ops.meshgrid(x[0], indexing="yx"), ArgumentError),
     "unstack's num": (lambda ops, x: ops.unstack(x, num=3), ShapeError),
     "rot90 of a vector": (lambda ops, x: ops.rot90(x[0]), ShapeError),
     "flip's axis out of range": (lambda ops, x: ops.flip(x, 2), ShapeError),
     "repeat's counts": (lambda ops, x: ops.repeat(x, [1, 2, 3]), ShapeError),
-    "diff's n": (lambda ops, x: ops.diff(x, -1), ValueError),
+    "diff's n": (lambda ops, x: ops.diff(x, -1), ArgumentError),
+    "repeat's negative counts": (lambda ops, x: ops.repeat(x, -1), ArgumentError),
+    "tile's repeats": (lambda ops, x: ops.tile(x, [1.5]), DTypeError),
+    "split into no sections": (lambda ops, x: ops.split(x, 0), ArgumentError),
 }
 
 
@@ -320,3 +323,27 @@ def test_references_are_keras_ops(name):
     found, expected = fn(keras.ops, INPUTS), reference(INPUTS)
     for got, want in zip(*(v if isinstance(v, (list, tuple)) else [v] for v in (found, expected))):
         np.testing.assert_allclose(keras.ops.convert_to_numpy(got), want, rtol=1e-6, atol=1e-6, equal_nan=True)
+
+
+def _feature_ops(ops, p, x):
+    """A model applying array ops along its feature axis: in a data-parallel step the batch axis may have no
+    static size (TensorFlow traces the step for any batch; uneven shards), and the ops must not need it."""
+    h = x @ p["w"]                                                                        # [batch, 4]
+    parts = [ops.tile(h, [1, 2]), ops.repeat(h, 2, axis=1), ops.repeat(h, [1, 0, 2, 1], axis=1),
+             ops.roll(h, 1, axis=1), ops.flip(h, 1), ops.diff(h, axis=1), ops.hstack(ops.split(h, 2, axis=1)),
+             ops.reshape(ops.tril(ops.expand_dims(h, 2) * ops.ones((4, 4))), (-1, 16)),
+             ops.diagonal(ops.expand_dims(h, 2) * ops.eye(4), 0, 1, 2), ops.full_like(h, 0.5) * h,
+             ops.moveaxis(ops.expand_dims(h, 1), 1, 2)[..., 0], ops.select([h > 0], [h], 0.1 * h)]
+    return ops.sum(ops.concatenate(parts, axis=1) ** 2, axis=1, keepdims=True)
+
+
+def test_array_ops_in_a_data_parallel_step(backend_name, n_devices):
+    """The same gradients on 1 device and on ``n_devices`` over a batch of 5 (uneven shards), through a model whose
+    array ops act on the feature axis and leave the batch axis alone."""
+    model = toolkit.Model(lambda rng: {"w": rng.normal(size=(3, 4))}, _feature_ops,
+                          lambda ops, out, y: ops.mean(ops.square(out - y), axis=1))
+    x, y = np.random.default_rng(5).normal(size=(5, 3)), np.ones((5, 1))
+    found = [toolkit.DataParallel(model, backend_name, n, toolkit.optim.SGD(0.1), dtype="float64").gradients(x, y)
+             for n in sorted({1, n_devices})]
+    np.testing.assert_allclose(found[0]["w"], found[-1]["w"], rtol=1e-12, atol=1e-12)
+    assert np.all(np.isfinite(found[0]["w"])) and np.any(found[0]["w"] != 0)

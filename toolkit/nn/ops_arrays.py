@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from toolkit.errors import DTypeError, ShapeError
+from toolkit.errors import ArgumentError, DTypeError, ShapeError
 from toolkit.nn.tensor import INT_DTYPE, Tensor
 
 #: How each primitive's array arguments are converted (the letters of :data:`toolkit.nn.ops.ARGUMENTS`).
@@ -116,6 +116,20 @@ class ArrayOps(ABC):  # noqa: B024  (its two backend hooks have defaults: a back
             raise ShapeError(f"ops.{name} needs an array of static shape, got {shape}")
         return tuple(shape)
 
+    def _size(self, x, axis: int, name: str) -> int:
+        """The static size of one axis: the ops need only the sizes of the axes they act on, so that a batch axis
+        of unknown size (TensorFlow's step traced for any batch) passes through."""
+        size = self.shape(x)[axis]
+        if size is None:
+            raise ShapeError(f"ops.{name} needs a static size along axis {axis}, got shape {self.shape(x)}")
+        return size
+
+    def _reshaped(self, x, sizes: Sequence[int | None], name: str):
+        """``reshape(x, sizes)`` where one size may be unknown (None): it becomes -1."""
+        if sum(size is None for size in sizes) > 1:
+            raise ShapeError(f"ops.{name}: more than one axis of unknown size in {tuple(sizes)}")
+        return self.reshape(x, [-1 if size is None else size for size in sizes])
+
     def _filled(self, value: np.ndarray) -> Tensor:
         return self.wrap(self.constant(np.asarray(value)))
 
@@ -150,7 +164,7 @@ class ArrayOps(ABC):  # noqa: B024  (its two backend hooks have defaults: a back
         """
         num = self._static_int(num, "linspace", "num")
         if num < 0:
-            raise ShapeError(f"ops.linspace: num must be >= 0, got {num}")
+            raise ArgumentError(f"ops.linspace: num must be >= 0, got {num}")
         default = self._result_dtype([start, stop, 0.0])
         dtype = self._dtype_name(dtype, default if np.dtype(default).kind == "f" else self.dtype, "linspace")
         if not any(isinstance(v, Tensor) or self.is_native(v) for v in (start, stop)):
@@ -206,7 +220,7 @@ class ArrayOps(ABC):  # noqa: B024  (its two backend hooks have defaults: a back
         dtype = self._dtype_name(dtype, self.dtype, "geomspace")
         if not any(isinstance(v, Tensor) or self.is_native(v) for v in (start, stop)):
             if np.any(np.asarray(start) == 0) or np.any(np.asarray(stop) == 0):
-                raise ValueError(f"ops.geomspace: start and stop must be nonzero, got {start!r} and {stop!r}")
+                raise ArgumentError(f"ops.geomspace: start and stop must be nonzero, got {start!r} and {stop!r}")
             return self._filled(_as_dtype(np.geomspace(np.asarray(start, np.float64), np.asarray(stop, np.float64),
                                                        num, endpoint, np.float64, axis), dtype))
         compute = self._result_dtype([start, stop], floating=True)
@@ -250,9 +264,13 @@ class ArrayOps(ABC):  # noqa: B024  (its two backend hooks have defaults: a back
     def full_like(self, x, fill_value, dtype=None):
         """``fill_value`` broadcast to ``x``'s shape, in ``x``'s dtype unless ``dtype`` is given
         (``keras.ops.full_like``)."""
-        shape = self._known_shape(x, "full_like")
-        dtype = self._dtype_name(dtype, self.dtype_of(x), "full_like")
-        return self.broadcast_to(self.cast(self._tensor(fill_value), dtype), shape)
+        x = self._tensor(x)
+        dtype = self._dtype_name(dtype, x.dtype, "full_like")
+        fill = self.cast(self._tensor(fill_value), dtype)
+        if None not in x.shape:
+            return self.broadcast_to(fill, x.shape)
+        # An axis of unknown size: a where on an all-true mask of x's shape broadcasts the fill, bits unchanged.
+        return self.where(self.cast(self.ones_like(x), "bool"), fill, fill)
 
     def _matrix_sizes(self, N, M, k, name: str) -> tuple[int, int, int]:
         for value, argument in ((N, "N"), (M, "M"), (k, "k")):
@@ -287,7 +305,8 @@ class ArrayOps(ABC):  # noqa: B024  (its two backend hooks have defaults: a back
         x = self._tensor(x)
         if x.ndim < 1:
             raise ShapeError(f"ops.{name} needs an array of rank >= 1, got a scalar")
-        rows, cols = (self._known_shape(x, name) * 2)[-2:]
+        rows, cols = (self._size(x, -1, name),) * 2 if x.ndim == 1 else (self._size(x, -2, name),
+                                                                          self._size(x, -1, name))
         offset = np.arange(cols)[None, :] - np.arange(rows)[:, None]  # column minus row: the diagonal's index
         if isinstance(k, Tensor) or self.is_native(k):
             k = self._tensor(k, INT_DTYPE)
@@ -324,9 +343,9 @@ class ArrayOps(ABC):  # noqa: B024  (its two backend hooks have defaults: a back
             raise DTypeError(f"ops.diagonal: offset must be an int, got {offset!r}")
         rest = [a for a in range(x.ndim) if a not in (a1, a2)]
         plane = self.transpose(x, (*rest, a1, a2))
-        rows, cols = self._known_shape(x, "diagonal")[a1], self._known_shape(x, "diagonal")[a2]
+        rows, cols = self._size(x, a1, "diagonal"), self._size(x, a2, "diagonal")
         count = max(0, min(rows + min(offset, 0), cols - max(offset, 0)))
-        flat = self.reshape(plane, (*plane.shape[:-2], rows * cols))
+        flat = self._reshaped(plane, (*plane.shape[:-2], rows * cols), "diagonal")
         first = max(-offset, 0) * cols + max(offset, 0)
         return flat[..., first:first + (count - 1) * (cols + 1) + 1:cols + 1] if count else flat[..., :0]
 
@@ -348,7 +367,7 @@ class ArrayOps(ABC):  # noqa: B024  (its two backend hooks have defaults: a back
             raise ShapeError(f"ops.diag needs a 1-D or 2-D array, got shape {x.shape}")
         if not _is_int(k):
             raise DTypeError(f"ops.diag: k must be an int, got {k!r}")
-        n = self._known_shape(x, "diag")[0]
+        n = self._size(x, 0, "diag")
         size = n + abs(k)
         # Row i holds x[i] (k >= 0) or x[i + k] (k < 0): each row's value, then kept only on the diagonal.
         rows = self.pad(x, [(0, k)] if k >= 0 else [(-k, 0)])
@@ -367,9 +386,9 @@ class ArrayOps(ABC):  # noqa: B024  (its two backend hooks have defaults: a back
         x = self._tensor(x)
         if x.ndim != 1:
             raise ShapeError(f"ops.vander needs a 1-D array, got shape {x.shape}")
-        n = self._known_shape(x, "vander")[0] if N is None else self._static_int(N, "vander", "N")
+        n = self._size(x, 0, "vander") if N is None else self._static_int(N, "vander", "N")
         if n < 0:
-            raise ShapeError(f"ops.vander: N must be >= 0, got {n}")
+            raise ArgumentError(f"ops.vander: N must be >= 0, got {n}")
         result = x.dtype
         compute = result if np.dtype(result).kind == "f" else self.dtype
         x = self.cast(x, compute)
@@ -384,9 +403,9 @@ class ArrayOps(ABC):  # noqa: B024  (its two backend hooks have defaults: a back
         """Coordinate arrays from 1-D coordinate vectors (``keras.ops.meshgrid``; inputs of other ranks are
         flattened, as NumPy's). ``indexing="xy"`` (Cartesian) swaps the first two output axes of ``"ij"``."""
         if indexing not in INDEXINGS:
-            raise ValueError(f"ops.meshgrid: indexing must be one of {INDEXINGS}, got {indexing!r}")
+            raise ArgumentError(f"ops.meshgrid: indexing must be one of {INDEXINGS}, got {indexing!r}")
         xs = [self.ravel(v) for v in x]
-        sizes = [self._known_shape(v, "meshgrid")[0] for v in xs]
+        sizes = [self._size(v, 0, "meshgrid") for v in xs]
         if indexing == "xy" and len(xs) > 1:
             sizes[0], sizes[1] = sizes[1], sizes[0]
         out = []
@@ -462,7 +481,9 @@ class ArrayOps(ABC):  # noqa: B024  (its two backend hooks have defaults: a back
         if dtype == x.dtype:
             return x
         old, new = np.dtype(x.dtype).itemsize, np.dtype(dtype).itemsize
-        shape = list(self._known_shape(x, "view"))
+        shape = list(self.shape(x))
+        if shape and shape[-1] is None and old != new:
+            raise ShapeError(f"ops.view needs a static last axis to change the itemsize, got shape {x.shape}")
         if "bool" in (dtype, x.dtype) or (old != new and (not shape or (shape[-1] * old) % new)):
             raise DTypeError(f"ops.view: {x.dtype} of shape {tuple(shape)} cannot be read as {dtype}: "
                              + ("booleans have no defined bits" if "bool" in (dtype, x.dtype) else
@@ -470,8 +491,8 @@ class ArrayOps(ABC):  # noqa: B024  (its two backend hooks have defaults: a back
         if old == new:
             return self._bitcast(x, dtype)
         if old > new:  # each entry becomes old // new entries on a new last axis, merged into the last
-            return self.reshape(self._bitcast(x, dtype), [*shape[:-1], shape[-1] * old // new])
-        return self._bitcast(self.reshape(x, [*shape[:-1], shape[-1] * old // new, new // old]), dtype)
+            return self._reshaped(self._bitcast(x, dtype), [*shape[:-1], shape[-1] * old // new], "view")
+        return self._bitcast(self._reshaped(x, [*shape[:-1], shape[-1] * old // new, new // old], "view"), dtype)
 
     def _bitcast(self, x, dtype: str):
         """The primitive under :meth:`view`: ``x``'s bits as ``dtype``, TensorFlow's and XLA's convention: a
@@ -530,10 +551,10 @@ class ArrayOps(ABC):  # noqa: B024  (its two backend hooks have defaults: a back
         broadcast against each other). A static shift is two slices joined; a tensor shift (one axis) a gather."""
         x = self._tensor(x)
         if axis is None:
-            return self.reshape(self.roll(self.ravel(x), shift, 0), self.shape(x))
+            return self._reshaped(self.roll(self.ravel(x), shift, 0), self.shape(x), "roll")
         if isinstance(shift, Tensor) or self.is_native(shift):
             axis = _normalized_axis(axis, x.ndim, "roll")
-            size = self._known_shape(x, "roll")[axis]
+            size = self._size(x, axis, "roll")
             positions = self._filled(np.arange(size, dtype=INT_DTYPE))
             return self.take(x, self.mod(positions - self._tensor(shift, INT_DTYPE), size) if size else positions,
                              axis=axis)
@@ -544,7 +565,7 @@ class ArrayOps(ABC):  # noqa: B024  (its two backend hooks have defaults: a back
         for s, a in zip(shifts.reshape(-1), axes.reshape(-1)):
             total[_normalized_axis(int(a), x.ndim, "roll")] += int(s)
         for a, s in enumerate(total):
-            size = self._known_shape(x, "roll")[a]
+            size = self._size(x, a, "roll") if s else 0
             if size and s % size:
                 s %= size
                 head = tuple(slice(None) for _ in range(a))
@@ -600,7 +621,7 @@ class ArrayOps(ABC):  # noqa: B024  (its two backend hooks have defaults: a back
         axis = _normalized_axis(axis, max(x.ndim, 1), name)
         if x.ndim == 0:
             raise ShapeError(f"ops.{name} needs an array of rank >= 1, got a scalar")
-        size = self._known_shape(x, name)[axis]
+        size = self._size(x, axis, name)
         cuts = self._static(indices_or_sections, name, "indices_or_sections")
         if cuts.dtype.kind not in "iu" or cuts.ndim > 1:
             raise DTypeError(f"ops.{name}: indices_or_sections must be an int or a sequence of ints, got "
@@ -609,7 +630,7 @@ class ArrayOps(ABC):  # noqa: B024  (its two backend hooks have defaults: a back
             return self._split_at(x, [int(c) for c in cuts], axis)
         sections = int(cuts)
         if sections <= 0:
-            raise ShapeError(f"ops.{name}: the number of sections must be > 0, got {sections}")
+            raise ArgumentError(f"ops.{name}: the number of sections must be > 0, got {sections}")
         if equal and size % sections:
             raise ShapeError(f"ops.{name}: {sections} sections do not divide axis {axis} of size {size} equally "
                              "(ops.array_split allows unequal ones)")
@@ -653,7 +674,7 @@ class ArrayOps(ABC):  # noqa: B024  (its two backend hooks have defaults: a back
         if len(shape) >= rank:
             return x
         new = {0: (1,) * rank, 1: (1, *shape, 1)[:rank], 2: (*shape, 1)}[len(shape)]
-        return self.reshape(x, new)
+        return self._reshaped(x, new, "stack")
 
     def hstack(self, xs):
         """Arrays joined along axis 1 (axis 0 for 1-D ones) (``keras.ops.hstack``)."""
@@ -687,15 +708,29 @@ class ArrayOps(ABC):  # noqa: B024  (its two backend hooks have defaults: a back
         """
         x = self._tensor(x)
         reps = self._static(repeats, "tile", "repeats")
-        if reps.dtype.kind not in "iu" or reps.ndim > 1 or np.any(reps < 0):
-            raise DTypeError(f"ops.tile: repeats must be a non-negative int or a sequence of them, got {repeats!r}")
+        if reps.dtype.kind not in "iu" or reps.ndim > 1:
+            raise DTypeError(f"ops.tile: repeats must be an int or a sequence of ints, got {repeats!r}")
+        if np.any(reps < 0):
+            raise ArgumentError(f"ops.tile: repeats must be >= 0, got {repeats!r}")
         reps = [int(r) for r in np.atleast_1d(reps)]
-        shape = list(self._known_shape(x, "tile"))
+        shape = list(self.shape(x))
         rank = max(len(shape), len(reps))
         shape, reps = [1] * (rank - len(shape)) + shape, [1] * (rank - len(reps)) + reps
-        spread = self.reshape(x, [s for size in shape for s in (1, size)])
-        out = self.broadcast_to(spread, [s for r, size in zip(reps, shape) for s in (r, size)])
-        return self.reshape(out, [r * size for r, size in zip(reps, shape)])
+        if None not in shape:
+            spread = self.reshape(x, [s for size in shape for s in (1, size)])
+            out = self.broadcast_to(spread, [s for r, size in zip(reps, shape) for s in (r, size)])
+            return self.reshape(out, [r * size for r, size in zip(reps, shape)])
+        # An axis of unknown size (a batch axis): copies joined along each tiled axis instead of a broadcast.
+        x = self._reshaped(x, shape, "tile") if len(shape) != x.ndim else x
+        for axis, r in enumerate(reps):
+            x = self._copies(x, axis, r) if r != 1 else x
+        return x
+
+    def _copies(self, x, axis: int, count: int):
+        """``count`` copies of ``x`` joined along ``axis``."""
+        if count == 0:
+            return x[(*(slice(None),) * axis, slice(0, 0))]
+        return self.concatenate([x] * count, axis=axis)
 
     def repeat(self, x, repeats, axis=None):
         """Each entry of ``x`` along ``axis`` repeated ``repeats`` times (an int, or one count per entry), the
@@ -709,14 +744,19 @@ class ArrayOps(ABC):  # noqa: B024  (its two backend hooks have defaults: a back
             x, axis = self.ravel(x), 0
         axis = _normalized_axis(axis, x.ndim, "repeat")
         counts = self._static(repeats, "repeat", "repeats")
-        if counts.dtype.kind not in "iu" or counts.ndim > 1 or np.any(counts < 0):
-            raise DTypeError(f"ops.repeat: repeats must be non-negative ints, got {repeats!r}")
-        shape = list(self._known_shape(x, "repeat"))
+        if counts.dtype.kind not in "iu" or counts.ndim > 1:
+            raise DTypeError(f"ops.repeat: repeats must be an int or a sequence of ints, got {repeats!r}")
+        if np.any(counts < 0):
+            raise ArgumentError(f"ops.repeat: repeats must be >= 0, got {repeats!r}")
+        shape = list(self.shape(x))
         if counts.size == 1:
             count = int(counts.reshape(()))
             spread = self.expand_dims(x, axis + 1)
-            out = self.broadcast_to(spread, [*shape[:axis + 1], count, *shape[axis + 1:]])
-            return self.reshape(out, [*shape[:axis], shape[axis] * count, *shape[axis + 1:]])
+            out = self.broadcast_to(spread, [*shape[:axis + 1], count, *shape[axis + 1:]]) if None not in shape \
+                else self._copies(spread, axis + 1, count)  # an axis of unknown size: no broadcast to it
+            joined = None if shape[axis] is None else shape[axis] * count
+            return self._reshaped(out, [*shape[:axis], joined, *shape[axis + 1:]], "repeat")
+        shape[axis] = self._size(x, axis, "repeat")
         if counts.size != shape[axis]:
             raise ShapeError(f"ops.repeat: {counts.size} counts for axis {axis} of size {shape[axis]}")
         return self.take(x, np.repeat(np.arange(shape[axis], dtype=INT_DTYPE), counts), axis=axis)
@@ -758,16 +798,15 @@ class ArrayOps(ABC):  # noqa: B024  (its two backend hooks have defaults: a back
         dtype = self._result_dtype([*choicelist, default])
         out = self._tensor(default, dtype)
         for condition, choice in zip(reversed(condlist), reversed(choicelist)):
-            out = self.where(condition, self._tensor(choice, dtype), out)
-        shape = np.broadcast_shapes(*(self.shape(v) for v in (*condlist, *choicelist, out)))
-        return self.broadcast_to(out, shape) if tuple(out.shape) != tuple(shape) else out
+            out = self.where(condition, self._tensor(choice, dtype), out)  # broadcasts all three
+        return out
 
     def diff(self, a, n=1, axis=-1):
         """The ``n``-th forward difference along ``axis`` (``keras.ops.diff``): ``a[1:] - a[:-1]``, ``n`` times;
         booleans differ by ``!=``, as NumPy's."""
         x = self._tensor(a)
         if not _is_int(n) or n < 0:
-            raise ValueError(f"ops.diff: n must be an int >= 0, got {n!r}")
+            raise ArgumentError(f"ops.diff: n must be an int >= 0, got {n!r}")
         axis = _normalized_axis(axis, x.ndim, "diff")
         head = tuple(slice(None) for _ in range(axis))
         for _ in range(n):
