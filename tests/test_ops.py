@@ -111,7 +111,7 @@ def test_sums_of_allocated_arrays_count_every_element(backend):
                                                                                          keepdims=True)])
         return ops.stack([total(ones), ops.reshape(weighted[1], (-1,)),
                           total(ops.broadcast_to(ops.ones_like(x[:1]), (16, 8, 8, 3))),
-                          total(ops.pad(ops.zeros_like(x), [(0, 0), (1, 1), (1, 1), (0, 0)], 1.0))])
+                          total(ops.pad(ops.zeros_like(x), [(0, 0), (1, 1), (1, 1), (0, 0)], constant_values=1.0))])
 
     out = backend.to_numpy(backend.call(sums, backend.list_devices()[0], {"x": x}, "float64"))
     np.testing.assert_array_equal(out, np.array([[16 * 8 * 8] * 3] * 3 + [[16 * (10 * 10 - 8 * 8)] * 3]))

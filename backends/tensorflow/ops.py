@@ -14,17 +14,20 @@ from toolkit.nn.shapes import check_matmul
 
 from .ops_arrays import TensorFlowArrayOps
 from .ops_core import TensorFlowCoreOps
+from .ops_elementwise import TensorFlowElementwiseOps
 from .ops_linalg import TensorFlowLinalgOps
 from .ops_math import TensorFlowMathOps
 from .ops_nn import TensorFlowNNOps
 from .ops_reductions import TensorFlowReductionOps
+from .ops_shapes import TensorFlowShapeOps
 from .ops_windows import TensorFlowWindowOps
 
 tf = import_framework()
 
 
-class TensorFlowOps(TensorFlowMathOps, TensorFlowArrayOps, TensorFlowReductionOps, TensorFlowLinalgOps,
-                    TensorFlowNNOps, TensorFlowWindowOps, TensorFlowCoreOps, Ops):
+class TensorFlowOps(TensorFlowElementwiseOps, TensorFlowShapeOps, TensorFlowMathOps, TensorFlowArrayOps,
+                    TensorFlowReductionOps, TensorFlowLinalgOps, TensorFlowNNOps, TensorFlowWindowOps,
+                    TensorFlowCoreOps, Ops):
     def is_native(self, value):
         return isinstance(value, (tf.Tensor, tf.Variable))
 
@@ -39,105 +42,6 @@ class TensorFlowOps(TensorFlowMathOps, TensorFlowArrayOps, TensorFlowReductionOp
 
     def native_cast(self, value, dtype):
         return tf.cast(value, dtype)
-
-    def add(self, x1, x2):
-        return tf.math.add(x1, x2)
-
-    def subtract(self, x1, x2):
-        return tf.math.subtract(x1, x2)
-
-    def multiply(self, x1, x2):
-        return tf.math.multiply(x1, x2)
-
-    def divide(self, x1, x2):
-        return tf.math.divide(x1, x2)
-
-    def floor_divide(self, x1, x2):
-        return tf.math.floordiv(x1, x2)
-
-    def mod(self, x1, x2):
-        return tf.math.floormod(x1, x2)
-
-    def power(self, x1, x2):
-        return tf.math.pow(x1, x2)
-
-    def negative(self, x):
-        return tf.math.negative(x)
-
-    def abs(self, x):
-        return tf.math.abs(x)
-
-    def maximum(self, x1, x2):
-        return tf.math.maximum(x1, x2)
-
-    def minimum(self, x1, x2):
-        return tf.math.minimum(x1, x2)
-
-    def greater(self, x1, x2):
-        return tf.math.greater(x1, x2)
-
-    def greater_equal(self, x1, x2):
-        return tf.math.greater_equal(x1, x2)
-
-    def less(self, x1, x2):
-        return tf.math.less(x1, x2)
-
-    def less_equal(self, x1, x2):
-        return tf.math.less_equal(x1, x2)
-
-    def equal(self, x1, x2):
-        return tf.math.equal(x1, x2)
-
-    def not_equal(self, x1, x2):
-        return tf.math.not_equal(x1, x2)
-
-    def logical_and(self, x1, x2):
-        return tf.math.logical_and(x1, x2)
-
-    def logical_or(self, x1, x2):
-        return tf.math.logical_or(x1, x2)
-
-    def logical_not(self, x):
-        return tf.math.logical_not(x)
-
-    def _where(self, condition, x1, x2):
-        return tf.where(condition, x1, x2)
-
-    def relu(self, x):
-        return tf.nn.relu(x)
-
-    def tanh(self, x):
-        return tf.math.tanh(x)
-
-    def sigmoid(self, x):
-        return tf.math.sigmoid(x)
-
-    def exp(self, x):
-        return tf.math.exp(x)
-
-    def log(self, x):
-        return tf.math.log(x)
-
-    def sqrt(self, x):
-        return tf.math.sqrt(x)
-
-    def square(self, x):
-        return tf.math.square(x)
-
-    def erf(self, x):
-        return tf.math.erf(x)
-
-    def sin(self, x):
-        return tf.math.sin(x)
-
-    def cos(self, x):
-        return tf.math.cos(x)
-
-    def _softmax(self, x, axis):
-        return tf.nn.softmax(x, axis=axis)
-
-    def _log_softmax(self, x, axis):
-        return tf.nn.log_softmax(x, axis=axis)
 
     def _sum(self, x, axes, keepdims):
         return tf.math.reduce_sum(x, axis=list(axes), keepdims=keepdims)
@@ -171,33 +75,6 @@ class TensorFlowOps(TensorFlowMathOps, TensorFlowArrayOps, TensorFlowReductionOp
             out = out[..., 0]
         return out[..., 0, :] if x1.shape.rank == 1 else out
 
-    def _reshape(self, x, shape):
-        return tf.reshape(x, shape)
-
-    def _transpose(self, x, axes):
-        return tf.transpose(x, perm=axes)
-
-    def _expand_dims(self, x, axis):
-        return tf.expand_dims(x, axis)
-
-    def _squeeze(self, x, axes):
-        return tf.squeeze(x, axis=list(axes))
-
-    def broadcast_to(self, x, shape):
-        return tf.broadcast_to(x, shape)
-
-    def cast(self, x, dtype):
-        return tf.cast(x, dtype)
-
-    def _concatenate(self, xs, axis):
-        return tf.concat(list(xs), axis=axis)
-
-    def stack(self, xs, axis=0):
-        return tf.stack(list(xs), axis=axis)
-
-    def _pad(self, x, pad_width, value):
-        return tf.pad(x, pad_width, constant_values=tf.constant(value, x.dtype))
-
     def _scan(self, step, init, xs, length, reverse, unroll):
         # One tf.while_loop, so tracing and Grappler see the step once; the step is traced twice in all: the first
         # iteration runs before the loop and gives the outputs' structure, dtypes and shapes for the TensorArrays.
@@ -228,21 +105,6 @@ class TensorFlowOps(TensorFlowMathOps, TensorFlowArrayOps, TensorFlowReductionOp
             parallel_iterations=1, maximum_iterations=length - 1)
         arrays = iter(arrays)
         return _rebuilt(init, carry_parts), [each(y, lambda _: next(arrays).stack()) for y in first]
-
-    def _take(self, x, indices, axis):
-        return tf.gather(x, indices, axis=axis)
-
-    def _take_along_axis(self, x, indices, axis):
-        return tf.experimental.numpy.take_along_axis(x, indices, axis=axis)
-
-    def ones_like(self, x):
-        return tf.ones_like(x)
-
-    def zeros_like(self, x):
-        return tf.zeros_like(x)
-
-    def _one_hot(self, x, num_classes, dtype):
-        return tf.one_hot(x, num_classes, dtype=dtype)
 
     def all_finite(self, xs):
         return tf.reduce_all([tf.reduce_all(tf.math.is_finite(x)) for x in xs])

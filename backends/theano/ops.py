@@ -7,7 +7,6 @@ from __future__ import annotations
 import functools
 import warnings
 
-import jax.numpy as jnp  # noqa: E402  (after .graphs, which starts JAX the engine's way)
 import numpy as np
 
 from toolkit.nn.context import MIX32_STEPS, UNIFORM_BITS
@@ -26,35 +25,32 @@ from .graphs import (
     TensorVariable,
     as_outputs,
     clone_replace,
-    first_unless,
     floor_divide,
     get_mode,
     indexed_shape,
-    int64_shape,
     int64_sizes,
     io_toposort,
     jax,
     jax_funcify,
-    joined_shape,
-    log_softmax,
-    padded,
     reduced,
     shape_of,
-    softmax,
-    true_divide,
     tt,
 )
 from .ops_arrays import TheanoArrayOps
 from .ops_core import TheanoCoreOps
+from .ops_elementwise import TheanoElementwiseOps
 from .ops_linalg import TheanoLinalgOps
 from .ops_math import TheanoMathOps
 from .ops_nn import TheanoNNOps
 from .ops_reductions import TheanoReductionOps
+from .ops_shapes import TheanoShapeOps
 from .ops_windows import TheanoWindowOps
 
+jnp = jax.numpy  # jax as .graphs started it, the engine's way
 
-class TheanoOps(TheanoMathOps, TheanoArrayOps, TheanoReductionOps, TheanoLinalgOps, TheanoNNOps, TheanoWindowOps,
-                TheanoCoreOps, Ops):
+
+class TheanoOps(TheanoElementwiseOps, TheanoShapeOps, TheanoMathOps, TheanoArrayOps, TheanoReductionOps,
+                TheanoLinalgOps, TheanoNNOps, TheanoWindowOps, TheanoCoreOps, Ops):
     def __init__(self, dtype: str, linker: str = "jax") -> None:
         super().__init__(dtype)
         self.linker = linker  # which convolution: XLA's under the JAX linker, the graph's own im2col under C
@@ -73,108 +69,6 @@ class TheanoOps(TheanoMathOps, TheanoArrayOps, TheanoReductionOps, TheanoLinalgO
 
     def native_cast(self, value, dtype):
         return tt.cast(value, dtype)
-
-    def add(self, x1, x2):
-        return tt.add(x1, x2)
-
-    def subtract(self, x1, x2):
-        return tt.sub(x1, x2)
-
-    def multiply(self, x1, x2):
-        return tt.mul(x1, x2)
-
-    def divide(self, x1, x2):
-        return true_divide(x1, x2)
-
-    def floor_divide(self, x1, x2):
-        return floor_divide(x1, x2)
-
-    def mod(self, x1, x2):
-        return tt.mod(x1, x2)
-
-    def power(self, x1, x2):
-        return tt.pow(x1, x2)
-
-    def negative(self, x):
-        return tt.neg(x)
-
-    def abs(self, x):
-        return tt.abs(x)
-
-    def maximum(self, x1, x2):
-        # switch, not tt.maximum: Aesara's maximum gives both operands the whole gradient at a tie, TensorFlow x1.
-        return first_unless(tt.gt, x1, x2)
-
-    def minimum(self, x1, x2):
-        return first_unless(tt.lt, x1, x2)
-
-    def greater(self, x1, x2):
-        return tt.gt(x1, x2)
-
-    def greater_equal(self, x1, x2):
-        return tt.ge(x1, x2)
-
-    def less(self, x1, x2):
-        return tt.lt(x1, x2)
-
-    def less_equal(self, x1, x2):
-        return tt.le(x1, x2)
-
-    def equal(self, x1, x2):
-        return tt.eq(x1, x2)
-
-    def not_equal(self, x1, x2):
-        return tt.neq(x1, x2)
-
-    def logical_and(self, x1, x2):
-        return tt.and_(x1, x2)
-
-    def logical_or(self, x1, x2):
-        return tt.or_(x1, x2)
-
-    def logical_not(self, x):
-        return tt.invert(x)
-
-    def _where(self, condition, x1, x2):
-        return tt.switch(condition, x1, x2)
-
-    def relu(self, x):
-        # switch, not maximum: maximum's gradient at x == 0 is not the 0 TensorFlow uses; x <= 0, not x > 0, so that
-        # NaN stays NaN.
-        return tt.switch(tt.le(x, 0), 0, x)
-
-    def tanh(self, x):
-        return tt.tanh(x)
-
-    def sigmoid(self, x):
-        return tt.sigmoid(x)
-
-    def exp(self, x):
-        return tt.exp(x)
-
-    def log(self, x):
-        return tt.log(x)
-
-    def sqrt(self, x):
-        return tt.sqrt(x)
-
-    def square(self, x):
-        return tt.square(x)
-
-    def erf(self, x):
-        return tt.erf(x)
-
-    def sin(self, x):
-        return tt.sin(x)
-
-    def cos(self, x):
-        return tt.cos(x)
-
-    def _softmax(self, x, axis):
-        return softmax(x, axis=axis)
-
-    def _log_softmax(self, x, axis):
-        return log_softmax(x, axis=axis)
 
     def _sum(self, x, axes, keepdims):
         return tt.sum(x, axis=axes, keepdims=keepdims, dtype=x.dtype)  # not Aesara's int64 for int32
@@ -222,40 +116,6 @@ class TheanoOps(TheanoMathOps, TheanoArrayOps, TheanoReductionOps, TheanoLinalgO
             out = out[..., 0]
         return out[..., 0, :] if x1.ndim == 1 else out
 
-    def _reshape(self, x, shape):
-        # A -1 is resolved here when the input's shape is static (as the backend compiles): Aesara would leave that
-        # axis unknown, and later ops that need static sizes (matmul's batch axes, conv kernels) could not read it.
-        shape, known = [int(s) for s in shape], x.type.shape
-        if -1 in shape and None not in known:
-            rest = int(np.prod([s for s in shape if s != -1]))
-            shape[shape.index(-1)] = int(np.prod(known)) // rest if rest else 0
-        return tt.reshape(x, tuple(shape))
-
-    def _transpose(self, x, axes):
-        return tt.transpose(x, axes)
-
-    def _expand_dims(self, x, axis):
-        return tt.expand_dims(x, axis)
-
-    def _squeeze(self, x, axes):
-        return tt.squeeze(x, axis=axes)
-
-    def broadcast_to(self, x, shape):
-        return tt.broadcast_to(x, tuple(int64_sizes(shape)))
-
-    def cast(self, x, dtype):
-        return tt.cast(x, dtype)
-
-    def _concatenate(self, xs, axis):
-        return tt.specify_shape(tt.concatenate(list(xs), axis=axis), joined_shape(xs, axis))  # Join forgets all of it
-
-    def stack(self, xs, axis=0):
-        expanded = [tt.expand_dims(x, axis) for x in xs]
-        return tt.specify_shape(tt.stack(list(xs), axis=axis), joined_shape(expanded, axis))
-
-    def _pad(self, x, pad_width, value):
-        return padded(x, pad_width, value)
-
     def _index(self, native, key):
         return tt.specify_shape(native[key], indexed_shape(tuple(native.type.shape), key))  # slices forget sizes
 
@@ -272,28 +132,6 @@ class TheanoOps(TheanoMathOps, TheanoArrayOps, TheanoReductionOps, TheanoLinalgO
         results = loop(*init, *xs, *outer)
         results = results if isinstance(results, (list, tuple)) else [results]
         return list(results[:len(carry)]), list(results[len(carry):])
-
-    def _take(self, x, indices, axis):
-        # Aesara's take forgets the static shape, which later ops (dropout's noise, attention) need.
-        axis = axis % x.ndim
-        shape = (*shape_of(x)[:axis], *shape_of(indices), *shape_of(x)[axis + 1:])
-        return tt.specify_shape(tt.take(x, indices, axis=axis), shape)
-
-    def _take_along_axis(self, x, indices, axis):
-        axis = axis % x.ndim
-        shape = [i if a == axis else (s if s != 1 else i)
-                 for a, (s, i) in enumerate(zip(shape_of(x), shape_of(indices)))]
-        return tt.specify_shape(tt.take_along_axis(x, indices, axis=axis), shape)
-
-    def ones_like(self, x):
-        return tt.ones(int64_shape(x), dtype=x.dtype)
-
-    def zeros_like(self, x):
-        return tt.zeros(int64_shape(x), dtype=x.dtype)
-
-    def _one_hot(self, x, num_classes, dtype):
-        # A comparison with a constant arange, not indexing with arange(n): the JAX linker needs static arange bounds.
-        return tt.eq(tt.shape_padright(x), tt.arange(num_classes)).astype(dtype)
 
     def _hash_uniform(self, keys, counters):
         def uint32(value):

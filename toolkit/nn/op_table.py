@@ -9,18 +9,33 @@ from __future__ import annotations
 import inspect
 import re
 
-from toolkit.nn import ops, ops_arrays, ops_core, ops_linalg, ops_math, ops_nn, ops_reductions, ops_windows
+from toolkit.nn import (
+    ops,
+    ops_arrays,
+    ops_core,
+    ops_elementwise,
+    ops_linalg,
+    ops_math,
+    ops_nn,
+    ops_reductions,
+    ops_shapes,
+    ops_training,
+    ops_windows,
+)
 
 #: The groups in the order the table shows them: a title and the class that defines the group's ops.
 GROUPS = (
-    ("arithmetic, shapes, gathering, loops", ops.Ops),
+    ("arithmetic, comparisons, basic activations", ops_elementwise.ElementwiseOps),
+    ("shapes, joins, indexing, gathering", ops_shapes.ShapeOps),
+    ("basic reductions, matmul", ops.Ops),
     ("elementwise math", ops_math.MathOps),
     ("arrays: creation, shapes, indexing", ops_arrays.ArrayOps),
     ("reductions, sorting, segments", ops_reductions.ReductionOps),
     ("products, linear algebra", ops_linalg.LinalgOps),
     ("activations, losses, normalization", ops_nn.NNOps),
     ("convolution, pooling, attention", ops_windows.WindowOps),
-    ("core: control flow, slices, casts", ops_core.CoreOps),
+    ("core: control flow, slices, scatter, casts", ops_core.CoreOps),
+    ("training context: mode, state, noise, replicas", ops_training.TrainingOps),
 )
 #: Public methods of Ops that are the boundary with the backends, not ops model code calls.
 PLUMBING = frozenset({"call", "wrap", "wrap_tree", "unwrap", "is_native", "constant", "native_dtype", "native_shape",

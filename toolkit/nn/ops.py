@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -27,15 +26,17 @@ from typing import Any
 import numpy as np
 import optree
 
-from toolkit.errors import ArgumentError, DTypeError, ShapeError
+from toolkit.errors import DTypeError, ShapeError
 from toolkit.nn import (
     context,
     ops_arrays,
     ops_core,
+    ops_elementwise,
     ops_linalg,
     ops_math,
     ops_nn,
     ops_reductions,
+    ops_shapes,
     ops_training,
     ops_windows,
 )
@@ -50,19 +51,12 @@ Axis = int | Sequence[int] | None
 #: tensor (a constant gets its own dtype), ``i`` integer indices (int32), ``b`` a boolean condition, ``L`` a list of
 #: tensors promoted together, ``T`` a list of tensors each as it is. Later arguments are not arrays (shapes, axes).
 ARGUMENTS: dict[str, str] = {
-    **dict.fromkeys(("add", "subtract", "multiply", "floor_divide", "mod", "power", "maximum", "minimum", "greater",
-                     "greater_equal", "less", "less_equal", "equal", "not_equal", "matmul"), "ee"),
-    "divide": "ff", "logical_and": "bb", "logical_or": "bb", "logical_not": "b", "_where": "bee",
-    **dict.fromkeys(("negative", "abs", "square", "relu"), "e"),
-    **dict.fromkeys(("exp", "log", "sqrt", "tanh", "sigmoid", "erf", "sin", "cos", "_softmax", "_log_softmax",
-                     "_mean"), "f"),
-    **dict.fromkeys(("_sum", "_max", "_min", "_transpose", "_reshape", "_expand_dims", "_squeeze", "broadcast_to",
-                     "cast", "_cumsum", "_argmax", "ones_like", "zeros_like", "_pad"), "t"),
-    "_concatenate": "L", "stack": "L", "_take": "ti", "_take_along_axis": "ti", "_one_hot": "i",
+    "matmul": "ee", "_mean": "f", **dict.fromkeys(("_sum", "_max", "_min", "_cumsum", "_argmax"), "t"),
 }
 #: The primitives of the op groups (:mod:`toolkit.nn.ops_math` and the other ``ops_*`` modules), each declared with
 #: its group.
-for _group in (ops_math, ops_arrays, ops_reductions, ops_linalg, ops_nn, ops_windows, ops_core, ops_training):
+for _group in (ops_elementwise, ops_shapes, ops_math, ops_arrays, ops_reductions, ops_linalg, ops_nn, ops_windows,
+               ops_core, ops_training):
     ARGUMENTS.update(_group.ARGUMENTS)
 
 
@@ -101,13 +95,14 @@ def _boundary(name: str, spec: str, impl: Callable) -> Callable:
     return op
 
 
-class Ops(ops_math.MathOps, ops_arrays.ArrayOps, ops_reductions.ReductionOps, ops_linalg.LinalgOps, ops_nn.NNOps,
-          ops_windows.WindowOps, ops_core.CoreOps, ops_training.TrainingOps, ABC):
+class Ops(ops_elementwise.ElementwiseOps, ops_shapes.ShapeOps, ops_math.MathOps, ops_arrays.ArrayOps,
+          ops_reductions.ReductionOps, ops_linalg.LinalgOps, ops_nn.NNOps, ops_windows.WindowOps, ops_core.CoreOps,
+          ops_training.TrainingOps, ABC):
     """Neutral ops. ``dtype`` is the floating dtype of the computation (``"float32"`` or ``"float64"``).
 
     The vocabulary is grouped by kind in the ``ops_*`` modules (elementwise math, arrays, reductions, linalg, nn,
-    windows, core, training), each a mixin with its primitives and composites; this class holds the boundary, the
-    basic arithmetic, reductions, shapes and gathering."""
+    windows, core, training; elementwise and shapes for the basic ones), each a mixin with its primitives and
+    composites; this class holds the boundary, the dtype rules, the basic reductions and matmul."""
 
     def __init__(self, dtype: str) -> None:
         self.dtype = dtype
@@ -203,150 +198,6 @@ class Ops(ops_math.MathOps, ops_arrays.ArrayOps, ops_reductions.ReductionOps, op
     def dtype_of(self, x: Any) -> str:
         """The dtype of ``x`` as model code sees it (constants: by the rules of :mod:`toolkit.nn.tensor`)."""
         return self._dtype_of_value(x)
-
-    # ----------------------------------------------------------------------------------------------------------------
-    # Elementwise arithmetic and comparisons (NumPy broadcasting; dtypes by toolkit.nn.tensor's rules).
-
-    @abstractmethod
-    def add(self, x1, x2): """``x1 + x2``."""
-    @abstractmethod
-    def subtract(self, x1, x2): """``x1 - x2``."""
-    @abstractmethod
-    def multiply(self, x1, x2): """``x1 * x2``."""
-    @abstractmethod
-    def divide(self, x1, x2): """``x1 / x2``, a true division (integers divide into the computation dtype)."""
-    @abstractmethod
-    def floor_divide(self, x1, x2): """``x1 // x2`` (NumPy: rounds towards minus infinity)."""
-    @abstractmethod
-    def mod(self, x1, x2): """``x1 % x2`` (NumPy: the sign of the divisor)."""
-    @abstractmethod
-    def power(self, x1, x2): """``x1 ** x2``."""
-    @abstractmethod
-    def negative(self, x): """``-x``."""
-    @abstractmethod
-    def abs(self, x): """``|x|``; its gradient at 0 is 0 on every backend."""
-    @abstractmethod
-    def maximum(self, x1, x2): """Elementwise maximum; at a tie the whole gradient goes to ``x1`` on every backend."""
-    @abstractmethod
-    def minimum(self, x1, x2): """Elementwise minimum; at a tie the whole gradient goes to ``x1``."""
-    @abstractmethod
-    def greater(self, x1, x2): """``x1 > x2``, booleans."""
-    @abstractmethod
-    def greater_equal(self, x1, x2): """``x1 >= x2``, booleans."""
-    @abstractmethod
-    def less(self, x1, x2): """``x1 < x2``, booleans."""
-    @abstractmethod
-    def less_equal(self, x1, x2): """``x1 <= x2``, booleans."""
-    @abstractmethod
-    def equal(self, x1, x2): """``x1 == x2``, booleans."""
-    @abstractmethod
-    def not_equal(self, x1, x2): """``x1 != x2``, booleans."""
-    @abstractmethod
-    def logical_and(self, x1, x2): """Booleans: both true."""
-    @abstractmethod
-    def logical_or(self, x1, x2): """Booleans: either true."""
-    @abstractmethod
-    def logical_not(self, x): """Booleans: not ``x``."""
-
-    def where(self, condition, x1=None, x2=None):
-        """``x1`` where ``condition`` holds, else ``x2`` (all broadcast; ``keras.ops.where``). With ``condition``
-        alone, the indices of its nonzero entries, one int32 array per axis (``numpy.nonzero``): their number
-        depends on the values, so only a constant ``condition`` (a NumPy array or a list) is accepted.
-
-        Raises:
-            ArgumentError: only one of ``x1`` and ``x2`` given.
-            ShapeError: ``where(condition)`` of a tensor (its result's shape would depend on its values).
-        """
-        if x1 is None and x2 is None:
-            if isinstance(condition, Tensor) or self.is_native(condition):
-                raise ShapeError(f"where(condition) of a tensor (shape {self.shape(condition)}): the number of "
-                                 "indices depends on its values, and compiled steps need static shapes; give x1 "
-                                 "and x2, or a NumPy condition")
-            return tuple(self.wrap(self.constant(np.asarray(i, INT_DTYPE))) for i in np.nonzero(condition))
-        if x1 is None or x2 is None:
-            raise ArgumentError(f"where needs both x1 and x2 or neither; got x1={x1!r}, x2={x2!r}")
-        return self._where(condition, x1, x2)
-
-    @abstractmethod
-    def _where(self, condition, x1, x2): """The select under :meth:`where`."""
-
-    def clip(self, x, x_min, x_max):
-        """``x`` limited to ``[x_min, x_max]`` (``keras.ops.clip``): ``minimum(maximum(x, x_min), x_max)`` in
-        ``x``'s dtype (booleans give int32, as Keras)."""
-        dtype = self.dtype_of(x)
-        dtype = INT_DTYPE if dtype == "bool" else dtype
-        return self.cast(self.minimum(self.maximum(x, x_min), x_max), dtype)
-
-    # --- activations and elementwise functions ----------------------------------------------------------------------
-    @abstractmethod
-    def relu(self, x): """``max(x, 0)``, with gradient 0 at ``x == 0`` on every backend."""
-    @abstractmethod
-    def tanh(self, x): """Hyperbolic tangent."""
-    @abstractmethod
-    def sigmoid(self, x): """``1 / (1 + exp(-x))``."""
-    @abstractmethod
-    def exp(self, x): """Elementwise ``e**x``."""
-    @abstractmethod
-    def log(self, x): """Elementwise natural logarithm."""
-    @abstractmethod
-    def sqrt(self, x): """Elementwise square root."""
-    @abstractmethod
-    def square(self, x): """Elementwise ``x * x``."""
-    @abstractmethod
-    def erf(self, x): """The error function."""
-
-    @abstractmethod
-    def sin(self, x): """Elementwise sine (radians)."""
-
-    @abstractmethod
-    def cos(self, x): """Elementwise cosine (radians)."""
-
-    def softmax(self, x, axis: Axis = -1):
-        """``exp(x) / sum(exp(x), axis)``, computed stably (``keras.ops.softmax``): ``axis`` an int, a tuple of
-        axes normalised together, or None for the whole array."""
-        x, axes = self._floating(x), None
-        axes = self._axes(x, axis, "softmax")
-        if len(axes) == 1:
-            return self._softmax(x, axes[0])
-        shifted = x - self._finite_peak(x, axes)
-        e = self.exp(shifted)
-        return e / self.sum(e, axis=axes, keepdims=True)
-
-    def log_softmax(self, x, axis: Axis = -1):
-        """``x - logsumexp(x, axis)``, computed stably (``keras.ops.log_softmax``; ``axis`` as in :meth:`softmax`)."""
-        x = self._floating(x)
-        axes = self._axes(x, axis, "log_softmax")
-        if len(axes) == 1:
-            return self._log_softmax(x, axes[0])
-        shifted = x - self._finite_peak(x, axes)
-        return shifted - self.log(self.sum(self.exp(shifted), axis=axes, keepdims=True))
-
-    @abstractmethod
-    def _softmax(self, x, axis: int): """The framework's softmax along one (non-negative) axis."""
-    @abstractmethod
-    def _log_softmax(self, x, axis: int): """The framework's log-softmax along one (non-negative) axis."""
-
-    def _finite_peak(self, x, axes):
-        """The maximum over ``axes`` (kept), 0 where it is infinite: what a stable softmax subtracts."""
-        peak = self.max(x, axis=axes, keepdims=True)
-        return self.stop_gradient(self.where(self.abs(peak) < float("inf"), peak, 0.0))
-
-    def gelu(self, x, approximate: bool = True):
-        """Gaussian error linear unit (``keras.ops.gelu``; Keras' default is the tanh approximation):
-        exact ``x/2 * (1 + erf(x / sqrt(2)))``; approximate ``x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))``."""
-        x = self.wrap(self._native(x, self._result_dtype([x], floating=True)))
-        if approximate:
-            return 0.5 * x * (1.0 + self.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x * x * x)))
-        return 0.5 * x * (1.0 + self.erf(x / math.sqrt(2.0)))
-
-    def silu(self, x):
-        """``x * sigmoid(x)`` (``keras.ops.silu``, also called swish)."""
-        return x * self.sigmoid(x)
-
-    def softplus(self, x):
-        """``log(1 + exp(x))``, computed as ``max(x, 0) + log(1 + exp(-|x|))`` so large ``|x|`` neither overflows
-        nor loses the gradient."""
-        return self.relu(x) + self.log(1.0 + self.exp(-self.abs(x)))
 
     # --- reductions ------------------------------------------------------------------------------------------------
     def sum(self, x, axis: Axis = None, keepdims: bool = False):
@@ -504,133 +355,6 @@ class Ops(ops_math.MathOps, ops_arrays.ArrayOps, ops_reductions.ReductionOps, op
         """Matrix product with NumPy's rules: the last two axes multiply, leading (batch) axes broadcast; a 1-D
         operand is a vector (its axis is added, then removed from the result)."""
 
-    # --- shapes ----------------------------------------------------------------------------------------------------
-    def reshape(self, x, newshape):
-        """``x`` with shape ``newshape`` (an int or a sequence; one entry may be -1: the size that keeps the number
-        of entries) (``keras.ops.reshape``).
-
-        Raises:
-            ShapeError: an entry below -1, more than one -1, or a size that does not hold ``x``'s entries (Keras'
-                ValueError).
-        """
-        x = self._tensor(x)
-        shape = (newshape,) if isinstance(newshape, (int, np.integer)) else tuple(newshape)
-        if not all(isinstance(s, (int, np.integer)) and s >= -1 for s in shape):
-            raise ShapeError(f"reshape's newshape must hold non-negative integers or -1 (one unknown size); got "
-                             f"newshape={shape}")
-        shape = tuple(int(s) for s in shape)
-        if shape.count(-1) > 1:
-            raise ShapeError(f"reshape's newshape can have at most one unknown dimension (-1); got newshape={shape}")
-        known = self.shape(x)
-        if None not in known:
-            count, rest = int(np.prod(known)), int(np.prod([s for s in shape if s != -1]))
-            if (count != rest) if -1 not in shape else (rest == 0 or count % rest):
-                raise ShapeError(f"cannot reshape x of shape {known} ({count} entries) to newshape={shape}")
-        return self._reshape(x, shape)
-
-    def transpose(self, x, axes: Sequence[int] | None = None):
-        """``x`` with its axes permuted by ``axes`` (reversed when None; negative axes count from the end)
-        (``keras.ops.transpose``).
-
-        Raises:
-            ShapeError: ``axes`` not a permutation of ``x``'s axes.
-        """
-        x = self._tensor(x)
-        ndim = len(self.shape(x))
-        perm = tuple(range(ndim))[::-1] if axes is None else self._axes(x, tuple(axes), "transpose")
-        if sorted(perm) != list(range(ndim)):
-            raise ShapeError(f"transpose's axes must be a permutation of x's {ndim} axes; got axes={axes!r}")
-        return self._transpose(x, perm)
-
-    def expand_dims(self, x, axis: Axis):
-        """``x`` with new axes of size 1 at ``axis`` (an int or a tuple; positions in the result)
-        (``keras.ops.expand_dims``)."""
-        x = self._tensor(x)
-        axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
-        ndim = len(self.shape(x)) + len(axes)
-        for a in sorted(self._check_axes(axes, ndim, "expand_dims")):
-            x = self._expand_dims(x, a)
-        return x
-
-    def squeeze(self, x, axis: Axis = None):
-        """``x`` without its size-1 axes ``axis`` (every size-1 axis when None) (``keras.ops.squeeze``).
-
-        Raises:
-            ShapeError: an axis of ``axis`` whose size is not 1.
-        """
-        x = self._tensor(x)
-        shape = self.shape(x)
-        axes = tuple(a for a, s in enumerate(shape) if s == 1) if axis is None else self._axes(x, axis, "squeeze")
-        if any(shape[a] not in (1, None) for a in axes):
-            raise ShapeError(f"squeeze: axis {axis!r} of x of shape {shape} is not of size 1")
-        return self._squeeze(x, axes) if axes else x
-
-    @abstractmethod
-    def broadcast_to(self, x, shape: Sequence[int]): """``x`` broadcast to ``shape`` (NumPy's rules)."""
-    @abstractmethod
-    def cast(self, x, dtype: str): """``x`` converted to ``dtype`` (floats to integers round towards zero)."""
-
-    def concatenate(self, xs, axis: int | None = 0):
-        """Join arrays along an existing axis (of the flattened arrays when None), dtypes promoted
-        (``keras.ops.concatenate``).
-
-        Raises:
-            ShapeError: arrays of different ranks.
-        """
-        xs = [self._tensor(v) for v in xs]
-        if axis is None:
-            xs, axis = [self.reshape(v, (-1,)) for v in xs], 0
-        if len({len(self.shape(v)) for v in xs}) != 1:
-            raise ShapeError(f"concatenate needs arrays of one rank; got shapes {[self.shape(v) for v in xs]}")
-        return self._concatenate(xs, self._axes(xs[0], axis, "concatenate")[0])
-
-    @abstractmethod
-    def stack(self, xs, axis: int = 0): """Join arrays along a new axis (dtypes promoted)."""
-
-    def concat(self, xs, axis: int = 0):
-        """The toolkit's earlier name of :meth:`concatenate`."""
-        return self.concatenate(xs, axis=axis)
-
-    #: ``pad``'s modes that repeat entries of ``x`` (NumPy's index pattern, any width), and the constant ones.
-    PAD_MODES = ("reflect", "symmetric", "edge", "wrap")
-
-    def pad(self, x, pad_width, mode: str = "constant", constant_values=None):
-        """``x`` with ``pad_width[i] = (before, after)`` entries around axis ``i`` (``keras.ops.pad``; a single
-        pair or number applies to every axis, as in NumPy). ``mode``: ``"constant"`` (``constant_values``, default
-        0, in ``x``'s dtype), or NumPy's ``"reflect"``, ``"symmetric"``, ``"edge"``, ``"wrap"`` (entries of ``x``
-        repeated, any width).
-
-        Raises:
-            ArgumentError: another mode (``"mean"``, ``"linear_ramp"``...), ``constant_values`` with a mode other
-                than constant, or ``constant_values`` a tensor (a number is expected).
-            ShapeError: negative widths, or a repeating mode on an empty axis.
-        """
-        x = self._tensor(x)
-        shape = self.shape(x)
-        try:
-            pads = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (len(shape), 2))
-        except ValueError as error:
-            raise ShapeError(f"pad_width {pad_width!r} does not fit x of shape {shape}: expected (before, after) "
-                             "per axis, one pair or one number") from error
-        if (pads < 0).any():
-            raise ShapeError(f"pad_width must not be negative; got {pad_width!r}")
-        if mode == "constant" or mode == "empty":
-            if isinstance(constant_values, Tensor) or self.is_native(constant_values):
-                raise ArgumentError("pad's constant_values must be a number, got a tensor")
-            value = np.asarray(0 if constant_values is None else constant_values).astype(x.dtype)
-            return self._pad(x, tuple(map(tuple, pads.tolist())), value[()])
-        if mode not in self.PAD_MODES:
-            raise ArgumentError(f"pad's mode must be one of {('constant', *self.PAD_MODES)}; got mode={mode!r}")
-        if constant_values is not None:
-            raise ArgumentError(f"Argument `constant_values` can only be provided when `mode == 'constant'`. "
-                                f"Received: mode={mode!r}")
-        for axis, (before, after) in enumerate(pads.tolist()):
-            if before or after:
-                if not shape[axis]:
-                    raise ShapeError(f"pad mode {mode!r} repeats entries of axis {axis}, which is empty")
-                x = self.take(x, np.pad(np.arange(shape[axis]), (before, after), mode=mode), axis=axis)
-        return x
-
     # --- what the composites share ---------------------------------------------------------------------------------
     def _tensor(self, x, dtype: str | None = None) -> Tensor:
         """``x`` (a Tensor, native, list or number) as a Tensor of ``dtype`` (default: its own)."""
@@ -655,97 +379,6 @@ class Ops(ops_math.MathOps, ops_arrays.ArrayOps, ops_reductions.ReductionOps, op
                              f"an array of rank {ndim}")
         return tuple(int(a) % ndim for a in axes)
 
-    @abstractmethod
-    def _reshape(self, x, shape: tuple[int, ...]): """The reshape under :meth:`reshape`, shape checked."""
-    @abstractmethod
-    def _transpose(self, x, axes: tuple[int, ...]): """The permutation under :meth:`transpose`, axes >= 0."""
-    @abstractmethod
-    def _expand_dims(self, x, axis: int): """One new axis at ``axis`` >= 0."""
-    @abstractmethod
-    def _squeeze(self, x, axes: tuple[int, ...]): """Size-1 axes ``axes`` (>= 0, not empty) dropped."""
-    @abstractmethod
-    def _concatenate(self, xs, axis: int): """The join under :meth:`concatenate`, axis >= 0."""
-    @abstractmethod
-    def _pad(self, x, pad_width: tuple, value):
-        """``x`` inside a frame of ``value`` (a NumPy scalar of ``x``'s dtype), ``pad_width[i] = (before, after)``
-        for every axis."""
-
-    def getitem(self, x, key):
-        """Basic indexing: ints, slices (with steps), ``None`` and ``...``, the same native indexing on every backend.
-        Indexing with arrays is :meth:`take` / :meth:`take_along_axis` (a TypeError says so)."""
-        for part in key if isinstance(key, tuple) else (key,):
-            if not (part is None or part is Ellipsis or isinstance(part, slice) or
-                    (isinstance(part, (int, np.integer)) and not isinstance(part, bool))):
-                raise TypeError(f"indexing with {type(part).__name__} {part!r}: only ints, slices, None and ... "
-                                "index a tensor; indexing with arrays is ops.take or ops.take_along_axis")
-        return self.wrap(self._index(self._native(x), key))
-
-    def _index(self, native: Native, key) -> Native:
-        """Basic indexing of a native, the key already checked."""
-        return native[key]
-
-    # --- gathering ------------------------------------------------------------------------------------------------
-    def take(self, x, indices, axis: int | None = None):
-        """Entries of ``x`` at ``indices`` along ``axis`` (of the flattened array when None): an embedding lookup
-        is ``take(table, ids, axis=0)``. The gradient adds up into the rows taken. Indices are int32 in
-        ``[-n, n)``; negative ones count from the end, and out-of-range ones are clipped to the nearest row on every
-        backend (TensorFlow would fail, JAX would clip: the toolkit clips on both)."""
-        x, axis = self._gather_axis(x, axis)
-        return self._take(x, self._clipped(indices, x.shape[axis], "take"), axis)
-
-    def take_along_axis(self, x, indices, axis: int | None = None):
-        """``x``'s entries at ``indices`` along ``axis``, ``indices`` shaped like ``x`` but along that axis
-        (``numpy.take_along_axis``); indices as in :meth:`take`."""
-        if axis is None:
-            indices = self.reshape(self.wrap(self._indices(indices, "take_along_axis")), (-1,))
-        x, axis = self._gather_axis(x, axis)
-        return self._take_along_axis(x, self._clipped(indices, x.shape[axis], "take_along_axis"), axis)
-
-    def _gather_axis(self, x, axis: int | None):
-        """``x`` as a Tensor, flattened when ``axis`` is None, and the axis to gather along."""
-        x = self.wrap(self._native(x))
-        return (self.reshape(x, (-1,)), 0) if axis is None else (x, axis)
-
-    def _clipped(self, indices, size: int, name: str):
-        """Indices into an axis of ``size``: negative ones counted from the end, out-of-range ones clipped."""
-        indices = self.wrap(self._indices(indices, name))
-        return self.clip(self.where(indices < 0, indices + size, indices), 0, size - 1)
-
-    @abstractmethod
-    def _take(self, x, indices, axis: int):
-        """The gather under :meth:`take`: ``indices`` already in range."""
-
-    @abstractmethod
-    def _take_along_axis(self, x, indices, axis: int):
-        """The gather under :meth:`take_along_axis`: ``indices`` already in range."""
-
-    # --- constructors ----------------------------------------------------------------------------------------------
-    @abstractmethod
-    def ones_like(self, x): """Ones with the shape and dtype of ``x``."""
-    @abstractmethod
-    def zeros_like(self, x): """Zeros with the shape and dtype of ``x``."""
-
-    def one_hot(self, x, num_classes: int, axis: int = -1, dtype: str | None = None, sparse: bool = False):
-        """``x`` (integer class ids) as one-hot vectors of length ``num_classes`` along a new axis ``axis``, in
-        ``dtype`` (default the computation dtype) (``keras.ops.one_hot``); ids out of ``[0, num_classes)``
-        (negative ones too) give all zeros.
-
-        Raises:
-            ArgumentError: ``sparse=True`` (the toolkit has no sparse tensors).
-            DTypeError: ``x`` not integers.
-        """
-        if sparse:
-            raise ArgumentError("one_hot(sparse=True): the toolkit has no sparse tensors; use sparse=False")
-        found = self._one_hot(x, int(num_classes), np.dtype(dtype or self.dtype).name)
-        ndim = len(self.shape(found))
-        axis = self._check_axes((axis,), ndim, "one_hot")[0]
-        if axis == ndim - 1:
-            return found
-        return self.transpose(found, (*range(axis), ndim - 1, *range(axis, ndim - 1)))
-
-    @abstractmethod
-    def _one_hot(self, x, num_classes: int, dtype: str):
-        """``x`` as one-hot rows along a new last axis, in ``dtype``; out-of-range ids give zeros."""
 
 
 def _reduced_axes(axis: Axis, shape: Sequence[int | None]) -> tuple[int, ...]:

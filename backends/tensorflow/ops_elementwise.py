@@ -1,0 +1,108 @@
+"""TensorFlow translation of :class:`toolkit.nn.ops_elementwise.ElementwiseOps`."""
+
+from __future__ import annotations
+
+from toolkit.backends.tensorflow.environment import import_framework
+
+tf = import_framework()
+
+
+class TensorFlowElementwiseOps:
+    def add(self, x1, x2):
+        return tf.math.add(x1, x2)
+
+    def subtract(self, x1, x2):
+        return tf.math.subtract(x1, x2)
+
+    def multiply(self, x1, x2):
+        return tf.math.multiply(x1, x2)
+
+    def divide(self, x1, x2):
+        return tf.math.divide(x1, x2)
+
+    def floor_divide(self, x1, x2):
+        return tf.math.floordiv(x1, x2)
+
+    def mod(self, x1, x2):
+        return tf.math.floormod(x1, x2)
+
+    def power(self, x1, x2):
+        return tf.math.pow(x1, x2)
+
+    def negative(self, x):
+        return tf.math.negative(x)
+
+    def abs(self, x):
+        return tf.math.abs(x)
+
+    def maximum(self, x1, x2):
+        return tf.math.maximum(x1, x2)
+
+    def minimum(self, x1, x2):
+        return tf.math.minimum(x1, x2)
+
+    def greater(self, x1, x2):
+        return tf.math.greater(x1, x2)
+
+    def greater_equal(self, x1, x2):
+        return tf.math.greater_equal(x1, x2)
+
+    def less(self, x1, x2):
+        return tf.math.less(x1, x2)
+
+    def less_equal(self, x1, x2):
+        return tf.math.less_equal(x1, x2)
+
+    def equal(self, x1, x2):
+        return tf.math.equal(x1, x2)
+
+    def not_equal(self, x1, x2):
+        return tf.math.not_equal(x1, x2)
+
+    def logical_and(self, x1, x2):
+        return tf.math.logical_and(x1, x2)
+
+    def logical_or(self, x1, x2):
+        return tf.math.logical_or(x1, x2)
+
+    def logical_not(self, x):
+        return tf.math.logical_not(x)
+
+    def _where(self, condition, x1, x2):
+        return tf.where(condition, x1, x2)
+
+    def relu(self, x):
+        return tf.nn.relu(x)
+
+    def tanh(self, x):
+        return tf.math.tanh(x)
+
+    def sigmoid(self, x):
+        return tf.math.sigmoid(x)
+
+    def exp(self, x):
+        return tf.math.exp(x)
+
+    def log(self, x):
+        return tf.math.log(x)
+
+    def sqrt(self, x):
+        return tf.math.sqrt(x)
+
+    def square(self, x):
+        return tf.math.square(x)
+
+    def erf(self, x):
+        return tf.math.erf(x)
+
+    def sin(self, x):
+        return tf.math.sin(x)
+
+    def cos(self, x):
+        return tf.math.cos(x)
+
+    def _softmax(self, x, axis):
+        return tf.nn.softmax(x, axis=axis)
+
+    def _log_softmax(self, x, axis):
+        return tf.nn.log_softmax(x, axis=axis)

@@ -1,0 +1,109 @@
+"""Theano-family translation of :class:`toolkit.nn.ops_elementwise.ElementwiseOps`."""
+
+from __future__ import annotations
+
+from .graphs import first_unless, floor_divide, log_softmax, softmax, true_divide, tt
+
+
+class TheanoElementwiseOps:
+    def add(self, x1, x2):
+        return tt.add(x1, x2)
+
+    def subtract(self, x1, x2):
+        return tt.sub(x1, x2)
+
+    def multiply(self, x1, x2):
+        return tt.mul(x1, x2)
+
+    def divide(self, x1, x2):
+        return true_divide(x1, x2)
+
+    def floor_divide(self, x1, x2):
+        return floor_divide(x1, x2)
+
+    def mod(self, x1, x2):
+        return tt.mod(x1, x2)
+
+    def power(self, x1, x2):
+        return tt.pow(x1, x2)
+
+    def negative(self, x):
+        return tt.neg(x)
+
+    def abs(self, x):
+        return tt.abs(x)
+
+    def maximum(self, x1, x2):
+        # switch, not tt.maximum: Aesara's maximum gives both operands the whole gradient at a tie, TensorFlow x1.
+        return first_unless(tt.gt, x1, x2)
+
+    def minimum(self, x1, x2):
+        return first_unless(tt.lt, x1, x2)
+
+    def greater(self, x1, x2):
+        return tt.gt(x1, x2)
+
+    def greater_equal(self, x1, x2):
+        return tt.ge(x1, x2)
+
+    def less(self, x1, x2):
+        return tt.lt(x1, x2)
+
+    def less_equal(self, x1, x2):
+        return tt.le(x1, x2)
+
+    def equal(self, x1, x2):
+        return tt.eq(x1, x2)
+
+    def not_equal(self, x1, x2):
+        return tt.neq(x1, x2)
+
+    def logical_and(self, x1, x2):
+        return tt.and_(x1, x2)
+
+    def logical_or(self, x1, x2):
+        return tt.or_(x1, x2)
+
+    def logical_not(self, x):
+        return tt.invert(x)
+
+    def _where(self, condition, x1, x2):
+        return tt.switch(condition, x1, x2)
+
+    def relu(self, x):
+        # switch, not maximum: maximum's gradient at x == 0 is not the 0 TensorFlow uses; x <= 0, not x > 0, so that
+        # NaN stays NaN.
+        return tt.switch(tt.le(x, 0), 0, x)
+
+    def tanh(self, x):
+        return tt.tanh(x)
+
+    def sigmoid(self, x):
+        return tt.sigmoid(x)
+
+    def exp(self, x):
+        return tt.exp(x)
+
+    def log(self, x):
+        return tt.log(x)
+
+    def sqrt(self, x):
+        return tt.sqrt(x)
+
+    def square(self, x):
+        return tt.square(x)
+
+    def erf(self, x):
+        return tt.erf(x)
+
+    def sin(self, x):
+        return tt.sin(x)
+
+    def cos(self, x):
+        return tt.cos(x)
+
+    def _softmax(self, x, axis):
+        return softmax(x, axis=axis)
+
+    def _log_softmax(self, x, axis):
+        return log_softmax(x, axis=axis)

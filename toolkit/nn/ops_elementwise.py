@@ -1,0 +1,174 @@
+"""Elementwise arithmetic, comparisons, selection and the basic activations of :class:`~toolkit.nn.ops.Ops`
+(``add`` ... ``where``, ``clip``, ``relu`` ... ``softplus``, ``softmax``, ``log_softmax``): NumPy broadcasting, dtypes
+by the rules of :mod:`toolkit.nn.tensor`. A backend implements the primitives (abstract here) on natives.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from toolkit.errors import ArgumentError, ShapeError
+from toolkit.nn.tensor import INT_DTYPE, Tensor
+
+Native = Any  # a backend's native array
+Axis = int | Sequence[int] | None
+
+#: How each primitive's array arguments are converted (the letters of :data:`toolkit.nn.ops.ARGUMENTS`).
+ARGUMENTS: dict[str, str] = {
+    **dict.fromkeys(("add", "subtract", "multiply", "floor_divide", "mod", "power", "maximum", "minimum", "greater",
+                     "greater_equal", "less", "less_equal", "equal", "not_equal"), "ee"),
+    "divide": "ff", "logical_and": "bb", "logical_or": "bb", "logical_not": "b", "_where": "bee",
+    **dict.fromkeys(("negative", "abs", "square", "relu"), "e"),
+    **dict.fromkeys(("exp", "log", "sqrt", "tanh", "sigmoid", "erf", "sin", "cos", "_softmax", "_log_softmax"), "f"),
+}
+
+
+class ElementwiseOps(ABC):
+    """Mixed into :class:`~toolkit.nn.ops.Ops`."""
+
+
+    @abstractmethod
+    def add(self, x1, x2): """``x1 + x2``."""
+    @abstractmethod
+    def subtract(self, x1, x2): """``x1 - x2``."""
+    @abstractmethod
+    def multiply(self, x1, x2): """``x1 * x2``."""
+    @abstractmethod
+    def divide(self, x1, x2): """``x1 / x2``, a true division (integers divide into the computation dtype)."""
+    @abstractmethod
+    def floor_divide(self, x1, x2): """``x1 // x2`` (NumPy: rounds towards minus infinity)."""
+    @abstractmethod
+    def mod(self, x1, x2): """``x1 % x2`` (NumPy: the sign of the divisor)."""
+    @abstractmethod
+    def power(self, x1, x2): """``x1 ** x2``."""
+    @abstractmethod
+    def negative(self, x): """``-x``."""
+    @abstractmethod
+    def abs(self, x): """``|x|``; its gradient at 0 is 0 on every backend."""
+    @abstractmethod
+    def maximum(self, x1, x2): """Elementwise maximum; at a tie the whole gradient goes to ``x1`` on every backend."""
+    @abstractmethod
+    def minimum(self, x1, x2): """Elementwise minimum; at a tie the whole gradient goes to ``x1``."""
+    @abstractmethod
+    def greater(self, x1, x2): """``x1 > x2``, booleans."""
+    @abstractmethod
+    def greater_equal(self, x1, x2): """``x1 >= x2``, booleans."""
+    @abstractmethod
+    def less(self, x1, x2): """``x1 < x2``, booleans."""
+    @abstractmethod
+    def less_equal(self, x1, x2): """``x1 <= x2``, booleans."""
+    @abstractmethod
+    def equal(self, x1, x2): """``x1 == x2``, booleans."""
+    @abstractmethod
+    def not_equal(self, x1, x2): """``x1 != x2``, booleans."""
+    @abstractmethod
+    def logical_and(self, x1, x2): """Booleans: both true."""
+    @abstractmethod
+    def logical_or(self, x1, x2): """Booleans: either true."""
+    @abstractmethod
+    def logical_not(self, x): """Booleans: not ``x``."""
+
+    def where(self, condition, x1=None, x2=None):
+        """``x1`` where ``condition`` holds, else ``x2`` (all broadcast; ``keras.ops.where``). With ``condition``
+        alone, the indices of its nonzero entries, one int32 array per axis (``numpy.nonzero``): their number
+        depends on the values, so only a constant ``condition`` (a NumPy array or a list) is accepted.
+
+        Raises:
+            ArgumentError: only one of ``x1`` and ``x2`` given.
+            ShapeError: ``where(condition)`` of a tensor (its result's shape would depend on its values).
+        """
+        if x1 is None and x2 is None:
+            if isinstance(condition, Tensor) or self.is_native(condition):
+                raise ShapeError(f"where(condition) of a tensor (shape {self.shape(condition)}): the number of "
+                                 "indices depends on its values, and compiled steps need static shapes; give x1 "
+                                 "and x2, or a NumPy condition")
+            return tuple(self.wrap(self.constant(np.asarray(i, INT_DTYPE))) for i in np.nonzero(condition))
+        if x1 is None or x2 is None:
+            raise ArgumentError(f"where needs both x1 and x2 or neither; got x1={x1!r}, x2={x2!r}")
+        return self._where(condition, x1, x2)
+
+    @abstractmethod
+    def _where(self, condition, x1, x2): """The select under :meth:`where`."""
+
+    def clip(self, x, x_min, x_max):
+        """``x`` limited to ``[x_min, x_max]`` (``keras.ops.clip``): ``minimum(maximum(x, x_min), x_max)`` in
+        ``x``'s dtype (booleans give int32, as Keras)."""
+        dtype = self.dtype_of(x)
+        dtype = INT_DTYPE if dtype == "bool" else dtype
+        return self.cast(self.minimum(self.maximum(x, x_min), x_max), dtype)
+
+    # --- activations and elementwise functions ----------------------------------------------------------------------
+    @abstractmethod
+    def relu(self, x): """``max(x, 0)``, with gradient 0 at ``x == 0`` on every backend."""
+    @abstractmethod
+    def tanh(self, x): """Hyperbolic tangent."""
+    @abstractmethod
+    def sigmoid(self, x): """``1 / (1 + exp(-x))``."""
+    @abstractmethod
+    def exp(self, x): """Elementwise ``e**x``."""
+    @abstractmethod
+    def log(self, x): """Elementwise natural logarithm."""
+    @abstractmethod
+    def sqrt(self, x): """Elementwise square root."""
+    @abstractmethod
+    def square(self, x): """Elementwise ``x * x``."""
+    @abstractmethod
+    def erf(self, x): """The error function."""
+
+    @abstractmethod
+    def sin(self, x): """Elementwise sine (radians)."""
+
+    @abstractmethod
+    def cos(self, x): """Elementwise cosine (radians)."""
+
+    def softmax(self, x, axis: Axis = -1):
+        """``exp(x) / sum(exp(x), axis)``, computed stably (``keras.ops.softmax``): ``axis`` an int, a tuple of
+        axes normalised together, or None for the whole array."""
+        x, axes = self._floating(x), None
+        axes = self._axes(x, axis, "softmax")
+        if len(axes) == 1:
+            return self._softmax(x, axes[0])
+        shifted = x - self._finite_peak(x, axes)
+        e = self.exp(shifted)
+        return e / self.sum(e, axis=axes, keepdims=True)
+
+    def log_softmax(self, x, axis: Axis = -1):
+        """``x - logsumexp(x, axis)``, computed stably (``keras.ops.log_softmax``; ``axis`` as in :meth:`softmax`)."""
+        x = self._floating(x)
+        axes = self._axes(x, axis, "log_softmax")
+        if len(axes) == 1:
+            return self._log_softmax(x, axes[0])
+        shifted = x - self._finite_peak(x, axes)
+        return shifted - self.log(self.sum(self.exp(shifted), axis=axes, keepdims=True))
+
+    @abstractmethod
+    def _softmax(self, x, axis: int): """The framework's softmax along one (non-negative) axis."""
+    @abstractmethod
+    def _log_softmax(self, x, axis: int): """The framework's log-softmax along one (non-negative) axis."""
+
+    def _finite_peak(self, x, axes):
+        """The maximum over ``axes`` (kept), 0 where it is infinite: what a stable softmax subtracts."""
+        peak = self.max(x, axis=axes, keepdims=True)
+        return self.stop_gradient(self.where(self.abs(peak) < float("inf"), peak, 0.0))
+
+    def gelu(self, x, approximate: bool = True):
+        """Gaussian error linear unit (``keras.ops.gelu``; Keras' default is the tanh approximation):
+        exact ``x/2 * (1 + erf(x / sqrt(2)))``; approximate ``x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))``."""
+        x = self.wrap(self._native(x, self._result_dtype([x], floating=True)))
+        if approximate:
+            return 0.5 * x * (1.0 + self.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x * x * x)))
+        return 0.5 * x * (1.0 + self.erf(x / math.sqrt(2.0)))
+
+    def silu(self, x):
+        """``x * sigmoid(x)`` (``keras.ops.silu``, also called swish)."""
+        return x * self.sigmoid(x)
+
+    def softplus(self, x):
+        """``log(1 + exp(x))``, computed as ``max(x, 0) + log(1 + exp(-|x|))`` so large ``|x|`` neither overflows
+        nor loses the gradient."""
+        return self.relu(x) + self.log(1.0 + self.exp(-self.abs(x)))
