@@ -261,6 +261,15 @@ def _fill(value, flows: list[Flow]):
     return value
 
 
+def _sequence(model) -> list:
+    """A Sequential model's layers in order, with those of Sequential models inside it (a frozen base) in their
+    place."""
+    import keras
+
+    return [inner for layer in model.layers
+            for inner in (_sequence(layer) if isinstance(layer, keras.Sequential) else [layer])]
+
+
 def _graph(keras_model) -> tuple[list[_Call], int]:
     """The calls of ``keras_model``'s layers in an order that computes each input before its use, and the number of
     the output tensor (tensor 0 is the model's input)."""
@@ -268,7 +277,7 @@ def _graph(keras_model) -> tuple[list[_Call], int]:
 
     if isinstance(keras_model, keras.Sequential):
         calls = []
-        for i, layer in enumerate(keras_model.layers):
+        for i, layer in enumerate(_sequence(keras_model)):
             first = next(iter(inspect.signature(layer.call).parameters))
             inputs = layer.input
             shape = tuple((inputs[0] if isinstance(inputs, (list, tuple)) else inputs).shape)
@@ -300,13 +309,15 @@ def _graph(keras_model) -> tuple[list[_Call], int]:
             raise KerasImportError(f"the functional graph calls the operation {layer.name!r} "
                                    f"({type(layer).__name__}) directly, which from_keras cannot translate: use "
                                    "the Keras layer (keras.layers.Add rather than x + y, for example)")
-        if len(node.outputs) != 1:
-            raise KerasImportError(f"layer {layer.name!r} ({type(layer).__name__}) has {len(node.outputs)} "
-                                   "outputs; from_keras supports layers of one output")
         bound = inspect.signature(layer.call).bind(*node.arguments.args, **node.arguments.kwargs)
         arguments = {name: _template(value, slots, mask_of) for name, value in bound.arguments.items()}
         masked = any(getattr(t, "_keras_mask", None) is not None for t in node.input_tensors)
-        calls.append(_Call(layer, tuple(node.input_tensors[0].shape), arguments, masked))
+        call = _Call(layer, tuple(node.input_tensors[0].shape), arguments, masked)
+        if len(node.outputs) != 1:
+            _translator(layer)(call)  # refuses the argument that gives it several (return_state), where it knows it
+            raise KerasImportError(f"layer {layer.name!r} ({type(layer).__name__}) has {len(node.outputs)} "
+                                   "outputs; from_keras supports layers of one output")
+        calls.append(call)
         slots[id(node.outputs[0])] = len(slots)
     if id(keras_model.outputs[0]) not in slots:
         raise KerasImportError("the model's output is not computed from its input by layers alone, which "

@@ -287,6 +287,8 @@ def _attention(c: _Call):
     _require(layer, layer.attention_axes in (None, (1,), [1]), f"attention_axes={layer.attention_axes!r}")
     _require(layer, not getattr(layer, "_use_gate", False), "use_gate=True")
     _require(layer, getattr(layer, "_sliding_window", None) is None, "sliding_window")
+    _require(layer, getattr(layer, "_activity_regularizer", None) is None,
+             "activity_regularizer (Keras gives it to the query, key, value and output projections inside)")
     extra = set(call) - {"query", "value", "key", "attention_mask", "use_causal_mask", "training",
                          "return_attention_scores"}
     _require(layer, not extra and not call.get("return_attention_scores"),
