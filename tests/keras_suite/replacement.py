@@ -149,7 +149,7 @@ class Runner:
         inputs = {f"a{i}": self.backend.place(a, self.device) for i, a in enumerate(arrays)}
         natives = self.backend.call(function, self.device, inputs, dtype)
         spec, static = self._static[(function, signature)]
-        natives = iter(natives)
+        natives = iter(natives[1:])  # after the marker
         leaves = [self._result(next(natives)) if leaf is _NATIVE else leaf for leaf in static]
         return optree.tree_unflatten(spec, leaves)
 
@@ -167,7 +167,10 @@ class Runner:
             leaves, spec = optree.tree_flatten(result, is_leaf=lambda v: isinstance(v, Tensor), none_is_leaf=True)
             static = [_NATIVE if isinstance(leaf, Tensor) else leaf for leaf in leaves]
             self._static[self._signature] = (spec, static)
-            return [leaf for leaf in leaves if isinstance(leaf, Tensor)]
+            # A result may hold no array (ndim, is_tensor): a Theano-family function needs an output, so a constant
+            # marker leads the list.
+            marker = ops.wrap(ops.constant(np.zeros((), np.float32)))
+            return [marker, *(leaf for leaf in leaves if isinstance(leaf, Tensor))]
 
         function.__qualname__ = f"keras_suite.{name}"
         return function
