@@ -7,14 +7,17 @@ and each gradient group is one directional derivative of all its ops together.""
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 import math
 
 import numpy as np
 import pytest
 
+import toolkit
 from tests.conftest import THEANO, needs_all_backends
 from tests.op_checks import FLOAT32_RTOL, FLOAT64_RTOL, check_gradients, gradients, run
+from toolkit.errors import ArgumentError, ShapeError
 
 RNG = np.random.default_rng(11)
 
@@ -150,6 +153,10 @@ INPUTS = {
     "p1": RNG.normal(size=(2, 9, 3)), "p2": RNG.normal(size=(2, 7, 6, 3)), "p3": RNG.normal(size=(1, 5, 4, 5, 2)),
 }
 INPUTS["nomask"] = np.zeros((1, 4, 5, 6), bool)
+INPUTS["xint"], INPUTS["kint"] = RNG.integers(-3, 4, size=(2, 6, 5, 2)).astype(np.int32), \
+    RNG.integers(-2, 3, size=(2, 2, 2, 3)).astype(np.int32)
+INPUTS["pbool"] = RNG.random(size=(2, 6, 5, 2)) > 0.5
+INPUTS["x2empty"], INPUTS["qempty"] = np.zeros((0, 7, 6, 4)), np.zeros((0, 5, 4, 3))
 INPUTS["pnan"] = INPUTS["p2"].copy()
 INPUTS["pnan"][0, 1, 1, 0], INPUTS["pnan"][1, 4, 2, 2], INPUTS["pnan"][0, 6, 5, 1] = np.nan, np.inf, -np.inf
 
@@ -226,6 +233,17 @@ CASES = {
     "average_pool3d_same_channels_first": (
         lambda o, t: o.average_pool(o.transpose(t["p3"], (0, 4, 1, 2, 3)), 2, (1, 2, 2), "same", "channels_first"),
         lambda t: np.moveaxis(np_pool(t["p3"], 2, (1, 2, 2), "same", "average"), -1, 1)),
+    "conv2d_int_inputs": (lambda o, t: o.conv(t["xint"], t["kint"], 1, "same"),  # in the computation dtype
+                          lambda t: np_conv(t["xint"].astype(float), t["kint"].astype(float), 1, "same")),
+    "max_pool2d_bool": (lambda o, t: o.max_pool(t["pbool"], 2), lambda t: np_pool(t["pbool"].astype(float), 2)),
+    "average_pool2d_int": (lambda o, t: o.average_pool(t["xint"], 2, 1, "same"),
+                           lambda t: np_pool(t["xint"].astype(float), 2, 1, "same", "average")),
+    "conv2d_empty_batch": (lambda o, t: o.conv(t["x2empty"], t["k2"], 2, "same"),
+                           lambda t: np_conv(t["x2empty"], t["k2"], 2, "same")),
+    "max_pool2d_empty_batch": (lambda o, t: o.max_pool(t["x2empty"], 2, padding="same"),
+                               lambda t: np_pool(t["x2empty"], 2, padding="same")),
+    "attention_empty_batch": (lambda o, t: o.dot_product_attention(t["qempty"], t["k"][:0], t["v"][:0]),
+                              lambda t: np_attention(t["qempty"], t["k"][:0], t["v"][:0])),
     "attention_gqa_bias_mask": (lambda o, t: o.dot_product_attention(t["q"], t["k"], t["v"], t["bias"], t["mask"]),
                                 lambda t: np_attention(t["q"], t["k"], t["v"], t["bias"], t["mask"])),
     "attention_causal_scale": (
@@ -314,3 +332,93 @@ def test_window_op_gradients_agree_across_backends(group):
     assert tf_grads.keys() == theano_grads.keys()
     for name in tf_grads:
         np.testing.assert_allclose(theano_grads[name], tf_grads[name], rtol=1e-12, atol=1e-12, err_msg=name)
+
+
+#: Cases Keras' TensorFlow backend cannot run on a CPU (its kernels refuse them): channels-first 2-D convolutions and
+#: transposed ones, depthwise strides that differ per axis, 3-D depthwise convolutions, dilated transposed
+#: convolutions, float64 3-D pools, integer and boolean pools, empty batches, and key/value of one head; and where it
+#: differs from Keras' JAX and NumPy backends, which the toolkit follows: its max_pool drops NaN. The references of
+#: these are checked against Keras where it runs a case of the same kind.
+KERAS_TF_REFUSES = {"conv2d_channels_first", "depthwise2d_unequal_strides", "depthwise3d",
+                    "conv_transpose2d_same_output_padding_dilated", "conv_transpose2d_channels_first",
+                    "max_pool3d_same", "average_pool3d_same_channels_first", "attention_mqa_masked_rows",
+                    "max_pool2d_bool", "average_pool2d_int", "conv2d_empty_batch", "attention_empty_batch",
+                    "max_pool2d_nan_inf_same"}
+#: Keras on TensorFlow rounds max_pool's output and the attention softmax through float32.
+KERAS_FLOAT32 = {"max_pool2d": 1e-6, "max_pool2d_nan_inf_same": 1e-6, "max_pool2d_empty_batch": 1e-6,
+                 "attention_gqa_bias_mask": 1e-6, "attention_causal_scale": 1e-6}
+
+
+@pytest.mark.skipif(importlib.util.find_spec("keras") is None, reason="keras is not installed")
+@pytest.mark.parametrize("name", sorted(set(CASES) - KERAS_TF_REFUSES))
+def test_numpy_references_are_keras_ops(name):
+    """The references above are what keras.ops computes (float64, Keras' TensorFlow backend), with the same call:
+    the toolkit's cases are written against ``ops`` and run here with ``keras.ops`` in its place, so the toolkit's
+    ops, which equal the references, have Keras' signatures and semantics."""
+    toolkit.get_backend("tensorflow")  # TensorFlow starts with the logical devices, not on Keras' first op
+    import keras
+
+    fn, reference = CASES[name]
+    tolerance = KERAS_FLOAT32.get(name, 1e-10)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(fn(keras.ops, dict(INPUTS))), reference(INPUTS),
+                               rtol=tolerance, atol=tolerance, equal_nan=True)
+
+
+x2, k2 = INPUTS["x2"], INPUTS["k2"]
+#: Calls refused on every backend while the model is traced: (call, error type, part of the message).
+REFUSALS = [
+    (lambda o: o.conv(x2, k2, strides=2, dilation_rate=2), ArgumentError, "above 1 together are not supported"),
+    (lambda o: o.conv(x2, k2, padding="full"), ArgumentError, "padding must be one of"),
+    (lambda o: o.conv(x2, k2, data_format="NHWC"), ArgumentError, "data_format must be one of"),
+    (lambda o: o.conv(x2, k2, strides=(1, 2, 1)), ArgumentError, "strides must be an int >= 1 or 2 of them"),
+    (lambda o: o.conv(x2, k2, dilation_rate=0), ArgumentError, "dilation_rate must be an int >= 1"),
+    (lambda o: o.conv(x2[0], k2), ShapeError, "4-D kernel needs 4-D inputs"),
+    (lambda o: o.conv(x2[:, :, :, :3], k2), ShapeError, "must be a multiple of the kernel's 4 input channels"),
+    (lambda o: o.conv(x2, INPUTS["g2"][..., :5]), ShapeError, "output channels must be a multiple of the 2 groups"),
+    (lambda o: o.conv(x2[:, :2], k2), ShapeError, "smaller than the window"),
+    (lambda o: o.conv(x2[0, 0], k2[0, 0]), ShapeError, "rank 3, 4 or 5"),
+    (lambda o: o.depthwise_conv(x2, INPUTS["dw2"][:, :, :3]), ShapeError, "must equal the inputs' 4"),
+    (lambda o: o.conv_transpose(INPUTS["t2"], INPUTS["tk2"][..., :2], 2), ShapeError, "must equal the inputs' 3"),
+    (lambda o: o.conv_transpose(INPUTS["t2"], INPUTS["tk2"], 2, output_padding=2), ArgumentError,
+     "must be smaller than the strides"),
+    (lambda o: o.max_pool(x2, 0), ArgumentError, "pool_size must be an int >= 1"),
+    (lambda o: o.average_pool(x2, 2, padding="causal"), ArgumentError, "padding must be one of"),
+    (lambda o: o.max_pool(x2[0, 0], 2), ShapeError, "rank 3, 4 or 5"),
+    (lambda o: o.average_pool(x2, 8), ShapeError, "smaller than the window"),
+    (lambda o: o.dot_product_attention(INPUTS["q"], INPUTS["kf"], INPUTS["vf"], flash_attention=True), ArgumentError,
+     "flash_attention=True is not supported"),
+    (lambda o: o.dot_product_attention(INPUTS["q"], INPUTS["kf"], INPUTS["vf"], attn_logits_soft_cap=20.0),
+     ArgumentError, "attn_logits_soft_cap=20.0 is not supported"),
+    (lambda o: o.dot_product_attention(INPUTS["q"][0], INPUTS["kf"][0], INPUTS["vf"][0]), ShapeError,
+     "needs \\[batch, sequence, heads, depth\\] arrays"),
+    (lambda o: o.dot_product_attention(INPUTS["q"], INPUTS["kf"][:, :, :3], INPUTS["vf"][:, :, :3]), ShapeError,
+     "a multiple of theirs"),
+]
+
+
+def test_window_op_refusals_are_typed(backend):
+    """Each refusal is the toolkit's typed error, raised while the function is traced, on every backend."""
+    for call, error, message in REFUSALS:
+        with pytest.raises(error, match=message):
+            run(backend, lambda ops, call=call: call(ops), {})
+
+
+#: One case of each kind of Theano-family C-linker graph: the im2col convolution (grouped here), the slice-chain
+#: pools, and the transposed convolution that runs its JAX function on the host. Few and 2-D: each new C graph
+#: compiles for seconds on a cold cache (1-D and 3-D im2col and pools are the same code with other index tuples).
+C_LINKER_CASES = ["conv2d_grouped_strided", "conv_transpose2d_output_padding", "max_pool2d", "average_pool2d_same"]
+
+
+@pytest.mark.parametrize("engine", ["aesara", "pytensor"])
+def test_theano_c_linker_window_ops_equal_numpy_with_gradients(engine):
+    """The C linker's own graphs (not the JAX linker's XLA ops): values in one function, and gradients."""
+    if engine not in toolkit.available_backends():
+        pytest.skip(f"{engine} is not installed")
+    backend = toolkit.get_backend(engine, linker="c")
+    inputs = _inputs(_used(C_LINKER_CASES), "float64")
+    results = run(backend, lambda ops, **t: {name: CASES[name][0](ops, t) for name in C_LINKER_CASES}, inputs)
+    for name in C_LINKER_CASES:
+        np.testing.assert_allclose(results[name], CASES[name][1](INPUTS), rtol=FLOAT64_RTOL, atol=FLOAT64_RTOL,
+                                   equal_nan=True, err_msg=name)
+    fn, reference, inputs = _group(C_LINKER_CASES)
+    check_gradients(backend, fn, reference, inputs)
