@@ -115,3 +115,18 @@ def test_sums_of_allocated_arrays_count_every_element(backend):
 
     out = backend.to_numpy(backend.call(sums, backend.list_devices()[0], {"x": x}, "float64"))
     np.testing.assert_array_equal(out, np.array([[16 * 8 * 8] * 3] * 3 + [[16 * (10 * 10 - 8 * 8)] * 3]))
+
+
+def test_booleans_multiply_as_and_and_refuse_subtraction(backend):
+    """NumPy's and Keras' rules for booleans on every backend: their product is the logical and (TensorFlow has no
+    boolean multiply), their difference is refused with a typed error (it was a raw error on both)."""
+    from tests.op_checks import run
+    from toolkit.errors import DTypeError
+
+    a, b = np.array([True, True, False, False]), np.array([True, False, True, False])
+    product = run(backend, lambda ops, a, b: ops.multiply(a, b), {"a": a, "b": b})
+    assert product.dtype == np.bool_ and product.tolist() == [True, False, False, False]
+    with pytest.raises(DTypeError, match="subtract of booleans"):
+        run(backend, lambda ops, a, b: a - b, {"a": a, "b": b})
+    difference = run(backend, lambda ops, a, b: ops.subtract(ops.cast(a, "int32"), b), {"a": a, "b": b})
+    assert difference.tolist() == [0, 1, -1, 0]

@@ -11,10 +11,12 @@ class TensorFlowElementwiseOps:
     def add(self, x1, x2):
         return tf.math.add(x1, x2)
 
-    def subtract(self, x1, x2):
+    def _subtract(self, x1, x2):
         return tf.math.subtract(x1, x2)
 
     def multiply(self, x1, x2):
+        if x1.dtype == tf.bool:
+            return tf.math.logical_and(x1, x2)  # TensorFlow has no boolean Mul kernel; NumPy's product is the "and"
         return tf.math.multiply(x1, x2)
 
     def divide(self, x1, x2):

@@ -9,7 +9,7 @@ class TheanoElementwiseOps:
     def add(self, x1, x2):
         return tt.add(x1, x2)
 
-    def subtract(self, x1, x2):
+    def _subtract(self, x1, x2):
         return tt.sub(x1, x2)
 
     def multiply(self, x1, x2):

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from toolkit.errors import ArgumentError, ShapeError
+from toolkit.errors import ArgumentError, DTypeError, ShapeError
 from toolkit.nn.tensor import INT_DTYPE, Tensor
 
 Native = Any  # a backend's native array
@@ -20,7 +20,7 @@ Axis = int | Sequence[int] | None
 
 #: How each primitive's array arguments are converted (the letters of :data:`toolkit.nn.ops.ARGUMENTS`).
 ARGUMENTS: dict[str, str] = {
-    **dict.fromkeys(("add", "subtract", "multiply", "floor_divide", "mod", "power", "maximum", "minimum", "greater",
+    **dict.fromkeys(("add", "_subtract", "multiply", "floor_divide", "mod", "power", "maximum", "minimum", "greater",
                      "greater_equal", "less", "less_equal", "equal", "not_equal"), "ee"),
     "divide": "ff", "logical_and": "bb", "logical_or": "bb", "logical_not": "b", "_where": "bee",
     **dict.fromkeys(("negative", "abs", "square", "relu"), "e"),
@@ -34,8 +34,20 @@ class ElementwiseOps(ABC):
 
     @abstractmethod
     def add(self, x1, x2): """``x1 + x2``."""
+    def subtract(self, x1, x2):
+        """``x1 - x2``.
+
+        Raises:
+            DTypeError: both operands boolean (NumPy and Keras refuse it: ``logical_xor`` is the boolean
+                difference).
+        """
+        if self._result_dtype([x1, x2]) == "bool":
+            raise DTypeError("ops.subtract of booleans: NumPy and Keras refuse it; use ops.logical_xor, or cast "
+                             "the operands to an integer dtype first")
+        return self._subtract(x1, x2)
+
     @abstractmethod
-    def subtract(self, x1, x2): """``x1 - x2``."""
+    def _subtract(self, x1, x2): """The difference under :meth:`subtract`, operands promoted, not both boolean."""
     @abstractmethod
     def multiply(self, x1, x2): """``x1 * x2``."""
     @abstractmethod
