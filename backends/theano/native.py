@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import functools
 import warnings
 
 import numpy as np
@@ -19,7 +20,7 @@ import numpy as np
 from toolkit.command.bench import Batches
 from toolkit.nn.context import MIX32_STEPS, UNIFORM_BITS
 from toolkit.nn.model import batch
-from toolkit.nn.ops import Ops
+from toolkit.nn.ops import ARGUMENTS, Ops
 from toolkit.nn.shapes import check_conv, check_matmul, window
 
 from . import engine
@@ -166,7 +167,7 @@ class JaxOps(Ops):
     def add(self, x1, x2):
         return x1 + x2
 
-    def subtract(self, x1, x2):
+    def _subtract(self, x1, x2):
         return x1 - x2
 
     def multiply(self, x1, x2):
@@ -308,8 +309,9 @@ class JaxOps(Ops):
     def stack(self, xs, axis=0):
         return jnp.stack(list(xs), axis=axis)
 
-    def pad(self, x, pad_width, constant_values=0):
-        return jnp.pad(x, pad_width, constant_values=constant_values)
+    def pad(self, x, pad_width, mode="constant", constant_values=None):
+        return jnp.pad(x, pad_width, mode=mode, **({} if constant_values is None else {"constant_values":
+                                                                                          constant_values}))
 
     def _scan(self, step, init, xs, length, reverse, unroll):
         carry, ys = lax.scan(lambda c, x: tuple(map(tuple, step(list(c), list(x)))), tuple(init), tuple(xs),
@@ -328,10 +330,12 @@ class JaxOps(Ops):
     def zeros_like(self, x):
         return jnp.zeros_like(x)
 
-    def one_hot(self, indices, depth):
-        return jax.nn.one_hot(indices, depth, dtype=self.dtype)
+    def one_hot(self, x, num_classes, axis=-1, dtype=None, sparse=False):
+        return jax.nn.one_hot(x, num_classes, axis=axis, dtype=dtype or self.dtype)
 
-    def conv(self, inputs, kernel, strides=1, padding="valid", dilation_rate=1):
+    def conv(self, inputs, kernel, strides=1, padding="valid", data_format=None, dilation_rate=1):
+        if data_format not in (None, "channels_last"):
+            raise NotImplementedError(f"the bench's plain-JAX baseline convolves channels last, got {data_format!r}")
         strides, dilations, padding = check_conv(inputs.ndim, kernel.ndim, strides, dilation_rate, padding)
         return lax.conv_general_dilated(inputs, kernel, strides, padding.upper(), rhs_dilation=dilations,
                                         dimension_numbers=("NHWC", "HWIO", "NHWC"))
@@ -361,6 +365,34 @@ class JaxOps(Ops):
         top = jnp.right_shift(x, jnp.uint32(32 - UNIFORM_BITS))
         return top.astype(self.dtype) * jnp.asarray(2.0 ** -UNIFORM_BITS, self.dtype)
 
+
+
+def _outside_the_baseline(name: str):
+    def missing(self, *args, **kwargs):
+        raise NotImplementedError(f"ops.{name}: the bench's plain-JAX baseline writes only the ops the bench's models "
+                                  "use")
+
+    return missing
+
+
+def _on_arrays(method):
+    """A public op of :class:`JaxOps` that the toolkit writes as a composite (its arguments Tensors): the baseline's
+    own ``jax.numpy`` call, on the arrays inside."""
+    @functools.wraps(method)
+    def op(self, *args, **kwargs):
+        return self.wrap_tree(method(self, *Ops.unwrap(args), **Ops.unwrap(kwargs)))
+
+    return op
+
+
+_PLUMBING = {"is_native", "constant", "native_dtype", "native_shape", "native_cast"}
+for _name, _method in list(vars(JaxOps).items()):
+    if callable(_method) and not _name.startswith("_") and _name not in ARGUMENTS and _name not in _PLUMBING:
+        setattr(JaxOps, _name, _on_arrays(_method))
+# The rest of the vocabulary is not part of the baseline: JaxOps is instantiable, and says so if a model reaches it.
+for _name in sorted(JaxOps.__abstractmethods__):
+    setattr(JaxOps, _name, _outside_the_baseline(_name))
+JaxOps.__abstractmethods__ = frozenset()
 
 def runners(model, params, state, batches: Batches, devices, backend, dtype: str, lr: float) -> dict:
     """The native runners, in the one-device process only: they have one device (plain Aesara has no multi-device

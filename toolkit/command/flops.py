@@ -73,11 +73,15 @@ def _counting(ops_class: type) -> type:
             self._record("matmul", x1, x2, (), 2 * _size(self, out, "matmul") * _size(self, x1, "matmul", axis=-1))
             return out
 
-        def conv(self, inputs, kernel, strides=1, padding="valid", dilation_rate=1):
-            out = super().conv(inputs, kernel, strides, padding, dilation_rate)
+        def conv(self, inputs, kernel, strides=1, padding="valid", data_format=None, dilation_rate=1):
+            out = super().conv(inputs, kernel, strides=strides, padding=padding, data_format=data_format,
+                               dilation_rate=dilation_rate)
             options = (("strides", strides), ("padding", padding), ("dilation_rate", dilation_rate))
+            options += (("data_format", data_format),) if data_format is not None else ()
+            # Each output entry is a dot over the kernel's window and input channels (per group): all its axes but
+            # the last.
             self._record("conv", inputs, kernel, options,
-                         2 * _size(self, out, "conv") * _size(self, kernel, "conv", axis=slice(0, 3)))
+                         2 * _size(self, out, "conv") * _size(self, kernel, "conv", axis=slice(0, -1)))
             return out
 
         def _record(self, kind, a, b, options, flops) -> None:
@@ -169,6 +173,8 @@ def _output_shape(product: Product) -> tuple[int, ...]:
         a2, b2 = (a if len(a) > 1 else (1, *a)), (b if len(b) > 1 else (*b, 1))
         return (*np.broadcast_shapes(a2[:-2], b2[:-2]), *a2[-2:-1] * (len(a) > 1), *b2[-1:] * (len(b) > 1))
     options = dict(product.options)
+    if options.get("data_format") not in (None, "channels_last"):
+        raise ValueError(f"the products alone are timed for channels-last convolutions, got {options['data_format']}")
     strides, dilation, padding = check_conv(len(a), len(b), options["strides"], options["dilation_rate"],
                                             options["padding"])
     return (a[0], *(output_size(a[1 + i], b[i], strides[i], dilation[i], padding) for i in range(2)), b[3])
