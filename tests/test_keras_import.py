@@ -216,3 +216,22 @@ def test_keras_first_then_logical_devices_says_what_to_do():
                           env={k: v for k, v in os.environ.items() if k != "XLA_FLAGS"})
     assert done.returncode == 0, done.stderr[-2000:]
     assert "building a Keras model: call toolkit.use_logical_devices before using Keras" in done.stdout
+
+
+def test_logical_devices_then_keras_then_a_trainer_works():
+    """The README's order: logical devices first, then Keras code (which imports TensorFlow and, building a model,
+    starts it), then a trainer on those devices. TensorFlow gets its devices the moment it is imported (a fresh
+    process, since this one already has its devices)."""
+    program = ("import numpy as np, toolkit\n"
+               "toolkit.use_logical_devices(2)\n"
+               "import keras\n"
+               "model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])\n"
+               "model(keras.ops.ones((1, 3)))\n"
+               "model.compile(loss='mse')\n"
+               "trainer = toolkit.DataParallel(toolkit.from_keras(model), 'tensorflow', 2, toolkit.optim.SGD(0.1))\n"
+               "trainer.step(np.ones((4, 3), 'float32'), np.zeros((4, 2), 'float32'))\n"
+               "print([str(d) for d in trainer.devices])\n")
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=300,
+                          env={k: v for k, v in os.environ.items() if k != "XLA_FLAGS"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().endswith("['cpu:0', 'cpu:1']")

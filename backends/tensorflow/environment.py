@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib.abc
+import importlib.util
 import os
 import re
 import sys
@@ -89,9 +91,44 @@ def logical_devices_problem(n: int) -> str | None:
 
 
 def configure_logical_devices(n: int) -> None:
-    """Split the host CPU into ``n`` logical devices, if TensorFlow is imported; else the backend does it on load."""
-    if "tensorflow" not in sys.modules or (_started() and _configured_count() == n):
+    """Split the host CPU into ``n`` logical devices: now if TensorFlow is imported, else the moment it is imported,
+    by whatever imports it (Keras does, and building a Keras model starts TensorFlow's runtime, after which its
+    devices are fixed: tensorflow#25138)."""
+    if "tensorflow" not in sys.modules:
+        _OnImport.install(n)
+        return
+    if _started() and _configured_count() == n:
         return
     tf = sys.modules["tensorflow"]
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * n)
+
+
+class _OnImport(importlib.abc.MetaPathFinder):
+    """Finds nothing itself: when ``tensorflow`` is about to be imported, it lets the other finders find it and makes
+    its loader configure the logical devices once the package has run (before anything can start the runtime)."""
+
+    count: int | None = None
+
+    @classmethod
+    def install(cls, n: int) -> None:
+        cls.count = n
+        if not any(isinstance(finder, cls) for finder in sys.meta_path):
+            sys.meta_path.insert(0, cls())
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != "tensorflow":
+            return None
+        sys.meta_path.remove(self)  # once: the import that follows, and any later one, is TensorFlow's own
+        spec = importlib.util.find_spec(fullname)
+        if spec is None or spec.loader is None:
+            return spec
+        run = spec.loader.exec_module
+
+        def exec_module(module):
+            run(module)
+            if _OnImport.count is not None:
+                configure_logical_devices(_OnImport.count)
+
+        spec.loader.exec_module = exec_module  # this import's loader only, so the module keeps its own loader
+        return spec

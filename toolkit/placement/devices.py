@@ -87,8 +87,9 @@ MAX_LOGICAL_DEVICES = 64
 def use_logical_devices(n: int) -> None:
     """Give this process ``n`` logical CPU devices in every backend, for multi-device runs on one machine.
 
-    Call it before any framework has started (before the first TensorFlow op or JAX device query). Backends loaded
-    later pick the setting up; a framework already loaded is configured now.
+    Call it before any framework has started (before the first TensorFlow op or JAX device query). A framework
+    already loaded is configured now; one imported later is configured as it is imported, whoever imports it
+    (TensorFlow by Keras, for example: Keras code may follow this call).
 
     Raises:
         DeviceSpecError: (a ``ValueError``) ``n`` is not an int from 1 to :data:`MAX_LOGICAL_DEVICES`.
