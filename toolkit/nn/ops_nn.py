@@ -27,6 +27,9 @@ ARGUMENTS: dict[str, str] = {"relu6": "f", "log_sigmoid": "f"}
 #: Keras' ``backend.epsilon()``: the probabilities of the crossentropies are clipped to ``[EPSILON, 1 - EPSILON]``,
 #: and it is the default ``epsilon`` of ``normalize``, ``rms_normalization`` and ``layer_normalization``.
 EPSILON = 1e-7
+#: The log of an impossible path in :meth:`NNOps.ctc_loss` (Keras' and optax's ``log_epsilon``): finite, so that no
+#: ``inf - inf`` appears in the forward algorithm or its gradient.
+LOG_EPSILON = -1e5
 #: SELU's constants (Klambauer et al. 2017), as JAX and Keras write them.
 SELU_ALPHA, SELU_SCALE = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
 
@@ -407,12 +410,64 @@ class NNOps(ABC):
                          "abs_ * cos(angle) and abs_ * sin(angle) for the real and imaginary parts)")
 
     def ctc_loss(self, target, output, target_length, output_length, mask_index=0):
-        """``keras.ops.ctc_loss``.
+        """Connectionist temporal classification loss per sequence (Graves et al. 2006): minus the log of the
+        probability, summed over every alignment, that ``output`` spells ``target``, as Keras computes it (the forward
+        algorithm of optax's ``ctc_loss``, in log space, with ``LOG_EPSILON`` for log 0).
+
+        Args:
+            target: integer labels ``[batch, max_label_length]``; only the first ``target_length`` count.
+            output: logits ``[batch, max_time, classes]`` (a log-softmax is taken); only the first
+                ``output_length`` steps count.
+            target_length, output_length: integers ``[batch]``.
+            mask_index: the blank class.
 
         Raises:
-            ArgumentError: always: the toolkit does not implement the CTC loss.
+            ShapeError: ``output`` not of rank 3 or ``target`` not of rank 2 with ``output``'s batch size.
         """
-        raise ArgumentError("ops.ctc_loss is not implemented in the toolkit")
+        output = self._float_input(output)
+        shape, labels_shape = self.shape(output), self.shape(target)
+        if len(shape) != 3 or len(labels_shape) != 2 or labels_shape[0] != shape[0]:
+            raise ShapeError(f"ctc_loss needs output [batch, time, classes] and target [batch, labels], got "
+                             f"output.shape={shape} and target.shape={labels_shape}")
+        (batch, steps, classes), labels = shape, labels_shape[1]
+        dtype = output.dtype
+        target = self.cast(target, "int32")
+        logprobs = self.log_softmax(output, axis=-1)
+        # 1 where a label equals the next one: a blank must separate them.
+        repeat = self.concatenate([self.cast(target[:, :-1] == target[:, 1:], dtype),
+                                   self.wrap(self._native(np.zeros((batch, 1)), dtype))], axis=1)
+        blank = self.transpose(logprobs[:, :, mask_index:mask_index + 1], (1, 0, 2))  # [time, batch, 1]
+        chosen = self.cast(self.one_hot(target, classes), dtype)  # [batch, labels, classes]
+        emit = self.transpose(self.matmul(logprobs, self.transpose(chosen, (0, 2, 1))), (1, 0, 2))  # [time, b, labels]
+        padding = self.cast(self.expand_dims(self.cast(output_length, "int32"), -1) <= np.arange(steps), dtype)
+
+        def log_add(x1, x2):
+            """``log(exp(x1) + exp(x2))`` of finite values (every score here is >= about ``LOG_EPSILON`` times the
+            length). Not ``ops.logaddexp``: inside ``ops.scan`` on Aesara its gradient is NaN."""
+            larger = self.maximum(x1, x2)
+            return larger + self.log(self.exp(x1 - larger) + self.exp(x2 - larger))
+
+        def add_to_phi(phi, score):
+            """``phi[:, 1:]`` plus ``score`` in log space."""
+            return self.concatenate([phi[:, :1], log_add(phi[:, 1:], score)], axis=-1)
+
+        def step(carry, x):
+            previous_phi, previous_emit = carry
+            emit_t, blank_t, pad = x
+            phi = add_to_phi(previous_phi, previous_emit + LOG_EPSILON * repeat)  # emit to blank, unless repeated
+            next_emit = log_add(phi[:, :-1] + emit_t, previous_emit + emit_t)  # blank to emit, emit's loop
+            next_phi = add_to_phi(phi + blank_t, previous_emit + blank_t + LOG_EPSILON * (1.0 - repeat))
+            pad = self.reshape(pad, (batch, 1))
+            return (pad * previous_phi + (1.0 - pad) * next_phi, pad * previous_emit + (1.0 - pad) * next_emit), None
+
+        start_phi = np.full((batch, labels + 1), LOG_EPSILON)
+        start_phi[:, 0] = 0.0
+        init = (self.wrap(self._native(start_phi, dtype)),
+                self.wrap(self._native(np.full((batch, labels), LOG_EPSILON), dtype)))
+        (phi, last_emit), _ = self.scan(step, init, (emit, blank, self.transpose(padding, (1, 0))))
+        phi = add_to_phi(phi, last_emit)
+        ends = self.clip(self.cast(target_length, "int32"), 0, labels)
+        return -self.sum(phi * self.cast(self.one_hot(ends, labels + 1), dtype), axis=-1)
 
     def ctc_decode(self, inputs, sequence_lengths, strategy="greedy", beam_width=100, top_paths=1,
                    merge_repeated=True, mask_index=0):
