@@ -130,3 +130,17 @@ def test_booleans_multiply_as_and_and_refuse_subtraction(backend):
         run(backend, lambda ops, a, b: a - b, {"a": a, "b": b})
     difference = run(backend, lambda ops, a, b: ops.subtract(ops.cast(a, "int32"), b), {"a": a, "b": b})
     assert difference.tolist() == [0, 1, -1, 0]
+
+
+def test_softplus_is_exact_in_its_tails_and_its_gradient_is_the_sigmoid(backend_name):
+    """softplus(-40) is 4.2e-18, not 0, and its gradient is sigmoid(x) everywhere, 0.5 at 0 (its relu/abs form gave
+    0 there), as in Keras and JAX."""
+    from tests.op_checks import check_gradients, run
+
+    x = np.array([-40.0, -3.0, 0.0, 2.5, 40.0])
+    reference = np.logaddexp(0.0, x)
+    np.testing.assert_allclose(run(toolkit.get_backend(backend_name), lambda ops, x: ops.softplus(x), {"x": x}),
+                               reference, rtol=1e-15, atol=0)
+    grads = check_gradients(backend_name, lambda ops, x: ops.softplus(x), lambda x: np.logaddexp(0.0, x), {"x": x})
+    weights = np.random.default_rng(1).normal(size=x.shape)  # the weights check_gradients draws first
+    np.testing.assert_allclose(grads["x"], weights / (1 + np.exp(-x)), rtol=1e-12, atol=1e-30)

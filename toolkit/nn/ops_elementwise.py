@@ -181,6 +181,9 @@ class ElementwiseOps(ABC):
         return x * self.sigmoid(x)
 
     def softplus(self, x):
-        """``log(1 + exp(x))``, computed as ``max(x, 0) + log(1 + exp(-|x|))`` so large ``|x|`` neither overflows
-        nor loses the gradient."""
-        return self.relu(x) + self.log(1.0 + self.exp(-self.abs(x)))
+        """``log(1 + exp(x))`` (``keras.ops.softplus``), computed as ``x + log1p(exp(-x))`` for ``x > 0`` and
+        ``log1p(exp(x))`` otherwise: large ``|x|`` neither overflows nor rounds to 0 (``softplus(-40)`` is 4.2e-18),
+        and the gradient is ``sigmoid(x)`` everywhere, 0.5 at 0 (a ``relu``/``abs`` form gives 0 there)."""
+        x = self._floating(x)
+        positive = x > 0
+        return self.where(positive, x, 0.0) + self.log1p(self.exp(self.where(positive, -x, x)))
