@@ -86,7 +86,8 @@ def pytest_runtest_makereport(item, call):
 def pytest_runtest_logreport(report) -> None:
     """On the controller (and in a run without workers): a test's outcome over its phases, and its record."""
     entry = TESTS.setdefault(report.nodeid, {"nodeid": report.nodeid, "outcome": "passed", "record": None,
-                                             "error": None})
+                                             "error": None, "seconds": 0.0})
+    entry["seconds"] = round(entry["seconds"] + report.duration, 3)
     if report.skipped:
         entry["outcome"] = "skipped"
     elif report.failed and entry["outcome"] != "skipped":
