@@ -2,10 +2,62 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from toolkit.backends.tensorflow.environment import import_framework
 
 tf = import_framework()
 
+_SEGMENT_OPS = {"sum": tf.math.unsorted_segment_sum, "prod": tf.math.unsorted_segment_prod,
+                "max": tf.math.unsorted_segment_max, "min": tf.math.unsorted_segment_min}
+
 
 class TensorFlowReductionOps:
-    pass
+    def _prod(self, x, axes, keepdims):
+        return tf.math.reduce_prod(x, axis=list(axes), keepdims=keepdims)
+
+    def _reduce_any(self, x, axes, keepdims):
+        return tf.math.reduce_any(x, axis=list(axes), keepdims=keepdims)
+
+    def _reduce_all(self, x, axes, keepdims):
+        return tf.math.reduce_all(x, axis=list(axes), keepdims=keepdims)
+
+    def _nan_entries(self, x):
+        return tf.math.is_nan(x) if x.dtype.is_floating else tf.zeros_like(x, tf.bool)
+
+    def _argsort(self, x, axis):
+        if not x.dtype.is_floating:
+            return tf.argsort(x, axis=axis, stable=True)
+        # tf.argsort leaves NaN anywhere. Sorted twice, stably: by value with NaN as +inf, then by whether NaN, so
+        # NaN comes after +inf and ties keep their order.
+        nan = tf.math.is_nan(x)
+        by_value = tf.argsort(tf.where(nan, tf.constant(np.inf, x.dtype), x), axis=axis, stable=True)
+        by_nan = tf.argsort(tf.cast(_along(nan, by_value, axis), tf.int32), axis=axis, stable=True)
+        return _along(by_value, by_nan, axis)
+
+    def _segment_reduce(self, data, segment_ids, num_segments, reduction):
+        # TensorFlow drops negative ids but fails on ids >= num_segments (on CPU): those are dropped too.
+        ids = tf.where(segment_ids < num_segments, segment_ids, -1)
+        found = _SEGMENT_OPS[reduction](data, ids, num_segments)
+        if reduction in ("max", "min") and data.dtype.is_floating:
+            # TensorFlow's segment maxima and minima start from the dtype's lowest (highest) finite value, so a
+            # segment of -inf (+inf) only gives that value, and they skip NaN. A segment with NaN is NaN and one of
+            # infinities that infinity, as in NumPy and JAX; an empty one keeps TensorFlow's value.
+            def each(condition, reduce):
+                return reduce(tf.cast(condition, tf.int32), ids, num_segments) > 0
+
+            infinity = tf.constant(-np.inf if reduction == "max" else np.inf, data.dtype)
+            members = each(tf.ones_like(data, tf.bool), tf.math.unsorted_segment_max)
+            infinite = tf.logical_and(members, each(tf.equal(data, infinity), tf.math.unsorted_segment_min))
+            found = tf.where(infinite, infinity, found)
+            nan = each(tf.math.is_nan(data), tf.math.unsorted_segment_max)
+            found = tf.where(nan, tf.constant(np.nan, data.dtype), found)
+        return found
+
+    def _native_value_when_built(self, x):
+        value = tf.get_static_value(x) if isinstance(x, tf.Tensor) else None
+        return None if value is None else np.asarray(value)
+
+
+def _along(x, indices, axis):
+    return tf.experimental.numpy.take_along_axis(x, indices, axis=axis)

@@ -1,17 +1,700 @@
-"""Reductions, sorting and segments: ``prod``, ``var``, ``std``, ``norm``, ``any``, ``argsort``, ``top_k``, ``cumprod``,
-``segment_sum`` and their kin (``keras.ops.numpy`` and ``keras.ops.math``).
+"""Reductions, sorting and segments: ``prod``, ``var``, ``std``, ``any``, ``argsort``, ``top_k``, ``cumprod``,
+``quantile``, the ``nan*`` reductions, ``segment_sum`` and their kin (``keras.ops.numpy`` and ``keras.ops.math``).
 
 Part of :class:`~toolkit.nn.ops.Ops`: a backend implements the primitives (the abstract methods, listed in
 :data:`ARGUMENTS` with how their array arguments are converted) on natives; the composites are written once, here.
+
+The rules every op here keeps on every backend (NumPy's, and Keras' where it has one):
+
+- an ``axis`` is an int, a tuple or list of ints (negative ones count from the end), or None for every axis;
+- dtypes are JAX's (as Keras gives them): sums and products of booleans and integers narrower than 32 bits are
+  int32 (uint32 if unsigned), running sums and products keep the input's dtype (booleans: int32), statistics
+  (``var``, ``quantile``, ``average``...) of integers are in the computation dtype, indices are int32;
+- NaN is the largest value: ``argsort``/``sort`` put it last, ``top_k`` first, a maximum, minimum, variance or
+  quantile over a NaN is NaN; the ``nan*`` ops leave NaN out (NaN where there is nothing else, and -1 for
+  ``nanargmax``/``nanargmin`` of an all-NaN slice, as JAX). ``0.0`` and ``-0.0`` are equal (kept in their order);
+- ties keep the order of the input: ``argsort`` is stable, ``top_k`` and ``argmin`` give the lower index first.
 """
 
 from __future__ import annotations
 
-from abc import ABC
+import builtins
+from abc import ABC, abstractmethod
+
+import numpy as np
+
+from toolkit.errors import ArgumentError, DTypeError, ShapeError
 
 #: How each primitive's array arguments are converted (the letters of :data:`toolkit.nn.ops.ARGUMENTS`).
-ARGUMENTS: dict[str, str] = {}
+ARGUMENTS: dict[str, str] = {
+    "_prod": "t", "_reduce_any": "b", "_reduce_all": "b", "_nan_entries": "t", "_argsort": "t", "_segment_reduce": "ti",
+}
+
+#: The reductions ``segment_reduce`` knows, with the value of an empty segment (None: the dtype's lowest or highest
+#: value, as TensorFlow and Keras on TensorFlow give it).
+SEGMENT_REDUCTIONS = ("sum", "prod", "max", "min")
+#: The interpolations of :meth:`ReductionOps.quantile` (NumPy's and Keras' ``method``).
+QUANTILE_METHODS = ("linear", "lower", "higher", "midpoint", "nearest")
+
+
+def _kind(dtype: str) -> str:
+    return np.dtype(dtype).kind
+
+
+def accumulation_dtype(dtype: str) -> str:
+    """The dtype a sum or product of ``dtype`` is in (JAX's, as Keras gives it): booleans and integers narrower than
+    32 bits widen to int32 (unsigned ones to uint32); others keep theirs."""
+    kind, size = _kind(dtype), np.dtype(dtype).itemsize
+    if kind == "b" or (kind == "i" and size < 4):
+        return "int32"
+    if kind == "u" and size < 4:
+        return "uint32"
+    return dtype
+
+
+def normalized_axes(axis, ndim: int, name: str) -> tuple[int, ...]:
+    """``axis`` (None, an int, or a sequence of ints) as a sorted tuple of axes in ``[0, ndim)``.
+
+    Raises:
+        ShapeError: an axis outside ``[-ndim, ndim)`` or one named twice.
+    """
+    if axis is None:
+        return tuple(range(ndim))
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    if any(not isinstance(a, (int, np.integer)) or isinstance(a, bool) or not -ndim <= a < ndim for a in axes):
+        raise ShapeError(f"ops.{name}: axis={axis!r} for an array of rank {ndim}; expected ints in [{-ndim}, {ndim})")
+    found = tuple(sorted(int(a) % ndim for a in axes))
+    if len(set(found)) != len(found):
+        raise ShapeError(f"ops.{name}: axis={axis!r} names an axis twice")
+    return found
 
 
 class ReductionOps(ABC):
     """Mixed into :class:`~toolkit.nn.ops.Ops`."""
+
+    # --- primitives ------------------------------------------------------------------------------------------------
+    @abstractmethod
+    def _prod(self, x, axes: tuple[int, ...], keepdims: bool):
+        """Product over ``axes`` (a tuple, not empty) in ``x``'s dtype; its gradient is exact where entries are 0."""
+
+    @abstractmethod
+    def _reduce_any(self, x, axes: tuple[int, ...], keepdims: bool):
+        """Booleans: any true over ``axes``."""
+
+    @abstractmethod
+    def _reduce_all(self, x, axes: tuple[int, ...], keepdims: bool):
+        """Booleans: all true over ``axes``."""
+
+    @abstractmethod
+    def _nan_entries(self, x):
+        """Booleans: where ``x`` is NaN (false everywhere for integers and booleans)."""
+
+    @abstractmethod
+    def _argsort(self, x, axis: int):
+        """int32 indices that sort ``x`` (integers or floats) along ``axis`` (non-negative), ascending, stable (ties
+        in their order), NaN after everything else, ``-0.0`` equal to ``0.0``."""
+
+    @abstractmethod
+    def _segment_reduce(self, data, segment_ids, num_segments: int, reduction: str):
+        """``reduction`` (one of :data:`SEGMENT_REDUCTIONS`) of ``data``'s rows (axis 0) by ``segment_ids`` (int32,
+        one per row) into ``num_segments`` rows; rows whose id is outside ``[0, num_segments)`` are dropped. An empty
+        segment is 0 (sum), 1 (prod), or the dtype's lowest (max) or highest (min) value. The gradient of max and
+        min goes to the rows that reach them (shared between ties)."""
+
+    # --- helpers ---------------------------------------------------------------------------------------------------
+    def _reduction_tensor(self, x, dtype: str | None = None):
+        return self.wrap(self._native(x, dtype))
+
+    def _reduction_floats(self, *values):
+        """``values`` as Tensors of their common floating dtype (the computation dtype for integers and booleans)."""
+        dtype = self._result_dtype(list(values), floating=True)
+        return [self._reduction_tensor(v, dtype) for v in values]
+
+    def _nan_mask(self, x):
+        """Where ``x`` is NaN, or None when it is not floating (no NaN possible)."""
+        return self._nan_entries(x) if _kind(self.dtype_of(x)) == "f" else None
+
+    def _reduce(self, x, axis, keepdims: bool, name: str, fn):
+        """``fn(x, axes, keepdims)`` for a non-empty tuple of axes; ``x`` unchanged for ``axis=()`` (nothing to
+        reduce)."""
+        axes = normalized_axes(axis, len(self.shape(x)), name)
+        return fn(x, axes, keepdims) if axes else x
+
+    def _flipped(self, x, axis: int):
+        return x[(slice(None),) * axis + (slice(None, None, -1),)]
+
+    def _descending_order(self, x, axis: int):
+        """Stable indices sorting ``x`` from largest to smallest along ``axis`` (NaN first: it is the largest; ties
+        keep their order): the reversed ascending order of the reversed array."""
+        size = self.shape(x)[axis]
+        return (size - 1) - self._flipped(self._argsort(self._flipped(x, axis), axis), axis)
+
+    def _sortable(self, x):
+        """``x`` as a Tensor :meth:`_argsort` takes: booleans as int32 (False before True)."""
+        x = self._reduction_tensor(x)
+        return self.cast(x, "int32") if x.dtype == "bool" else x
+
+    def _value_when_built(self, x) -> np.ndarray | None:
+        """``x``'s values where they are known when the op is built (a NumPy array or list, a Python number, a
+        constant of the graph, an eager TensorFlow tensor), else None."""
+        if hasattr(x, "native"):
+            x = x.native
+        if not self.is_native(x):
+            return np.asarray(x)
+        return self._native_value_when_built(x)
+
+    def _native_value_when_built(self, x) -> np.ndarray | None:
+        """A backend's: a native's values if known when the op is built, else None."""
+        return None
+
+    # --- reductions ------------------------------------------------------------------------------------------------
+    def prod(self, x, axis=None, keepdims: bool = False, dtype: str | None = None):
+        """Product over ``axis`` (``keras.ops.prod``), in ``dtype`` (default: :func:`accumulation_dtype` of
+        ``x``'s). Its gradient is exact where entries are zero (the product of the others).
+
+        Raises:
+            ShapeError: an axis out of range or named twice.
+        """
+        x = self._reduction_tensor(x)
+        x = self.cast(x, dtype or accumulation_dtype(x.dtype))
+        return self._reduce(x, axis, keepdims, "prod", self._prod)
+
+    def any(self, x, axis=None, keepdims: bool = False):
+        """Whether any entry over ``axis`` is true (nonzero; NaN is true) (``keras.ops.any``)."""
+        return self._reduce(self._reduction_tensor(x, "bool"), axis, keepdims, "any", self._reduce_any)
+
+    def all(self, x, axis=None, keepdims: bool = False):
+        """Whether every entry over ``axis`` is true (nonzero; NaN is true) (``keras.ops.all``)."""
+        return self._reduce(self._reduction_tensor(x, "bool"), axis, keepdims, "all", self._reduce_all)
+
+    def amax(self, x, axis=None, keepdims: bool = False):
+        """Maximum over ``axis`` (``keras.ops.amax``; NaN if the slice has one; booleans: :meth:`any`)."""
+        x = self._reduction_tensor(x)
+        if x.dtype == "bool":
+            return self.any(x, axis, keepdims)
+        return self._reduce(x, axis, keepdims, "amax", lambda v, axes, k: self.max(v, axis=axes, keepdims=k))
+
+    def amin(self, x, axis=None, keepdims: bool = False):
+        """Minimum over ``axis`` (``keras.ops.amin``; NaN if the slice has one; booleans: :meth:`all`)."""
+        x = self._reduction_tensor(x)
+        if x.dtype == "bool":
+            return self.all(x, axis, keepdims)
+        return self._reduce(x, axis, keepdims, "amin", lambda v, axes, k: self.min(v, axis=axes, keepdims=k))
+
+    def ptp(self, x, axis=None, keepdims: bool = False):
+        """``amax - amin`` over ``axis`` (``keras.ops.ptp``).
+
+        Raises:
+            DTypeError: boolean ``x`` (booleans do not subtract; NumPy and JAX refuse too).
+        """
+        x = self._reduction_tensor(x)
+        if x.dtype == "bool":
+            raise DTypeError("ops.ptp: x is boolean; ptp needs numbers (cast x to an integer dtype first)")
+        return self.amax(x, axis, keepdims) - self.amin(x, axis, keepdims)
+
+    def var(self, x, axis=None, keepdims: bool = False):
+        """Variance over ``axis`` (``keras.ops.var``): ``mean((x - mean(x))**2)``, two passes, as NumPy; integers
+        in the computation dtype."""
+        x, = self._reduction_floats(x)
+        axes = normalized_axes(axis, x.ndim, "var")
+        centred = x - self.mean(x, axis=axes, keepdims=True)
+        return self.mean(self.square(centred), axis=axes, keepdims=keepdims)
+
+    def std(self, x, axis=None, keepdims: bool = False):
+        """Standard deviation over ``axis`` (``keras.ops.std``): ``sqrt(var)``."""
+        return self.sqrt(self.var(x, axis, keepdims))
+
+    def count_nonzero(self, x, axis=None):
+        """How many entries over ``axis`` are not zero (NaN counts), int32 (``keras.ops.count_nonzero``)."""
+        x = self._reduction_tensor(x)
+        nonzero = self.cast(x != 0, "int32")
+        axes = normalized_axes(axis, x.ndim, "count_nonzero")
+        return self.cast(self.sum(nonzero, axis=axes), "int32") if axes else nonzero
+
+    def average(self, x, axis=None, weights=None):
+        """Weighted mean over ``axis`` (``keras.ops.average``): ``sum(x * w) / sum(w)``, the mean without weights.
+        ``weights`` has ``x``'s shape, or is 1-D along one ``axis`` (NumPy's rule). Weights summing to 0 give
+        ``inf`` or NaN, as JAX (NumPy raises).
+
+        Raises:
+            ShapeError: weights of another shape, or 1-D weights without one ``axis`` of their length.
+        """
+        if weights is None:
+            x, = self._reduction_floats(x)
+            return self.mean(x, axis=normalized_axes(axis, x.ndim, "average"))
+        x, weights = self._reduction_floats(x, weights)
+        axes = normalized_axes(axis, x.ndim, "average")
+        if weights.shape != x.shape:
+            if weights.ndim != 1 or axis is None or len(axes) != 1 or weights.shape[0] != x.shape[axes[0]]:
+                raise ShapeError(f"ops.average: weights of shape {weights.shape} for x of shape {x.shape} and "
+                                 f"axis={axis!r}; expected x's shape, or 1-D weights as long as x along one axis")
+            weights = self.reshape(weights, [-1 if a == axes[0] else 1 for a in range(x.ndim)])
+            weights = self.broadcast_to(weights, x.shape)
+        return self.sum(x * weights, axis=axes) / self.sum(weights, axis=axes)
+
+    def argmin(self, x, axis: int | None = None, keepdims: bool = False):
+        """Index of the first minimum along ``axis`` (of the flattened array when None), int32
+        (``keras.ops.argmin``). NaN counts as the smallest value (its first one wins), as NumPy and JAX."""
+        x = self._reduction_tensor(x)
+        kind = _kind(x.dtype)
+        if kind == "b":
+            reversed_order = self.cast(self.logical_not(x), "int32")
+        elif kind == "f":
+            reversed_order = -x  # NaN stays NaN: argmax counts it the largest
+        elif kind == "u":
+            reversed_order = int(np.iinfo(x.dtype).max) - x
+        else:
+            reversed_order = -1 - x  # -x would overflow at the dtype's minimum
+        return self.argmax(reversed_order, axis=axis, keepdims=keepdims)
+
+    def cumprod(self, x, axis: int | None = None, dtype: str | None = None):
+        """Running product along ``axis`` (of the flattened array when None) (``keras.ops.cumprod``), in
+        ``dtype`` (default ``x``'s; booleans int32). A parallel prefix product (log2 of the length in steps of
+        products), so its gradient is exact where entries are zero; frameworks' own cumprod gradients divide by
+        the input and give NaN there.
+
+        Raises:
+            ShapeError: an axis out of range.
+        """
+        x = self._reduction_tensor(x)
+        x = self.cast(x, dtype or ("int32" if x.dtype == "bool" else x.dtype))
+        if axis is None:
+            x, axis = self.reshape(x, (-1,)), 0
+        axis, = normalized_axes(axis, x.ndim, "cumprod")
+        size = x.shape[axis]
+        shift = 1
+        while size is not None and shift < size:
+            lead = (slice(None),) * axis
+            ones = self.ones_like(x[lead + (slice(0, shift),)])
+            x = x * self.concatenate([ones, x[lead + (slice(0, size - shift),)]], axis=axis)
+            shift *= 2
+        return x
+
+    # --- sorting ---------------------------------------------------------------------------------------------------
+    def argsort(self, x, axis: int | None = -1):
+        """Indices that sort ``x`` along ``axis`` (the flattened array when None), ascending, int32
+        (``keras.ops.argsort``): stable (ties keep their order), NaN last, as NumPy's stable sort and JAX."""
+        x = self._sortable(x)
+        if axis is None or x.ndim == 0:
+            x, axis = self.reshape(x, (-1,)), 0
+        axis, = normalized_axes(axis, x.ndim, "argsort")
+        return self._argsort(x, axis)
+
+    def sort(self, x, axis: int | None = -1):
+        """``x`` sorted along ``axis`` (the flattened array when None), ascending, NaN last (``keras.ops.sort``).
+        Its gradient goes back to the entries' places."""
+        x = self._reduction_tensor(x)
+        if axis is None or x.ndim == 0:
+            x, axis = self.reshape(x, (-1,)), 0
+        axis, = normalized_axes(axis, x.ndim, "sort")
+        return self.take_along_axis(x, self._argsort(self._sortable(x), axis), axis=axis)
+
+    def argpartition(self, x, kth, axis: int | None = -1):
+        """Indices that partition ``x`` along ``axis`` around its ``kth`` smallest entry (``keras.ops
+        .argpartition``): the entries before position ``kth`` are no larger, those after no smaller. Any such order
+        is a partition; this one is the stable sort (:meth:`argsort`), which NumPy's also is on small inputs.
+
+        Raises:
+            ArgumentError: a ``kth`` outside ``[-n, n)`` for an axis of ``n`` entries.
+        """
+        x = self._sortable(x)
+        if axis is None or x.ndim == 0:
+            x, axis = self.reshape(x, (-1,)), 0
+        axis, = normalized_axes(axis, x.ndim, "argpartition")
+        size = x.shape[axis]
+        for k in np.ravel(kth):
+            if size is not None and not -size <= int(k) < size:
+                raise ArgumentError(f"ops.argpartition: kth={kth!r} for an axis of {size} entries; expected "
+                                    f"-{size} <= kth < {size}")
+        return self._argsort(x, axis)
+
+    def top_k(self, x, k: int, sorted: bool = True):
+        """The ``k`` largest entries along the last axis and their int32 indices (``keras.ops.top_k``), largest
+        first; ties: the lower index first; NaN counts as the largest (as JAX's ``lax.top_k``). ``sorted=False``
+        allows any order: this one is sorted too.
+
+        Raises:
+            ArgumentError: ``k`` not an int in ``[0, n]`` for a last axis of ``n`` entries.
+        """
+        x = self._reduction_tensor(x)
+        if x.ndim == 0:
+            raise ShapeError("ops.top_k: x is a scalar; expected an array with at least one axis")
+        size = x.shape[-1]
+        if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or not 0 <= k <= size:
+            raise ArgumentError(f"ops.top_k: k={k!r} for a last axis of {size} entries; expected an int in "
+                                f"[0, {size}]")
+        indices = self._descending_order(self._sortable(x), x.ndim - 1)[..., :int(k)]
+        return self.take_along_axis(x, indices, axis=-1), indices
+
+    def in_top_k(self, targets, predictions, k: int):
+        """Whether each row's ``targets`` entry of ``predictions`` is among its ``k`` largest (``keras.ops
+        .in_top_k``): fewer than ``k`` entries are strictly larger, so ties count in; a NaN prediction at the target
+        counts as the smallest value."""
+        predictions = self._reduction_tensor(predictions)
+        at_target = self.take_along_axis(predictions, self.expand_dims(self._reduction_tensor(targets), -1), axis=-1)
+        nan = self._nan_mask(at_target)
+        if nan is not None:
+            at_target = self.where(nan, float("-inf"), at_target)
+        larger = self.sum(self.cast(predictions > at_target, "int32"), axis=-1)
+        return larger < k
+
+    # --- quantiles -------------------------------------------------------------------------------------------------
+    def quantile(self, x, q, axis=None, method: str = "linear", keepdims: bool = False):
+        """The ``q``-th quantiles (``q`` in ``[0, 1]``, a number or an array) over ``axis`` (``keras.ops
+        .quantile``): the entries sorted, then at position ``q * (n - 1)`` interpolated by ``method`` (NumPy's:
+        ``"linear"``, ``"lower"``, ``"higher"``, ``"midpoint"``, ``"nearest"``: to the even position at halves).
+        The result's leading axes are ``q``'s. A slice with NaN gives NaN. ``"linear"`` weighs the two neighbours
+        as JAX does, ``lower * (1 - f) + upper * f``: next to an infinity it is that infinity (NumPy's formula gives
+        NaN there), at a whole position or between equal neighbours the entry itself. The gradient goes to the
+        entries interpolated.
+
+        Raises:
+            ArgumentError: an unknown ``method``, or a constant ``q`` outside ``[0, 1]``.
+            ShapeError: an axis out of range.
+        """
+        return self._quantile(x, q, axis, method, keepdims, "quantile", ignore_nan=False)
+
+    def percentile(self, x, q, axis=None, method: str = "linear", keepdims: bool = False):
+        """:meth:`quantile` of ``q / 100`` (``keras.ops.percentile``; ``q`` in ``[0, 100]``).
+
+        Raises:
+            ArgumentError: an unknown ``method``, or a constant ``q`` outside ``[0, 100]``.
+        """
+        return self._quantile(x, self._percent(q, "percentile"), axis, method, keepdims, "percentile", False)
+
+    def median(self, x, axis=None, keepdims: bool = False):
+        """The median over ``axis`` (``keras.ops.median``): :meth:`quantile` at 0.5."""
+        return self._quantile(x, 0.5, axis, "linear", keepdims, "median", ignore_nan=False)
+
+    def nanquantile(self, x, q, axis=None, method: str = "linear", keepdims: bool = False):
+        """:meth:`quantile` of the entries that are not NaN (``keras.ops.nanquantile``); NaN for a slice of NaN.
+
+        Raises:
+            ArgumentError: an unknown ``method``, or a constant ``q`` outside ``[0, 1]``.
+        """
+        return self._quantile(x, q, axis, method, keepdims, "nanquantile", ignore_nan=True)
+
+    def nanpercentile(self, x, q, axis=None, method: str = "linear", keepdims: bool = False):
+        """:meth:`percentile` of the entries that are not NaN (``keras.ops.nanpercentile``).
+
+        Raises:
+            ArgumentError: an unknown ``method``, or a constant ``q`` outside ``[0, 100]``.
+        """
+        return self._quantile(x, self._percent(q, "nanpercentile"), axis, method, keepdims, "nanpercentile", True)
+
+    def nanmedian(self, x, axis=None, keepdims: bool = False):
+        """:meth:`median` of the entries that are not NaN (``keras.ops.nanmedian``)."""
+        return self._quantile(x, 0.5, axis, "linear", keepdims, "nanmedian", ignore_nan=True)
+
+    def _percent(self, q, name: str):
+        known = self._value_when_built(q)
+        if known is not None and np.any(~((known >= 0) & (known <= 100))):
+            raise ArgumentError(f"ops.{name}: q={known.tolist()!r}; percentiles must be in [0, 100]")
+        return q / 100 if known is None else known / 100
+
+    def _quantile(self, x, q, axis, method: str, keepdims: bool, name: str, ignore_nan: bool):
+        if method not in QUANTILE_METHODS:
+            raise ArgumentError(f"ops.{name}: method={method!r}; expected one of {', '.join(QUANTILE_METHODS)}")
+        known = self._value_when_built(q)
+        if known is not None and np.any(~((known >= 0) & (known <= 1))):
+            raise ArgumentError(f"ops.{name}: q={known.tolist()!r}; quantiles must be in [0, 1]")
+        x, q = self._reduction_floats(x, q)
+        shape = x.shape
+        axes = normalized_axes(axis, x.ndim, name)
+        kept = [a for a in range(x.ndim) if a not in axes]
+        # The reduced axes last and flattened into one: one sort, one gather.
+        rows = self.reshape(self.transpose(x, kept + list(axes)), [shape[a] for a in kept] + [-1])
+        n = int(np.prod([shape[a] for a in axes]))
+        nan = self._nan_mask(rows)
+        ordered = self.sort(rows, axis=-1)
+        q_shape, last = list(self.shape(q)), builtins.max(n - 1, 0)
+        positions = [shape[a] for a in kept] + [int(np.prod(q_shape))]
+        if known is not None and not (ignore_nan and nan is not None):
+            # q and n known: the positions are NumPy constants (no graph for the engines to fold).
+            position = np.broadcast_to(np.ravel(known).astype(np.float64) * (n - 1), positions)
+            below = np.floor(position).astype(np.int32)
+            fraction = (position - below).astype(rows.dtype)
+            lower_index = np.clip(below, 0, last)
+            upper_index = np.clip(lower_index + (fraction > 0), 0, last).astype(np.int32)
+        else:
+            if ignore_nan and nan is not None:
+                count = self.sum(self.cast(self.logical_not(nan), rows.dtype), axis=-1, keepdims=True)
+            else:
+                count = float(n)
+            position = self.broadcast_to(self.reshape(q, (-1,)) * (count - 1.0), positions)  # each row's, [..., m]
+            # Positions are >= 0 (but in a slice of NaN, whose result is NaN): the cast is the floor. (Not
+            # floor_divide(position, 1): Aesara rewrites x // 1 into x, also for floats.)
+            below = self.cast(position, "int32")
+            fraction = position - self.cast(below, position.dtype)
+            lower_index = self.clip(below, 0, last)
+            upper_index = self.clip(lower_index + self.cast(fraction > 0, "int32"), 0, last)
+        # One gather for both neighbours: two gathers' gradients, added, trip an Aesara rewrite
+        # (local_IncSubtensor_serialize asserts on their types).
+        both = self.take_along_axis(ordered, self.concatenate([lower_index, upper_index], axis=-1), axis=-1)
+        lower, upper = both[..., :positions[-1]], both[..., positions[-1]:]
+        if method == "lower":
+            found = lower
+        elif method == "higher":
+            found = upper
+        elif method == "midpoint":
+            found = self.where(lower_index == upper_index, lower, (lower + upper) * 0.5)
+        elif method == "nearest":
+            # NumPy rounds the position half to even.
+            found = self.where((fraction > 0.5) | ((fraction == 0.5) & (lower_index % 2 == 1)), upper, lower)
+        else:
+            # JAX's weighting, exact at both ends, so an infinity weighs in as one (NumPy's lower + (upper - lower)
+            # * fraction is NaN next to one); equal neighbours give themselves.
+            mixed = lower * (1.0 - fraction) + upper * fraction
+            found = self.where((fraction == 0) | (lower == upper), lower, mixed)
+        if nan is not None:
+            empty = (self.all(nan, axis=-1, keepdims=True) if ignore_nan else
+                     self.any(nan, axis=-1, keepdims=True))
+            found = self.where(empty, float("nan"), found)
+        # [..., m] -> q's axes first, then the kept axes (and the reduced ones as 1 with keepdims).
+        found = self.transpose(found, [len(kept)] + list(range(len(kept))))
+        if keepdims:
+            out_shape = q_shape + [1 if a in axes else shape[a] for a in range(len(shape))]
+        else:
+            out_shape = q_shape + [shape[a] for a in kept]
+        return self.reshape(found, out_shape)
+
+    # --- the nan* family -------------------------------------------------------------------------------------------
+    def _without_nan(self, x, fill):
+        x = self._reduction_tensor(x)
+        nan = self._nan_mask(x)
+        return x if nan is None else self.where(nan, fill, x)
+
+    def nansum(self, x, axis=None, keepdims: bool = False):
+        """Sum over ``axis`` with NaN as 0 (``keras.ops.nansum``; dtypes as :meth:`prod`)."""
+        x = self._reduction_tensor(x)
+        x = self.cast(self._without_nan(x, 0.0), accumulation_dtype(x.dtype))
+        return self._reduce(x, axis, keepdims, "nansum",
+                            lambda v, axes, k: self.cast(self.sum(v, axis=axes, keepdims=k), v.dtype))
+
+    def nanprod(self, x, axis=None, keepdims: bool = False):
+        """Product over ``axis`` with NaN as 1 (``keras.ops.nanprod``)."""
+        return self.prod(self._without_nan(x, 1.0), axis, keepdims)
+
+    def nanmax(self, x, axis=None, keepdims: bool = False):
+        """Maximum over ``axis`` of the entries that are not NaN (``keras.ops.nanmax``); NaN for a slice of NaN."""
+        return self._nan_extreme(x, axis, keepdims, self.amax, float("-inf"))
+
+    def nanmin(self, x, axis=None, keepdims: bool = False):
+        """Minimum over ``axis`` of the entries that are not NaN (``keras.ops.nanmin``); NaN for a slice of NaN."""
+        return self._nan_extreme(x, axis, keepdims, self.amin, float("inf"))
+
+    def _nan_extreme(self, x, axis, keepdims, reduce, fill):
+        x = self._reduction_tensor(x)
+        nan = self._nan_mask(x)
+        if nan is None:
+            return reduce(x, axis, keepdims)
+        found = reduce(self.where(nan, fill, x), axis, keepdims)
+        return self.where(self.all(nan, axis, keepdims), float("nan"), found)
+
+    def nanmean(self, x, axis=None, keepdims: bool = False):
+        """Mean over ``axis`` of the entries that are not NaN (``keras.ops.nanmean``); NaN for a slice of NaN."""
+        x, = self._reduction_floats(x)
+        axes = normalized_axes(axis, x.ndim, "nanmean")
+        return self._nan_moments(x, axes, keepdims)[0]
+
+    def nanvar(self, x, axis=None, keepdims: bool = False):
+        """Variance over ``axis`` of the entries that are not NaN (``keras.ops.nanvar``); NaN for a slice of NaN."""
+        x, = self._reduction_floats(x)
+        axes = normalized_axes(axis, x.ndim, "nanvar")
+        return self._nan_moments(x, axes, keepdims)[1]
+
+    def nanstd(self, x, axis=None, keepdims: bool = False):
+        """Standard deviation over ``axis`` of the entries that are not NaN (``keras.ops.nanstd``)."""
+        return self.sqrt(self.nanvar(x, axis, keepdims))
+
+    def _nan_moments(self, x, axes, keepdims):
+        """Mean and variance of the non-NaN entries. NaN entries are replaced before any arithmetic, so that no
+        NaN reaches the gradient of the others (``0 * NaN``)."""
+        if not axes:
+            return x, self.where(self._nan_entries(x), float("nan"), self.zeros_like(x))
+        nan = self._nan_entries(x)
+        count = self.sum(self.cast(self.logical_not(nan), x.dtype), axis=axes, keepdims=True)
+        mean = self.sum(self.where(nan, 0.0, x), axis=axes, keepdims=True) / count
+        centred = self.where(nan, 0.0, self.where(nan, mean, x) - mean)
+        variance = self.sum(self.square(centred), axis=axes, keepdims=True) / count
+        if keepdims:
+            return mean, variance
+        return self.squeeze(mean, axis=axes), self.squeeze(variance, axis=axes)
+
+    def nanargmax(self, x, axis: int | None = None, keepdims: bool = False):
+        """Index of the first maximum of the entries that are not NaN along ``axis``, int32 (``keras.ops
+        .nanargmax``); -1 for a slice of NaN, as JAX (NumPy raises)."""
+        return self._nan_arg(x, axis, keepdims, self.nanmax, self.argmax)
+
+    def nanargmin(self, x, axis: int | None = None, keepdims: bool = False):
+        """Index of the first minimum of the entries that are not NaN along ``axis``, int32 (``keras.ops
+        .nanargmin``); -1 for a slice of NaN."""
+        return self._nan_arg(x, axis, keepdims, self.nanmin, self.argmin)
+
+    def _nan_arg(self, x, axis, keepdims, extreme, arg):
+        x = self._reduction_tensor(x)
+        if self._nan_mask(x) is None:
+            return arg(x, axis=axis, keepdims=keepdims)
+        if axis is None:
+            found = self._nan_arg(self.reshape(x, (-1,)), 0, False, extreme, arg)
+            return self.reshape(found, (1,) * x.ndim) if keepdims else found
+        axis, = normalized_axes(axis, x.ndim, "nanargmax")
+        value = extreme(x, axis, keepdims=True)
+        found = self.argmax(self.cast(x == value, "int32"), axis=axis, keepdims=keepdims)  # NaN equals nothing
+        every = self._nan_entries(value) if keepdims else self.squeeze(self._nan_entries(value), axis=axis)
+        return self.where(every, -1, found)
+
+    def nancumsum(self, x, axis: int | None = None, dtype: str | None = None):
+        """Running sum along ``axis`` with NaN as 0 (``keras.ops.nancumsum``), in ``dtype`` (default ``x``'s;
+        booleans int32)."""
+        x = self._reduction_tensor(x)
+        x = self.cast(self._without_nan(x, 0.0), dtype or ("int32" if x.dtype == "bool" else x.dtype))
+        return self.cumsum(x, axis=axis)
+
+    def nancumprod(self, x, axis: int | None = None, dtype: str | None = None):
+        """Running product along ``axis`` with NaN as 1 (``keras.ops.nancumprod``)."""
+        return self.cumprod(self._without_nan(x, 1.0), axis=axis, dtype=dtype)
+
+    # --- segments --------------------------------------------------------------------------------------------------
+    def segment_sum(self, data, segment_ids, num_segments: int | None = None, sorted: bool = False):
+        """Sum of ``data``'s rows by segment (``keras.ops.segment_sum``): row ``i`` goes to ``segment_ids[i]``;
+        ids outside ``[0, num_segments)`` (-1, say) are dropped. ``sorted=True`` promises sorted ids (the result
+        is the same either way).
+
+        Raises:
+            ShapeError: ``num_segments=None`` while the ids' values are not known when the op is built (the
+                output's size must be static: give ``num_segments``), or ids that are not one per row.
+            ArgumentError: a negative or non-integer ``num_segments``.
+        """
+        return self._segment(data, segment_ids, num_segments, "sum")
+
+    def segment_max(self, data, segment_ids, num_segments: int | None = None, sorted: bool = False):
+        """Maximum of ``data``'s rows by segment (``keras.ops.segment_max``); an empty segment holds the dtype's
+        lowest value (``-finfo.max`` for floats, as Keras on TensorFlow).
+
+        Raises:
+            ShapeError, ArgumentError: as :meth:`segment_sum`.
+        """
+        return self._segment(data, segment_ids, num_segments, "max")
+
+    def segment_min(self, data, segment_ids, num_segments: int | None = None, sorted: bool = False):
+        """Minimum of ``data``'s rows by segment (``keras.ops.segment_min``); an empty segment holds the dtype's
+        highest value.
+
+        Raises:
+            ShapeError, ArgumentError: as :meth:`segment_sum`.
+        """
+        return self._segment(data, segment_ids, num_segments, "min")
+
+    def segment_prod(self, data, segment_ids, num_segments: int | None = None, sorted: bool = False):
+        """Product of ``data``'s rows by segment (``keras.ops.segment_prod``); an empty segment is 1.
+
+        Raises:
+            ShapeError, ArgumentError: as :meth:`segment_sum`.
+        """
+        return self._segment(data, segment_ids, num_segments, "prod")
+
+    def _segment(self, data, segment_ids, num_segments, reduction):
+        name = f"segment_{reduction}"
+        data = self._reduction_tensor(data)
+        if num_segments is None:
+            known = self._value_when_built(segment_ids)
+            if known is None:
+                raise ShapeError(f"ops.{name}: num_segments=None needs segment_ids whose values are known when the "
+                                 "op is built (the output's size must be static); give num_segments")
+            num_segments = int(known.max()) + 1 if known.size else 0
+        if not isinstance(num_segments, (int, np.integer)) or isinstance(num_segments, bool) or num_segments < 0:
+            raise ArgumentError(f"ops.{name}: num_segments={num_segments!r}; expected an int >= 0")
+        ids = self._reduction_tensor(self._indices(segment_ids, name))
+        if data.ndim == 0 or ids.shape != data.shape[:1]:
+            raise ShapeError(f"ops.{name}: segment_ids of shape {ids.shape} for data of shape {data.shape}; "
+                             "expected one id per row of data (a 1-D array as long as data's axis 0)")
+        return self._segment_reduce(data, ids, int(num_segments), reduction)
+
+    # --- counting and searching ------------------------------------------------------------------------------------
+    def bincount(self, x, weights=None, minlength: int = 0, sparse: bool = False):
+        """How often each value ``0..n-1`` occurs in ``x`` (non-negative ints, 1-D, or 2-D counted row by row),
+        or the sum of ``weights`` there (``keras.ops.bincount``); ``n = max(max(x) + 1, minlength)``. Counts are
+        int32; with weights, the weights' dtype (int32 for narrower integers, as JAX).
+
+        Raises:
+            ShapeError: ``x``'s values not known when the op is built (the output's length must be static), or
+                ``x`` not 1-D or 2-D, or weights not of ``x``'s shape.
+            ArgumentError: ``sparse=True`` (no sparse tensors here), or a negative value in ``x`` or ``minlength``.
+            DTypeError: ``x`` not integer.
+        """
+        if sparse:
+            raise ArgumentError("ops.bincount: sparse=True; the toolkit has no sparse tensors (sparse=False only)")
+        if not isinstance(minlength, (int, np.integer)) or minlength < 0:
+            raise ArgumentError(f"ops.bincount: minlength={minlength!r}; expected an int >= 0")
+        known = self._value_when_built(x)
+        if known is None:
+            raise ShapeError("ops.bincount: x's values must be known when the op is built (the output's length, "
+                             "max(x) + 1, must be static)")
+        if _kind(known.dtype) not in "iu":
+            raise DTypeError(f"ops.bincount: x of dtype {known.dtype}; expected integers")
+        if known.ndim not in (1, 2):
+            raise ShapeError(f"ops.bincount: x of shape {known.shape}; expected a 1-D or 2-D array")
+        if known.size and known.min() < 0:
+            raise ArgumentError(f"ops.bincount: x holds {int(known.min())}; expected non-negative values")
+        length = builtins.max(int(known.max()) + 1 if known.size else 0, int(minlength))
+        hits = self._reduction_tensor(known.astype(np.int32)[..., None] == np.arange(length))  # [..., n, length]
+        if weights is None:
+            return self.cast(self.sum(self.cast(hits, "int32"), axis=-2), "int32")
+        weights = self._reduction_tensor(weights)
+        if weights.shape != known.shape:
+            raise ShapeError(f"ops.bincount: weights of shape {weights.shape} for x of shape {known.shape}; "
+                             "expected x's shape")
+        weights = self.cast(weights, accumulation_dtype(weights.dtype))
+        picked = self.where(hits, self.expand_dims(weights, -1), self.zeros_like(self.expand_dims(weights, -1)))
+        return self.cast(self.sum(picked, axis=-2), weights.dtype)
+
+    def searchsorted(self, sorted_sequence, values, side: str = "left"):
+        """Where each of ``values`` would go into the ascending 1-D ``sorted_sequence`` to keep it sorted, int32
+        (``keras.ops.searchsorted``): the count of entries smaller than it (``side="left"``) or not larger
+        (``"right"``), NaN the largest value as in NumPy. Compares every value with every entry (memory ``n * m``).
+
+        Raises:
+            ShapeError: ``sorted_sequence`` not 1-D.
+            ArgumentError: ``side`` not "left" or "right".
+        """
+        if side not in ("left", "right"):
+            raise ArgumentError(f"ops.searchsorted: side={side!r}; expected 'left' or 'right'")
+        dtype = self._result_dtype([sorted_sequence, values])
+        sequence, values = self._reduction_tensor(sorted_sequence, dtype), self._reduction_tensor(values, dtype)
+        if sequence.ndim != 1:
+            raise ShapeError(f"ops.searchsorted: sorted_sequence of shape {sequence.shape}; expected a 1-D array")
+        entries, value = sequence, self.expand_dims(values, -1)
+        before = entries < value if side == "left" else entries <= value
+        value_nan, entry_nan = self._nan_mask(value), self._nan_mask(entries)
+        if value_nan is not None:  # NaN after every number, and (left) after NaN entries too
+            before = self.logical_or(before, value_nan if side == "right" else
+                                     self.logical_and(value_nan, self.logical_not(entry_nan)))
+        return self.cast(self.sum(self.cast(before, "int32"), axis=-1), "int32")
+
+    def digitize(self, x, bins):
+        """The bin of each entry of ``x`` (``keras.ops.digitize``, NumPy's ``right=False``): ``i`` with
+        ``bins[i-1] <= x < bins[i]`` for increasing ``bins``, ``bins[i-1] > x >= bins[i]`` for decreasing ones,
+        int32.
+
+        Raises:
+            ShapeError: ``bins`` not 1-D.
+        """
+        dtype = self._result_dtype([x, bins])
+        bins = self._reduction_tensor(bins, dtype)
+        if bins.ndim != 1:
+            raise ShapeError(f"ops.digitize: bins of shape {bins.shape}; expected a 1-D array")
+        n = bins.shape[0]
+        increasing = self.searchsorted(bins, x, side="right")
+        if not n:
+            return increasing
+        decreasing = n - self.searchsorted(self._flipped(bins, 0), x, side="right")
+        return self.where(bins[n - 1] >= bins[0], increasing, decreasing)
+
+    def isin(self, x1, x2, assume_unique: bool = False, invert: bool = False):
+        """Whether each entry of ``x1`` is in ``x2`` (``keras.ops.isin``; NaN is in nothing); ``invert=True``:
+        whether it is not. ``assume_unique`` only promises unique inputs (the result is the same either way)."""
+        dtype = self._result_dtype([x1, x2])
+        x1, x2 = self._reduction_tensor(x1, dtype), self.reshape(self._reduction_tensor(x2, dtype), (-1,))
+        found = self.any(self.expand_dims(x1, -1) == x2, axis=-1)
+        return self.logical_not(found) if invert else found
