@@ -89,14 +89,14 @@ def test_conv_is_one_xla_convolution_under_the_jax_linker_only(linker):
     by the training test above and against Keras and central differences in tests/test_op_vocabulary.py."""
     import importlib
 
-    engine = importlib.import_module(f"toolkit.backends.{THEANO}.ops")
-    tt = engine.tt
-    ops = engine.TheanoOps("float64", linker)
+    graphs = importlib.import_module(f"toolkit.backends.{THEANO}.graphs")
+    tt = graphs.tt
+    ops = importlib.import_module(f"toolkit.backends.{THEANO}.ops").TheanoOps("float64", linker)
     x, k = tt.tensor(dtype="float64", shape=(2, 9, 9, 3)), tt.tensor(dtype="float64", shape=(3, 3, 3, 5))
     out = ops.call(lambda o, x, k: o.conv(x, k, strides=2, padding="same"), x, k)
     assert out.type.shape == (2, 5, 5, 5)
-    grads = engine.theano.grad(tt.sum(out), [x, k])
-    nodes = {type(node.op).__name__ for node in engine.io_toposort([x, k], [out, *grads])}
+    grads = graphs.theano.grad(tt.sum(out), [x, k])
+    nodes = {type(node.op).__name__ for node in graphs.io_toposort([x, k], [out, *grads])}
     assert nodes & {"_Conv", "_ConvGradient"} == ({"_Conv", "_ConvGradient"} if linker == "jax" else set())
 
 

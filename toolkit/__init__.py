@@ -24,6 +24,7 @@ from typing import Any
 
 from toolkit.backend import Backend
 from toolkit.errors import (
+    ArgumentError,
     BackendUnavailableError,
     CheckpointError,
     ComputeError,
@@ -83,6 +84,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "ArgumentError",
     "Backend",
     "BackendUnavailableError",
     "Checkpoint",
