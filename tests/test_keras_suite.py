@@ -61,6 +61,9 @@ def test_summary_counts_per_op_and_verdict():
     assert report.verdict(summary, 0.0, perturbed=True) and not report.verdict(
         report.summarize(tests[1:]), 0.0, perturbed=True)
     assert report.verdict(report.summarize(tests[3:]), 0.0, perturbed=True)
+    no_arrays = _test(nodeid="g")
+    no_arrays["record"]["arrays"] = 0  # a test of errors or of Python values: a perturbation cannot fail it
+    assert report.verdict(report.summarize([no_arrays, *tests[1:]]), 0.0, perturbed=True) == []
     assert "add" in report.table(summary, "tensorflow") and "FAILED" in report.failure_lines(summary)
 
 
