@@ -144,3 +144,14 @@ def test_softplus_is_exact_in_its_tails_and_its_gradient_is_the_sigmoid(backend_
     grads = check_gradients(backend_name, lambda ops, x: ops.softplus(x), lambda x: np.logaddexp(0.0, x), {"x": x})
     weights = np.random.default_rng(1).normal(size=x.shape)  # the weights check_gradients draws first
     np.testing.assert_allclose(grads["x"], weights / (1 + np.exp(-x)), rtol=1e-12, atol=1e-30)
+
+
+def test_ones_and_zeros_like_take_keras_dtype(backend):
+    from tests.op_checks import run
+
+    x = np.array([[1.5, -2.0, 3.0]])
+    out = run(backend, lambda ops, x: {"ones": ops.ones_like(x, dtype="int32"), "zeros": ops.zeros_like(x, "bool"),
+                                       "same": ops.ones_like(x)}, {"x": x})
+    assert out["ones"].dtype == np.int32 and out["ones"].tolist() == [[1, 1, 1]]
+    assert out["zeros"].dtype == np.bool_ and not out["zeros"].any()
+    assert out["same"].dtype == np.float64 and out["same"].shape == (1, 3)

@@ -41,10 +41,10 @@ class TensorFlowShapeOps:
     def _take_along_axis(self, x, indices, axis):
         return tf.experimental.numpy.take_along_axis(x, indices, axis=axis)
 
-    def ones_like(self, x):
+    def _ones_like(self, x):
         return tf.ones_like(x)
 
-    def zeros_like(self, x):
+    def _zeros_like(self, x):
         return tf.zeros_like(x)
 
     def _one_hot(self, x, num_classes, dtype):

@@ -54,10 +54,10 @@ class TheanoShapeOps:
                  for a, (s, i) in enumerate(zip(shape_of(x), shape_of(indices)))]
         return tt.specify_shape(tt.take_along_axis(x, indices, axis=axis), shape)
 
-    def ones_like(self, x):
+    def _ones_like(self, x):
         return tt.ones(int64_shape(x), dtype=x.dtype)
 
-    def zeros_like(self, x):
+    def _zeros_like(self, x):
         return tt.zeros(int64_shape(x), dtype=x.dtype)
 
     def _one_hot(self, x, num_classes, dtype):

@@ -20,8 +20,8 @@ Axis = int | Sequence[int] | None
 
 #: How each primitive's array arguments are converted (the letters of :data:`toolkit.nn.ops.ARGUMENTS`).
 ARGUMENTS: dict[str, str] = {
-    **dict.fromkeys(("_transpose", "_reshape", "_expand_dims", "_squeeze", "broadcast_to", "cast", "ones_like",
-                     "zeros_like", "_pad"), "t"),
+    **dict.fromkeys(("_transpose", "_reshape", "_expand_dims", "_squeeze", "broadcast_to", "cast", "_ones_like",
+                     "_zeros_like", "_pad"), "t"),
     "_concatenate": "L", "stack": "L", "_take": "ti", "_take_along_axis": "ti", "_one_hot": "i",
 }
 
@@ -222,10 +222,20 @@ class ShapeOps(ABC):
         """The gather under :meth:`take_along_axis`: ``indices`` already in range."""
 
     # --- constructors ----------------------------------------------------------------------------------------------
+    def ones_like(self, x, dtype: str | None = None):
+        """Ones with the shape of ``x``, in ``dtype`` (default: ``x``'s) (``keras.ops.ones_like``)."""
+        ones = self._ones_like(x)
+        return ones if dtype is None else self.cast(ones, dtype)
+
+    def zeros_like(self, x, dtype: str | None = None):
+        """Zeros with the shape of ``x``, in ``dtype`` (default: ``x``'s) (``keras.ops.zeros_like``)."""
+        zeros = self._zeros_like(x)
+        return zeros if dtype is None else self.cast(zeros, dtype)
+
     @abstractmethod
-    def ones_like(self, x): """Ones with the shape and dtype of ``x``."""
+    def _ones_like(self, x): """Ones with the shape and dtype of ``x``."""
     @abstractmethod
-    def zeros_like(self, x): """Zeros with the shape and dtype of ``x``."""
+    def _zeros_like(self, x): """Zeros with the shape and dtype of ``x``."""
 
     def one_hot(self, x, num_classes: int, axis: int = -1, dtype: str | None = None, sparse: bool = False):
         """``x`` (integer class ids) as one-hot vectors of length ``num_classes`` along a new axis ``axis``, in
