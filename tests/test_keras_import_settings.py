@@ -395,8 +395,13 @@ def test_every_constructor_argument_is_honoured_or_refused(keras, backend):
     """Each argument of each supported layer set to a value other than its default, one at a time: from_keras
     either refuses it with a KerasImportError that names the layer and the argument, or the imported model computes
     what Keras computes with it (predict, and for the arguments that change training, a training step's loss,
-    parameters and statistics), within 1e-10 (1e-6 where Keras computes in float32: its max pooling)."""
-    outcomes = {}
+    parameters and statistics), within 1e-10 (1e-6 where Keras computes in float32: its max pooling).
+
+    On the Theano family only the arguments that change training are run (the importer applies those itself:
+    regularizers, frozen weights, batch normalization's momentum); the others are translated into the same ops on
+    every backend, which TensorFlow's run shows equal to Keras and the op and layer tests show equal across backends
+    (all of them: 515 s on Aesara's C linker here, against 200 s on TensorFlow)."""
+    outcomes, everything = {}, backend.name == "tensorflow"
     for kind, values in _non_default(keras).items():
         source = _layers(keras)[kind][0]
         x = _walk_input(source)
@@ -414,11 +419,14 @@ def test_every_constructor_argument_is_honoured_or_refused(keras, backend):
                 outcomes[kind, key] = "refused"
                 continue
             outcomes[kind, key] = "honoured"
+            training = key.endswith(TRAINING) or key in TRAINING
+            if not (everything or training):
+                continue
             tolerance = 1e-6 if kind == "MaxPooling2D" else TOLERANCE
             trainer = toolkit.DataParallel(imported, backend, 1, toolkit.optim.SGD(LR), dtype="float64")
             np.testing.assert_allclose(trainer.predict(x), np.asarray(model(x, training=False)), rtol=0,
                                        atol=tolerance, err_msg=f"{kind} {key}={value!r}")
-            if key.endswith(TRAINING) or key in TRAINING:
+            if training:
                 y = np.zeros((WALK_BATCH, 2))
                 loss, keras_loss = trainer.step(x, y), float(model.train_on_batch(x, y))
                 assert abs(loss - keras_loss) <= tolerance, (kind, key, loss, keras_loss)
