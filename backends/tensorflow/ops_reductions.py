@@ -22,9 +22,6 @@ class TensorFlowReductionOps:
     def _reduce_all(self, x, axes, keepdims):
         return tf.math.reduce_all(x, axis=list(axes), keepdims=keepdims)
 
-    def _nan_entries(self, x):
-        return tf.math.is_nan(x) if x.dtype.is_floating else tf.zeros_like(x, tf.bool)
-
     def _argsort(self, x, axis):
         if not x.dtype.is_floating:
             return tf.argsort(x, axis=axis, stable=True)
@@ -53,10 +50,6 @@ class TensorFlowReductionOps:
             nan = each(tf.math.is_nan(data), tf.math.unsorted_segment_max)
             found = tf.where(nan, tf.constant(np.nan, data.dtype), found)
         return found
-
-    def _native_value_when_built(self, x):
-        value = tf.get_static_value(x) if isinstance(x, tf.Tensor) else None
-        return None if value is None else np.asarray(value)
 
 
 def _along(x, indices, axis):

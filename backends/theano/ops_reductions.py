@@ -4,9 +4,7 @@ own (a scatter of maxima has none either)."""
 
 from __future__ import annotations
 
-import numpy as np
-
-from .graphs import Apply, Constant, DisconnectedType, JaxOp, int64_shape, jax, reduced, tt
+from .graphs import Apply, DisconnectedType, JaxOp, jax, reduced, tt
 
 
 class _Prod(JaxOp):
@@ -56,17 +54,11 @@ class TheanoReductionOps:
     def _reduce_all(self, x, axes, keepdims):
         return reduced(tt.all(x, axis=axes, keepdims=keepdims), x, axes, keepdims)
 
-    def _nan_entries(self, x):
-        return tt.isnan(x) if x.dtype.startswith("float") else tt.zeros(int64_shape(x), dtype="bool")
-
     def _argsort(self, x, axis):
         return _ArgSort(axis)(x)
 
     def _segment_reduce(self, data, segment_ids, num_segments, reduction):
         return _SegmentReduce(reduction, num_segments)(data, segment_ids)
-
-    def _native_value_when_built(self, x):
-        return np.asarray(x.data) if isinstance(x, Constant) else None
 
 
 class _ArgSort(JaxOp):

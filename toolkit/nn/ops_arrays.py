@@ -59,9 +59,6 @@ class ArrayOps(ABC):  # noqa: B024  (its two backend hooks have defaults: a back
     # ----------------------------------------------------------------------------------------------------------------
     # Helpers: tensors, dtypes and static values.
 
-    def _tensor(self, x, dtype: str | None = None) -> Tensor:
-        return self.wrap(self._native(x, dtype))
-
     def _dtype_name(self, dtype, default: str, name: str) -> str:
         """A ``dtype`` argument as a NumPy name: None is ``default``; Python's ``int``/"int" is int32 and ``float``
         the computation dtype, as Keras reads them (its floatx)."""

@@ -27,7 +27,7 @@ from toolkit.errors import ArgumentError, DTypeError, ShapeError
 
 #: How each primitive's array arguments are converted (the letters of :data:`toolkit.nn.ops.ARGUMENTS`).
 ARGUMENTS: dict[str, str] = {
-    "_prod": "t", "_reduce_any": "b", "_reduce_all": "b", "_nan_entries": "t", "_argsort": "t", "_segment_reduce": "ti",
+    "_prod": "t", "_reduce_any": "b", "_reduce_all": "b", "_argsort": "t", "_segment_reduce": "ti",
 }
 
 #: The reductions ``segment_reduce`` knows, with the value of an empty segment (None: the dtype's lowest or highest
@@ -86,10 +86,6 @@ class ReductionOps(ABC):
         """Booleans: all true over ``axes``."""
 
     @abstractmethod
-    def _nan_entries(self, x):
-        """Booleans: where ``x`` is NaN (false everywhere for integers and booleans)."""
-
-    @abstractmethod
     def _argsort(self, x, axis: int):
         """int32 indices that sort ``x`` (integers or floats) along ``axis`` (non-negative), ascending, stable (ties
         in their order), NaN after everything else, ``-0.0`` equal to ``0.0``."""
@@ -102,17 +98,14 @@ class ReductionOps(ABC):
         min goes to the rows that reach them (shared between ties)."""
 
     # --- helpers ---------------------------------------------------------------------------------------------------
-    def _reduction_tensor(self, x, dtype: str | None = None):
-        return self.wrap(self._native(x, dtype))
-
     def _reduction_floats(self, *values):
         """``values`` as Tensors of their common floating dtype (the computation dtype for integers and booleans)."""
         dtype = self._result_dtype(list(values), floating=True)
-        return [self._reduction_tensor(v, dtype) for v in values]
+        return [self._tensor(v, dtype) for v in values]
 
     def _nan_mask(self, x):
         """Where ``x`` is NaN, or None when it is not floating (no NaN possible)."""
-        return self._nan_entries(x) if _kind(self.dtype_of(x)) == "f" else None
+        return self._isnan(x) if _kind(self.dtype_of(x)) == "f" else None
 
     def _reduce(self, x, axis, keepdims: bool, name: str, fn):
         """``fn(x, axes, keepdims)`` for a non-empty tuple of axes; ``x`` unchanged for ``axis=()`` (nothing to
@@ -131,7 +124,7 @@ class ReductionOps(ABC):
 
     def _sortable(self, x):
         """``x`` as a Tensor :meth:`_argsort` takes: booleans as int32 (False before True)."""
-        x = self._reduction_tensor(x)
+        x = self._tensor(x)
         return self.cast(x, "int32") if x.dtype == "bool" else x
 
     def _value_when_built(self, x) -> np.ndarray | None:
@@ -141,11 +134,8 @@ class ReductionOps(ABC):
             x = x.native
         if not self.is_native(x):
             return np.asarray(x)
-        return self._native_value_when_built(x)
-
-    def _native_value_when_built(self, x) -> np.ndarray | None:
-        """A backend's: a native's values if known when the op is built, else None."""
-        return None
+        found = self._constant_value(x)  # the backends' hook (ops_arrays)
+        return None if found is None else np.asarray(found)
 
     # --- reductions ------------------------------------------------------------------------------------------------
     def prod(self, x, axis=None, keepdims: bool = False, dtype: str | None = None):
@@ -155,28 +145,28 @@ class ReductionOps(ABC):
         Raises:
             ShapeError: an axis out of range or named twice.
         """
-        x = self._reduction_tensor(x)
+        x = self._tensor(x)
         x = self.cast(x, dtype or accumulation_dtype(x.dtype))
         return self._reduce(x, axis, keepdims, "prod", self._prod)
 
     def any(self, x, axis=None, keepdims: bool = False):
         """Whether any entry over ``axis`` is true (nonzero; NaN is true) (``keras.ops.any``)."""
-        return self._reduce(self._reduction_tensor(x, "bool"), axis, keepdims, "any", self._reduce_any)
+        return self._reduce(self._tensor(x, "bool"), axis, keepdims, "any", self._reduce_any)
 
     def all(self, x, axis=None, keepdims: bool = False):
         """Whether every entry over ``axis`` is true (nonzero; NaN is true) (``keras.ops.all``)."""
-        return self._reduce(self._reduction_tensor(x, "bool"), axis, keepdims, "all", self._reduce_all)
+        return self._reduce(self._tensor(x, "bool"), axis, keepdims, "all", self._reduce_all)
 
     def amax(self, x, axis=None, keepdims: bool = False):
         """Maximum over ``axis`` (``keras.ops.amax``; NaN if the slice has one; booleans: :meth:`any`)."""
-        x = self._reduction_tensor(x)
+        x = self._tensor(x)
         if x.dtype == "bool":
             return self.any(x, axis, keepdims)
         return self._reduce(x, axis, keepdims, "amax", lambda v, axes, k: self.max(v, axis=axes, keepdims=k))
 
     def amin(self, x, axis=None, keepdims: bool = False):
         """Minimum over ``axis`` (``keras.ops.amin``; NaN if the slice has one; booleans: :meth:`all`)."""
-        x = self._reduction_tensor(x)
+        x = self._tensor(x)
         if x.dtype == "bool":
             return self.all(x, axis, keepdims)
         return self._reduce(x, axis, keepdims, "amin", lambda v, axes, k: self.min(v, axis=axes, keepdims=k))
@@ -187,7 +177,7 @@ class ReductionOps(ABC):
         Raises:
             DTypeError: boolean ``x`` (booleans do not subtract; NumPy and JAX refuse too).
         """
-        x = self._reduction_tensor(x)
+        x = self._tensor(x)
         if x.dtype == "bool":
             raise DTypeError("ops.ptp: x is boolean; ptp needs numbers (cast x to an integer dtype first)")
         return self.amax(x, axis, keepdims) - self.amin(x, axis, keepdims)
@@ -206,7 +196,7 @@ class ReductionOps(ABC):
 
     def count_nonzero(self, x, axis=None):
         """How many entries over ``axis`` are not zero (NaN counts), int32 (``keras.ops.count_nonzero``)."""
-        x = self._reduction_tensor(x)
+        x = self._tensor(x)
         nonzero = self.cast(x != 0, "int32")
         axes = normalized_axes(axis, x.ndim, "count_nonzero")
         return self.cast(self.sum(nonzero, axis=axes), "int32") if axes else nonzero
@@ -235,7 +225,7 @@ class ReductionOps(ABC):
     def argmin(self, x, axis: int | None = None, keepdims: bool = False):
         """Index of the first minimum along ``axis`` (of the flattened array when None), int32
         (``keras.ops.argmin``). NaN counts as the smallest value (its first one wins), as NumPy and JAX."""
-        x = self._reduction_tensor(x)
+        x = self._tensor(x)
         kind = _kind(x.dtype)
         if kind == "b":
             reversed_order = self.cast(self.logical_not(x), "int32")
@@ -256,7 +246,7 @@ class ReductionOps(ABC):
         Raises:
             ShapeError: an axis out of range.
         """
-        x = self._reduction_tensor(x)
+        x = self._tensor(x)
         x = self.cast(x, dtype or ("int32" if x.dtype == "bool" else x.dtype))
         if axis is None:
             x, axis = self.reshape(x, (-1,)), 0
@@ -283,7 +273,7 @@ class ReductionOps(ABC):
     def sort(self, x, axis: int | None = -1):
         """``x`` sorted along ``axis`` (the flattened array when None), ascending, NaN last (``keras.ops.sort``).
         Its gradient goes back to the entries' places."""
-        x = self._reduction_tensor(x)
+        x = self._tensor(x)
         if axis is None or x.ndim == 0:
             x, axis = self.reshape(x, (-1,)), 0
         axis, = normalized_axes(axis, x.ndim, "sort")
@@ -316,7 +306,7 @@ class ReductionOps(ABC):
         Raises:
             ArgumentError: ``k`` not an int in ``[0, n]`` for a last axis of ``n`` entries.
         """
-        x = self._reduction_tensor(x)
+        x = self._tensor(x)
         if x.ndim == 0:
             raise ShapeError("ops.top_k: x is a scalar; expected an array with at least one axis")
         size = x.shape[-1]
@@ -330,8 +320,8 @@ class ReductionOps(ABC):
         """Whether each row's ``targets`` entry of ``predictions`` is among its ``k`` largest (``keras.ops
         .in_top_k``): fewer than ``k`` entries are strictly larger, so ties count in; a NaN prediction at the target
         counts as the smallest value."""
-        predictions = self._reduction_tensor(predictions)
-        at_target = self.take_along_axis(predictions, self.expand_dims(self._reduction_tensor(targets), -1), axis=-1)
+        predictions = self._tensor(predictions)
+        at_target = self.take_along_axis(predictions, self.expand_dims(self._tensor(targets), -1), axis=-1)
         nan = self._nan_mask(at_target)
         if nan is not None:
             at_target = self.where(nan, float("-inf"), at_target)
@@ -460,13 +450,13 @@ class ReductionOps(ABC):
 
     # --- the nan* family -------------------------------------------------------------------------------------------
     def _without_nan(self, x, fill):
-        x = self._reduction_tensor(x)
+        x = self._tensor(x)
         nan = self._nan_mask(x)
         return x if nan is None else self.where(nan, fill, x)
 
     def nansum(self, x, axis=None, keepdims: bool = False):
         """Sum over ``axis`` with NaN as 0 (``keras.ops.nansum``; dtypes as :meth:`prod`)."""
-        x = self._reduction_tensor(x)
+        x = self._tensor(x)
         x = self.cast(self._without_nan(x, 0.0), accumulation_dtype(x.dtype))
         return self._reduce(x, axis, keepdims, "nansum",
                             lambda v, axes, k: self.cast(self.sum(v, axis=axes, keepdims=k), v.dtype))
@@ -484,7 +474,7 @@ class ReductionOps(ABC):
         return self._nan_extreme(x, axis, keepdims, self.amin, float("inf"))
 
     def _nan_extreme(self, x, axis, keepdims, reduce, fill):
-        x = self._reduction_tensor(x)
+        x = self._tensor(x)
         nan = self._nan_mask(x)
         if nan is None:
             return reduce(x, axis, keepdims)
@@ -511,8 +501,8 @@ class ReductionOps(ABC):
         """Mean and variance of the non-NaN entries. NaN entries are replaced before any arithmetic, so that no
         NaN reaches the gradient of the others (``0 * NaN``)."""
         if not axes:
-            return x, self.where(self._nan_entries(x), float("nan"), self.zeros_like(x))
-        nan = self._nan_entries(x)
+            return x, self.where(self._isnan(x), float("nan"), self.zeros_like(x))
+        nan = self._isnan(x)
         count = self.sum(self.cast(self.logical_not(nan), x.dtype), axis=axes, keepdims=True)
         mean = self.sum(self.where(nan, 0.0, x), axis=axes, keepdims=True) / count
         centred = self.where(nan, 0.0, self.where(nan, mean, x) - mean)
@@ -532,7 +522,7 @@ class ReductionOps(ABC):
         return self._nan_arg(x, axis, keepdims, self.nanmin, self.argmin)
 
     def _nan_arg(self, x, axis, keepdims, extreme, arg):
-        x = self._reduction_tensor(x)
+        x = self._tensor(x)
         if self._nan_mask(x) is None:
             return arg(x, axis=axis, keepdims=keepdims)
         if axis is None:
@@ -541,13 +531,13 @@ class ReductionOps(ABC):
         axis, = normalized_axes(axis, x.ndim, "nanargmax")
         value = extreme(x, axis, keepdims=True)
         found = self.argmax(self.cast(x == value, "int32"), axis=axis, keepdims=keepdims)  # NaN equals nothing
-        every = self._nan_entries(value) if keepdims else self.squeeze(self._nan_entries(value), axis=axis)
+        every = self.isnan(value) if keepdims else self.squeeze(self.isnan(value), axis=axis)
         return self.where(every, -1, found)
 
     def nancumsum(self, x, axis: int | None = None, dtype: str | None = None):
         """Running sum along ``axis`` with NaN as 0 (``keras.ops.nancumsum``), in ``dtype`` (default ``x``'s;
         booleans int32)."""
-        x = self._reduction_tensor(x)
+        x = self._tensor(x)
         x = self.cast(self._without_nan(x, 0.0), dtype or ("int32" if x.dtype == "bool" else x.dtype))
         return self.cumsum(x, axis=axis)
 
@@ -596,7 +586,7 @@ class ReductionOps(ABC):
 
     def _segment(self, data, segment_ids, num_segments, reduction):
         name = f"segment_{reduction}"
-        data = self._reduction_tensor(data)
+        data = self._tensor(data)
         if num_segments is None:
             known = self._value_when_built(segment_ids)
             if known is None:
@@ -605,7 +595,7 @@ class ReductionOps(ABC):
             num_segments = int(known.max()) + 1 if known.size else 0
         if not isinstance(num_segments, (int, np.integer)) or isinstance(num_segments, bool) or num_segments < 0:
             raise ArgumentError(f"ops.{name}: num_segments={num_segments!r}; expected an int >= 0")
-        ids = self._reduction_tensor(self._indices(segment_ids, name))
+        ids = self._tensor(self._indices(segment_ids, name))
         if data.ndim == 0 or ids.shape != data.shape[:1]:
             raise ShapeError(f"ops.{name}: segment_ids of shape {ids.shape} for data of shape {data.shape}; "
                              "expected one id per row of data (a 1-D array as long as data's axis 0)")
@@ -638,10 +628,10 @@ class ReductionOps(ABC):
         if known.size and known.min() < 0:
             raise ArgumentError(f"ops.bincount: x holds {int(known.min())}; expected non-negative values")
         length = builtins.max(int(known.max()) + 1 if known.size else 0, int(minlength))
-        hits = self._reduction_tensor(known.astype(np.int32)[..., None] == np.arange(length))  # [..., n, length]
+        hits = self._tensor(known.astype(np.int32)[..., None] == np.arange(length))  # [..., n, length]
         if weights is None:
             return self.cast(self.sum(self.cast(hits, "int32"), axis=-2), "int32")
-        weights = self._reduction_tensor(weights)
+        weights = self._tensor(weights)
         if weights.shape != known.shape:
             raise ShapeError(f"ops.bincount: weights of shape {weights.shape} for x of shape {known.shape}; "
                              "expected x's shape")
@@ -661,7 +651,7 @@ class ReductionOps(ABC):
         if side not in ("left", "right"):
             raise ArgumentError(f"ops.searchsorted: side={side!r}; expected 'left' or 'right'")
         dtype = self._result_dtype([sorted_sequence, values])
-        sequence, values = self._reduction_tensor(sorted_sequence, dtype), self._reduction_tensor(values, dtype)
+        sequence, values = self._tensor(sorted_sequence, dtype), self._tensor(values, dtype)
         if sequence.ndim != 1:
             raise ShapeError(f"ops.searchsorted: sorted_sequence of shape {sequence.shape}; expected a 1-D array")
         entries, value = sequence, self.expand_dims(values, -1)
@@ -681,7 +671,7 @@ class ReductionOps(ABC):
             ShapeError: ``bins`` not 1-D.
         """
         dtype = self._result_dtype([x, bins])
-        bins = self._reduction_tensor(bins, dtype)
+        bins = self._tensor(bins, dtype)
         if bins.ndim != 1:
             raise ShapeError(f"ops.digitize: bins of shape {bins.shape}; expected a 1-D array")
         n = bins.shape[0]
@@ -695,6 +685,6 @@ class ReductionOps(ABC):
         """Whether each entry of ``x1`` is in ``x2`` (``keras.ops.isin``; NaN is in nothing); ``invert=True``:
         whether it is not. ``assume_unique`` only promises unique inputs (the result is the same either way)."""
         dtype = self._result_dtype([x1, x2])
-        x1, x2 = self._reduction_tensor(x1, dtype), self.reshape(self._reduction_tensor(x2, dtype), (-1,))
+        x1, x2 = self._tensor(x1, dtype), self.reshape(self._tensor(x2, dtype), (-1,))
         found = self.any(self.expand_dims(x1, -1) == x2, axis=-1)
         return self.logical_not(found) if invert else found
