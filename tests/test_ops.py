@@ -155,3 +155,14 @@ def test_ones_and_zeros_like_take_keras_dtype(backend):
     assert out["ones"].dtype == np.int32 and out["ones"].tolist() == [[1, 1, 1]]
     assert out["zeros"].dtype == np.bool_ and not out["zeros"].any()
     assert out["same"].dtype == np.float64 and out["same"].shape == (1, 3)
+
+
+def test_float_floor_division_by_one_floors(backend):
+    """Aesara and PyTensor rewrote a float ``x // 1.0`` into ``x`` (1.5 // 1.0 gave 1.5)."""
+    from tests.op_checks import run
+
+    x = np.array([1.5, -1.5, 2.0, -0.25])
+    out = run(backend, lambda ops, x: {"one": x // 1.0, "two": ops.floor_divide(x, 2.0), "mod": x % 1.0}, {"x": x})
+    np.testing.assert_array_equal(out["one"], np.floor_divide(x, 1.0))
+    np.testing.assert_array_equal(out["two"], np.floor_divide(x, 2.0))
+    np.testing.assert_array_equal(out["mod"], np.mod(x, 1.0))
