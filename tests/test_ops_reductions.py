@@ -44,8 +44,7 @@ def _ids(t):
 
 def _segment_reference(reduce, identity):
     def reference(data, ids, num):
-        info = np.finfo(data.dtype)
-        fill = identity if identity is not None else info.min if reduce is np.maximum else info.max
+        fill = identity if identity is not None else -np.inf if reduce is np.maximum else np.inf
         out = np.full((num,) + data.shape[1:], fill, data.dtype)
         done = np.zeros(num, bool)
         for row, i in zip(data, ids):
@@ -57,7 +56,7 @@ def _segment_reference(reduce, identity):
 
 
 _SEGMENT_SUM = _segment_reference(np.add, 0.0)
-_SEGMENT_MAX = _segment_reference(np.maximum, None)  # an empty segment: the dtype's lowest value
+_SEGMENT_MAX = _segment_reference(np.maximum, None)  # an empty segment: -inf (JAX's)
 _SEGMENT_MIN = _segment_reference(np.minimum, None)
 _SEGMENT_PROD = _segment_reference(np.multiply, 1.0)
 

@@ -38,15 +38,15 @@ class TensorFlowReductionOps:
         found = _SEGMENT_OPS[reduction](data, ids, num_segments)
         if reduction in ("max", "min") and data.dtype.is_floating:
             # TensorFlow's segment maxima and minima start from the dtype's lowest (highest) finite value, so a
-            # segment of -inf (+inf) only gives that value, and they skip NaN. A segment with NaN is NaN and one of
-            # infinities that infinity, as in NumPy and JAX; an empty one keeps TensorFlow's value.
+            # segment of -inf (+inf) only gives that value, and they skip NaN. A segment with NaN is NaN, and an
+            # empty one or one of infinities that infinity, as in JAX (Keras on JAX and NumPy).
             def each(condition, reduce):
                 return reduce(tf.cast(condition, tf.int32), ids, num_segments) > 0
 
             infinity = tf.constant(-np.inf if reduction == "max" else np.inf, data.dtype)
             members = each(tf.ones_like(data, tf.bool), tf.math.unsorted_segment_max)
             infinite = tf.logical_and(members, each(tf.equal(data, infinity), tf.math.unsorted_segment_min))
-            found = tf.where(infinite, infinity, found)
+            found = tf.where(tf.logical_or(infinite, tf.logical_not(members)), infinity, found)
             nan = each(tf.math.is_nan(data), tf.math.unsorted_segment_max)
             found = tf.where(nan, tf.constant(np.nan, data.dtype), found)
         return found

@@ -95,7 +95,8 @@ class _ArgSort(JaxOp):
 
 def _segment_function(reduction: str, num_segments: int):
     """The segment reduction as a JAX function of ``(data, ids)``: ids outside ``[0, num_segments)`` go to one
-    extra segment, dropped; an empty segment of max/min holds the dtype's lowest/highest value (TensorFlow's)."""
+    extra segment, dropped; an empty segment of max/min holds -inf/+inf for floats (JAX's, Keras' on JAX and
+    NumPy), the dtype's lowest/highest value for integers."""
     reduce = {"sum": jax.ops.segment_sum, "prod": jax.ops.segment_prod, "max": jax.ops.segment_max,
               "min": jax.ops.segment_min}[reduction]
 
@@ -105,9 +106,12 @@ def _segment_function(reduction: str, num_segments: int):
         found = reduce(data, ids, num_segments=num_segments + 1)[:num_segments].astype(data.dtype)
         if reduction in ("max", "min"):
             count = jax.ops.segment_sum(jnp.ones(ids.shape, "int32"), ids, num_segments=num_segments + 1)
-            info = jnp.finfo(data.dtype) if jnp.issubdtype(data.dtype, jnp.floating) else jnp.iinfo(data.dtype)
+            if jnp.issubdtype(data.dtype, jnp.floating):
+                lowest, highest = -jnp.inf, jnp.inf
+            else:
+                lowest, highest = jnp.iinfo(data.dtype).min, jnp.iinfo(data.dtype).max
             empty = (count[:num_segments] == 0).reshape((-1,) + (1,) * (data.ndim - 1))
-            found = jnp.where(empty, jnp.asarray(info.min if reduction == "max" else info.max, data.dtype), found)
+            found = jnp.where(empty, jnp.asarray(lowest if reduction == "max" else highest, data.dtype), found)
         return found
 
     return segments

@@ -30,8 +30,8 @@ ARGUMENTS: dict[str, str] = {
     "_prod": "t", "_reduce_any": "b", "_reduce_all": "b", "_argsort": "t", "_segment_reduce": "ti",
 }
 
-#: The reductions ``segment_reduce`` knows, with the value of an empty segment (None: the dtype's lowest or highest
-#: value, as TensorFlow and Keras on TensorFlow give it).
+#: The reductions ``segment_reduce`` knows. An empty segment is 0 (sum), 1 (prod), -inf (max) or +inf (min) for
+#: floats (JAX's, and Keras' on JAX and NumPy), the dtype's lowest or highest value for integers.
 SEGMENT_REDUCTIONS = ("sum", "prod", "max", "min")
 #: The interpolations of :meth:`ReductionOps.quantile` (NumPy's and Keras' ``method``).
 QUANTILE_METHODS = ("linear", "lower", "higher", "midpoint", "nearest")
@@ -94,7 +94,8 @@ class ReductionOps(ABC):
     def _segment_reduce(self, data, segment_ids, num_segments: int, reduction: str):
         """``reduction`` (one of :data:`SEGMENT_REDUCTIONS`) of ``data``'s rows (axis 0) by ``segment_ids`` (int32,
         one per row) into ``num_segments`` rows; rows whose id is outside ``[0, num_segments)`` are dropped. An empty
-        segment is 0 (sum), 1 (prod), or the dtype's lowest (max) or highest (min) value. The gradient of max and
+        segment is 0 (sum), 1 (prod), -inf (max) or +inf (min) for floats, the dtype's lowest or highest value for
+        integers. The gradient of max and
         min goes to the rows that reach them (shared between ties)."""
 
     # --- helpers ---------------------------------------------------------------------------------------------------
@@ -559,8 +560,9 @@ class ReductionOps(ABC):
         return self._segment(data, segment_ids, num_segments, "sum")
 
     def segment_max(self, data, segment_ids, num_segments: int | None = None, sorted: bool = False):
-        """Maximum of ``data``'s rows by segment (``keras.ops.segment_max``); an empty segment holds the dtype's
-        lowest value (``-finfo.max`` for floats, as Keras on TensorFlow).
+        """Maximum of ``data``'s rows by segment (``keras.ops.segment_max``); an empty segment holds -inf for
+        floats (as JAX and Keras on JAX and NumPy; Keras on TensorFlow gives ``-finfo.max``), the dtype's lowest value
+        for integers.
 
         Raises:
             ShapeError, ArgumentError: as :meth:`segment_sum`.
@@ -568,8 +570,8 @@ class ReductionOps(ABC):
         return self._segment(data, segment_ids, num_segments, "max")
 
     def segment_min(self, data, segment_ids, num_segments: int | None = None, sorted: bool = False):
-        """Minimum of ``data``'s rows by segment (``keras.ops.segment_min``); an empty segment holds the dtype's
-        highest value.
+        """Minimum of ``data``'s rows by segment (``keras.ops.segment_min``); an empty segment holds +inf for
+        floats, the dtype's highest value for integers.
 
         Raises:
             ShapeError, ArgumentError: as :meth:`segment_sum`.
