@@ -166,3 +166,18 @@ def test_float_floor_division_by_one_floors(backend):
     np.testing.assert_array_equal(out["one"], np.floor_divide(x, 1.0))
     np.testing.assert_array_equal(out["two"], np.floor_divide(x, 2.0))
     np.testing.assert_array_equal(out["mod"], np.mod(x, 1.0))
+
+
+def test_a_cast_to_a_dtype_the_engine_lacks_is_refused_by_name(backend_name):
+    """float8 exists in TensorFlow (Keras' test_cast_float8 passes there); Aesara and PyTensor have no float8, and a
+    cast to it raised a raw KeyError."""
+    from tests.op_checks import run
+    from toolkit.errors import DTypeError
+
+    backend, x = toolkit.get_backend(backend_name), np.ones((2, 2))
+    if backend_name == "tensorflow":
+        out = run(backend, lambda ops, x: ops.cast(ops.cast(x, "float8_e4m3fn"), "float32"), {"x": x}, "float32")
+        np.testing.assert_array_equal(out, x)
+    else:
+        with pytest.raises(DTypeError, match="float8_e4m3fn"):
+            run(backend, lambda ops, x: ops.cast(x, "float8_e4m3fn"), {"x": x}, "float32")

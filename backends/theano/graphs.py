@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from toolkit.errors import DTypeError
+
 from .environment import import_framework, imported
 
 theano, jax = import_framework()
@@ -29,6 +31,8 @@ log_softmax = imported("tensor.special", "log_softmax")
 softmax = imported("tensor.special", "softmax")
 TensorVariable = imported("tensor.var", "TensorVariable")
 zero_grad = imported("gradient", "zero_grad")
+#: The real dtypes the engine's tensors can hold (no float8 or bfloat16: a cast to one is refused, not a KeyError).
+ENGINE_DTYPES = frozenset(t.dtype for t in imported("scalar.basic", "all_types") if not t.dtype.startswith("complex"))
 
 
 def shape_of(x) -> list:
@@ -131,3 +135,11 @@ def on_host(function, inputs, outputs, cache) -> None:
         results = cache["jit"](*inputs)
     for storage, value in zip(outputs, results if len(outputs) > 1 else (results,)):
         storage[0] = np.asarray(value)
+
+
+def checked_cast(x, dtype: str):
+    """``tt.cast`` to a dtype the engine has, else a DTypeError naming it."""
+    if str(dtype) not in ENGINE_DTYPES:
+        raise DTypeError(f"cast to {dtype}: {theano.__name__} has no such dtype; it has "
+                         f"{', '.join(sorted(ENGINE_DTYPES))}")
+    return tt.cast(x, dtype)

@@ -24,6 +24,7 @@ from .graphs import (
     TensorSharedVariable,
     TensorVariable,
     as_outputs,
+    checked_cast,
     clone_replace,
     floor_divide,
     get_mode,
@@ -68,7 +69,7 @@ class TheanoOps(TheanoElementwiseOps, TheanoShapeOps, TheanoMathOps, TheanoArray
         return tuple(value.type.shape)
 
     def native_cast(self, value, dtype):
-        return tt.cast(value, dtype)
+        return checked_cast(value, dtype)
 
     def _sum(self, x, axes, keepdims):
         return tt.sum(x, axis=axes, keepdims=keepdims, dtype=x.dtype)  # not Aesara's int64 for int32

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .graphs import int64_shape, int64_sizes, joined_shape, padded, shape_of, tt
+from .graphs import checked_cast, int64_shape, int64_sizes, joined_shape, padded, shape_of, tt
 
 
 class TheanoShapeOps:
@@ -30,7 +30,7 @@ class TheanoShapeOps:
         return tt.broadcast_to(x, tuple(int64_sizes(shape)))
 
     def cast(self, x, dtype):
-        return tt.cast(x, dtype)
+        return checked_cast(x, dtype)
 
     def _concatenate(self, xs, axis):
         return tt.specify_shape(tt.concatenate(list(xs), axis=axis), joined_shape(xs, axis))  # Join forgets all of it
