@@ -40,6 +40,8 @@ def test_status_order_and_reference():
     # Eligibility comes from Keras' own run: a test that failed before its symbolic call is still out of scope.
     assert report.status(_test("failed", refused=False), _test(out={"add": "symbolic"})) == "out of scope"
     assert report.status(_test(), _test("skipped")) == "skipped"
+    # A test Keras' own ops fail here too (an environment without what the test needs) is not eligible.
+    assert report.status(_test("failed", refused=False), _test("failed", refused=False)) == "keras fails"
 
 
 def test_summary_counts_per_op_and_verdict():
@@ -48,9 +50,10 @@ def test_summary_counts_per_op_and_verdict():
              _test(nodeid="e", out={"add": "ragged input"}), _test("skipped", nodeid="f")]
     summary = report.summarize(tests)
     assert summary["totals"] == {"passed": 1, "failed": 1, "refused": 1, "not covered": 1, "out of scope": 1,
-                                 "skipped": 1}
+                                 "keras fails": 0, "skipped": 1}
     assert (summary["eligible"], summary["covered"], summary["pass_rate"]) == (4, 3, 0.25)
-    assert summary["per_op"]["add"] == {"passed": 1, "failed": 1, "refused": 0, "not covered": 1, "out of scope": 1}
+    assert summary["per_op"]["add"] == {"passed": 1, "failed": 1, "refused": 0, "not covered": 1, "out of scope": 1,
+                                        "keras fails": 0}
     assert summary["per_op"]["sum"]["passed"] == 1 and summary["per_op"]["fft"]["not covered"] == 1
     assert [f["test"] for f in summary["failures"]] == ["b", "c"]
     problems = report.verdict(summary, min_pass=0.2)
