@@ -20,6 +20,7 @@ from .ops_math import TensorFlowMathOps
 from .ops_nn import TensorFlowNNOps
 from .ops_reductions import TensorFlowReductionOps
 from .ops_shapes import TensorFlowShapeOps
+from .ops_signal import TensorFlowSignalOps
 from .ops_windows import TensorFlowWindowOps
 
 tf = import_framework()
@@ -27,7 +28,7 @@ tf = import_framework()
 
 class TensorFlowOps(TensorFlowElementwiseOps, TensorFlowShapeOps, TensorFlowMathOps, TensorFlowArrayOps,
                     TensorFlowReductionOps, TensorFlowLinalgOps, TensorFlowNNOps, TensorFlowWindowOps,
-                    TensorFlowCoreOps, Ops):
+                    TensorFlowSignalOps, TensorFlowCoreOps, Ops):
     def is_native(self, value):
         return isinstance(value, (tf.Tensor, tf.Variable))
 

@@ -45,13 +45,15 @@ from .ops_math import TheanoMathOps
 from .ops_nn import TheanoNNOps
 from .ops_reductions import TheanoReductionOps
 from .ops_shapes import TheanoShapeOps
+from .ops_signal import TheanoSignalOps
 from .ops_windows import TheanoWindowOps
 
 jnp = jax.numpy  # jax as .graphs started it, the engine's way
 
 
 class TheanoOps(TheanoElementwiseOps, TheanoShapeOps, TheanoMathOps, TheanoArrayOps, TheanoReductionOps,
-                TheanoLinalgOps, TheanoNNOps, TheanoWindowOps, TheanoCoreOps, Ops):
+                TheanoLinalgOps, TheanoNNOps, TheanoWindowOps, TheanoSignalOps, TheanoCoreOps,
+                Ops):
     def __init__(self, dtype: str, linker: str = "jax") -> None:
         super().__init__(dtype)
         self.linker = linker  # which convolution: XLA's under the JAX linker, the graph's own im2col under C

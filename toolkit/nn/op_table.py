@@ -19,6 +19,7 @@ from toolkit.nn import (
     ops_nn,
     ops_reductions,
     ops_shapes,
+    ops_signal,
     ops_training,
     ops_windows,
 )
@@ -34,6 +35,7 @@ GROUPS = (
     ("products, linear algebra", ops_linalg.LinalgOps),
     ("activations, losses, normalization", ops_nn.NNOps),
     ("convolution, pooling, attention", ops_windows.WindowOps),
+    ("signals: Fourier transforms, framing", ops_signal.SignalOps),
     ("core: control flow, slices, scatter, casts", ops_core.CoreOps),
     ("training context: mode, state, noise, replicas", ops_training.TrainingOps),
 )

@@ -37,6 +37,7 @@ from toolkit.nn import (
     ops_nn,
     ops_reductions,
     ops_shapes,
+    ops_signal,
     ops_training,
     ops_windows,
 )
@@ -56,7 +57,7 @@ ARGUMENTS: dict[str, str] = {
 #: The primitives of the op groups (:mod:`toolkit.nn.ops_math` and the other ``ops_*`` modules), each declared with
 #: its group.
 for _group in (ops_elementwise, ops_shapes, ops_math, ops_arrays, ops_reductions, ops_linalg, ops_nn, ops_windows,
-               ops_core, ops_training):
+               ops_signal, ops_core, ops_training):
     ARGUMENTS.update(_group.ARGUMENTS)
 
 
@@ -96,12 +97,12 @@ def _boundary(name: str, spec: str, impl: Callable) -> Callable:
 
 
 class Ops(ops_elementwise.ElementwiseOps, ops_shapes.ShapeOps, ops_math.MathOps, ops_arrays.ArrayOps,
-          ops_reductions.ReductionOps, ops_linalg.LinalgOps, ops_nn.NNOps, ops_windows.WindowOps, ops_core.CoreOps,
-          ops_training.TrainingOps, ABC):
+          ops_reductions.ReductionOps, ops_linalg.LinalgOps, ops_nn.NNOps, ops_windows.WindowOps,
+          ops_signal.SignalOps, ops_core.CoreOps, ops_training.TrainingOps, ABC):
     """Neutral ops. ``dtype`` is the floating dtype of the computation (``"float32"`` or ``"float64"``).
 
     The vocabulary is grouped by kind in the ``ops_*`` modules (elementwise math, arrays, reductions, linalg, nn,
-    windows, core, training; elementwise and shapes for the basic ones), each a mixin with its primitives and
+    windows, signal, core, training; elementwise and shapes for the basic ones), each a mixin with its primitives and
     composites; this class holds the boundary, the dtype rules, the basic reductions and matmul."""
 
     def __init__(self, dtype: str) -> None:
