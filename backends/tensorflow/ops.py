@@ -15,6 +15,7 @@ from toolkit.nn.shapes import check_matmul
 from .ops_arrays import TensorFlowArrayOps
 from .ops_core import TensorFlowCoreOps
 from .ops_elementwise import TensorFlowElementwiseOps
+from .ops_functional import TensorFlowFunctionalOps
 from .ops_linalg import TensorFlowLinalgOps
 from .ops_math import TensorFlowMathOps
 from .ops_nn import TensorFlowNNOps
@@ -28,7 +29,7 @@ tf = import_framework()
 
 class TensorFlowOps(TensorFlowElementwiseOps, TensorFlowShapeOps, TensorFlowMathOps, TensorFlowArrayOps,
                     TensorFlowReductionOps, TensorFlowLinalgOps, TensorFlowNNOps, TensorFlowWindowOps,
-                    TensorFlowSignalOps, TensorFlowCoreOps, Ops):
+                    TensorFlowSignalOps, TensorFlowCoreOps, TensorFlowFunctionalOps, Ops):
     def is_native(self, value):
         return isinstance(value, (tf.Tensor, tf.Variable))
 

@@ -40,6 +40,7 @@ from .graphs import (
 from .ops_arrays import TheanoArrayOps
 from .ops_core import TheanoCoreOps
 from .ops_elementwise import TheanoElementwiseOps
+from .ops_functional import TheanoFunctionalOps
 from .ops_linalg import TheanoLinalgOps
 from .ops_math import TheanoMathOps
 from .ops_nn import TheanoNNOps
@@ -53,7 +54,7 @@ jnp = jax.numpy  # jax as .graphs started it, the engine's way
 
 class TheanoOps(TheanoElementwiseOps, TheanoShapeOps, TheanoMathOps, TheanoArrayOps, TheanoReductionOps,
                 TheanoLinalgOps, TheanoNNOps, TheanoWindowOps, TheanoSignalOps, TheanoCoreOps,
-                Ops):
+                TheanoFunctionalOps, Ops):
     def __init__(self, dtype: str, linker: str = "jax") -> None:
         super().__init__(dtype)
         self.linker = linker  # which convolution: XLA's under the JAX linker, the graph's own im2col under C

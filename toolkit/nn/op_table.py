@@ -14,12 +14,14 @@ from toolkit.nn import (
     ops_arrays,
     ops_core,
     ops_elementwise,
+    ops_functional,
     ops_linalg,
     ops_math,
     ops_nn,
     ops_reductions,
     ops_shapes,
     ops_signal,
+    ops_statistics,
     ops_training,
     ops_windows,
 )
@@ -37,6 +39,8 @@ GROUPS = (
     ("convolution, pooling, attention", ops_windows.WindowOps),
     ("signals: Fourier transforms, framing", ops_signal.SignalOps),
     ("core: control flow, slices, scatter, casts", ops_core.CoreOps),
+    ("statistics: correlation, unique values", ops_statistics.StatisticsOps),
+    ("function transformations: vectorize, custom gradients", ops_functional.FunctionalOps),
     ("training context: mode, state, noise, replicas", ops_training.TrainingOps),
 )
 #: Public methods of Ops that are the boundary with the backends, not ops model code calls.

@@ -32,12 +32,14 @@ from toolkit.nn import (
     ops_arrays,
     ops_core,
     ops_elementwise,
+    ops_functional,
     ops_linalg,
     ops_math,
     ops_nn,
     ops_reductions,
     ops_shapes,
     ops_signal,
+    ops_statistics,
     ops_training,
     ops_windows,
 )
@@ -57,7 +59,7 @@ ARGUMENTS: dict[str, str] = {
 #: The primitives of the op groups (:mod:`toolkit.nn.ops_math` and the other ``ops_*`` modules), each declared with
 #: its group.
 for _group in (ops_elementwise, ops_shapes, ops_math, ops_arrays, ops_reductions, ops_linalg, ops_nn, ops_windows,
-               ops_signal, ops_core, ops_training):
+               ops_signal, ops_core, ops_training, ops_functional, ops_statistics):
     ARGUMENTS.update(_group.ARGUMENTS)
 
 
@@ -98,7 +100,8 @@ def _boundary(name: str, spec: str, impl: Callable) -> Callable:
 
 class Ops(ops_elementwise.ElementwiseOps, ops_shapes.ShapeOps, ops_math.MathOps, ops_arrays.ArrayOps,
           ops_reductions.ReductionOps, ops_linalg.LinalgOps, ops_nn.NNOps, ops_windows.WindowOps,
-          ops_signal.SignalOps, ops_core.CoreOps, ops_training.TrainingOps, ABC):
+          ops_signal.SignalOps, ops_core.CoreOps, ops_training.TrainingOps,
+          ops_statistics.StatisticsOps, ops_functional.FunctionalOps, ABC):
     """Neutral ops. ``dtype`` is the floating dtype of the computation (``"float32"`` or ``"float64"``).
 
     The vocabulary is grouped by kind in the ``ops_*`` modules (elementwise math, arrays, reductions, linalg, nn,
