@@ -40,6 +40,8 @@ class Model:
             mapped step), with the result of the step composed per device. False (the default for a model of your
             own) keeps uneven splits composed, which is exact for any model. The built-in models and imported Keras
             models are row-independent.
+        metrics: what ``fit`` and ``evaluate`` report when they are given no ``metrics=``
+            (:class:`toolkit.metrics.Metric` objects or their names): an imported Keras model's compiled metrics.
 
     ``init`` may mark entries with :class:`State`: the trainer keeps them apart from the parameters (``state()``),
     passes them to ``forward`` in ``params``, and writes the new values a training step gives them.
@@ -54,6 +56,7 @@ class Model:
     loss: LossFn
     name: str = ""
     rows_independent: bool = False
+    metrics: tuple = ()
 
     def __post_init__(self) -> None:
         for field in ("init", "forward", "loss"):
@@ -61,6 +64,7 @@ class Model:
                 raise TypeError(f"Model.{field} must be callable, got {getattr(self, field)!r}")
         if not self.name:
             object.__setattr__(self, "name", getattr(self.forward, "__name__", "model"))
+        object.__setattr__(self, "metrics", (self.metrics,) if isinstance(self.metrics, str) else tuple(self.metrics))
 
     def losses(self, ops: Ops, params: Mapping[str, Any], x: Any, y: Any) -> Any:
         """The per-example losses ``loss(ops, forward(ops, params, x), y)`` with native arrays in and out, as a

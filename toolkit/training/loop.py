@@ -123,7 +123,7 @@ def fit(trainer, x: Any, y: Any, epochs: int, batch_size: int, shuffle: bool, va
         if not isinstance(callback, Callback):
             raise TypeError(f"callbacks must be toolkit.callbacks.Callback objects, got {type(callback).__name__}")
     x, y = trainer._check_batch(x, y)
-    metrics = metrics_module.get(metrics)
+    metrics = metrics_module.get(metrics or trainer.model.metrics)  # none given: the model's (Keras' compiled)
     names = ["loss", *(m.name for m in metrics)]
     if validation_data is not None:
         if not isinstance(validation_data, (tuple, list)) or len(validation_data) != 2:

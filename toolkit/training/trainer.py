@@ -276,7 +276,7 @@ class Trainer:
             ValueError: an unknown metric; ShapeError, DTypeError, NonFiniteError: bad input or batch size.
             ComputeError: the framework failed on a device.
         """
-        chosen = metrics_module.get(metrics)
+        chosen = metrics_module.get(metrics or self.model.metrics)  # none given: the model's
         x, y = self._check_batch(x, y)
         scorer = self._scorers.get(chosen)
         if scorer is None:
