@@ -28,9 +28,11 @@ one; layers pass it on; merges AND theirs; attention and recurrent layers consum
   there (a :class:`~toolkit.KerasImportError`) rather than give a different number.
 - ``..._constraint`` on a trainable weight: refused. Keras applies a constraint after each optimizer update; the
   toolkit's training step has no such step.
-- Losses bring targets and outputs to one rank first, as Keras' losses do (``squeeze_or_expand_to_same_rank``):
-  targets ``(N,)`` against outputs ``(N, 1)`` are not broadcast to ``(N, N)``; sparse labels ``(N, 1)`` are squeezed.
-  Shapes that Keras' rule does not reconcile raise a :class:`~toolkit.ShapeError` that says which shape to pass.
+- The compiled loss and metrics (:mod:`toolkit.nn.keras_losses`): every Keras loss and per-example metric by name,
+  function or object with its arguments, computed as Keras computes it, with Keras' rank rules (targets ``(N,)``
+  against outputs ``(N, 1)`` are not broadcast to ``(N, N)``; sparse labels ``(N, 1)`` are squeezed; other shapes
+  raise a :class:`~toolkit.ShapeError` that says which to pass). The metrics become the model's ``metrics``, which
+  ``fit`` and ``evaluate`` report when given none, named as Keras' ``fit`` logs them.
 - A mixed-precision dtype policy is refused (the trainer's ``dtype`` sets the model's one precision).
 
 What differs from Keras by design: dropout draws the toolkit's per-example masks (reproducible across backends and
@@ -47,8 +49,8 @@ from typing import Any
 
 import numpy as np
 
-from toolkit.errors import KerasImportError, ShapeError
-from toolkit.nn import context
+from toolkit.errors import KerasImportError
+from toolkit.nn import context, keras_losses
 from toolkit.nn.keras_layers import ACTIVATIONS, OPTIONS, SUPPORTED, Flow, _Call, _MaskOf, _Slot
 from toolkit.nn.model import Model, State
 
@@ -178,66 +180,6 @@ class _Handover:
         return entry[1] if entry is not None and entry[0] is run else None
 
 
-# --- losses: Keras' rank rules -----------------------------------------------------------------------------------
-def _same_rank(ops, y, outputs, loss: str):
-    """Keras' ``squeeze_or_expand_to_same_rank(y, outputs)``: where the ranks differ by one and the longer one ends in
-    an axis of size 1, that axis is squeezed (or a rank-1 other one expanded). Other rank differences are refused."""
-    ys, shape = tuple(ops.shape(y)), tuple(ops.shape(outputs))
-    if len(ys) == len(shape) + 1 and ys[-1] == 1:
-        y = ops.squeeze(y, axis=-1) if len(shape) != 1 else y
-        outputs = ops.expand_dims(outputs, -1) if len(shape) == 1 else outputs
-    elif len(shape) == len(ys) + 1 and shape[-1] == 1:
-        y = ops.expand_dims(y, -1) if len(ys) == 1 else y
-        outputs = ops.squeeze(outputs, axis=-1) if len(ys) != 1 else outputs
-    if len(ops.shape(y)) != len(ops.shape(outputs)):
-        raise ShapeError(f"loss {loss}: targets of shape {ys} against outputs of shape {shape}, which Keras' rank "
-                         f"rule cannot bring to one rank: pass targets of the outputs' shape {shape}")
-    return y, outputs
-
-
-def _per_example(ops, values):
-    """Values of rank above 1 averaged over all but the batch axis: Keras averages every element, which is the mean
-    of each example's mean, as the trainer takes it."""
-    rank = len(ops.shape(values))
-    return ops.mean(values, axis=tuple(range(1, rank))) if rank > 1 else values
-
-
-def _loss(keras_model, loss) -> Callable:
-    """The toolkit loss for ``loss`` (a name or a Keras loss object), or the model's compiled loss."""
-    import keras
-
-    loss = getattr(keras_model, "loss", None) if loss is None else loss
-    if loss is None:
-        raise KerasImportError("the Keras model has no loss (it was not compiled with one): pass loss=, for example "
-                               "'sparse_categorical_crossentropy'")
-    from_logits = bool(getattr(loss, "from_logits", False))
-    name = loss if isinstance(loss, str) else getattr(loss, "name", type(loss).__name__)
-    if isinstance(loss, keras.losses.SparseCategoricalCrossentropy) or name == "sparse_categorical_crossentropy":
-        def sparse_categorical_crossentropy(ops, outputs, y):
-            labels, shape = tuple(ops.shape(y)), tuple(ops.shape(outputs))
-            if len(labels) == len(shape) and labels[-1] == 1:  # Keras squeezes labels of shape (N, 1)
-                y = ops.squeeze(y, axis=-1)
-            if len(ops.shape(y)) != len(shape) - 1:
-                raise ShapeError(f"loss sparse_categorical_crossentropy: labels of shape {labels} against outputs "
-                                 f"of shape {shape}: pass one class index per output row, shape {shape[:-1]} (or "
-                                 f"{shape[:-1] + (1,)})")
-            if from_logits:
-                log_p = ops.log_softmax(outputs, axis=-1)
-            else:  # Keras: normalise, clip to [eps, 1 - eps], log
-                log_p = ops.log(ops.clip(outputs / ops.sum(outputs, axis=-1, keepdims=True), 1e-7, 1 - 1e-7))
-            picked = ops.take_along_axis(log_p, ops.expand_dims(ops.cast(y, "int32"), -1), axis=-1)
-            return _per_example(ops, -ops.squeeze(picked, axis=-1))
-        return sparse_categorical_crossentropy
-    if isinstance(loss, keras.losses.MeanSquaredError) or name in ("mean_squared_error", "mse"):
-        def mean_squared_error(ops, outputs, y):
-            y, outputs = _same_rank(ops, y, outputs, "mean_squared_error")
-            squared = ops.square(outputs - y)  # Keras: the mean over the last axis, then over the rest
-            return squared if len(ops.shape(squared)) == 1 else _per_example(ops, ops.mean(squared, axis=-1))
-        return mean_squared_error
-    raise KerasImportError(f"loss {name!r} is not supported; supported: sparse_categorical_crossentropy "
-                           "(from_logits or not), mean_squared_error")
-
-
 # --- the graph ---------------------------------------------------------------------------------------------------
 def _template(value, slots: dict[int, int], mask_of: dict[int, int]):
     from keras import KerasTensor
@@ -347,7 +289,7 @@ def from_keras(keras_model, loss: Any = None, name: str | None = None) -> Model:
     Raises:
         KerasImportError: not a built Sequential or functional model, a layer, argument or call not supported
             (the message names the layer and the argument: a constraint, a regularizer other than L1/L2/L1L2, a
-            non-default argument no translator reads), or no supported loss; nothing is imported.
+            non-default argument no translator reads), or a loss or metric not translated; nothing is imported.
     """
     import keras
 
@@ -370,7 +312,7 @@ def from_keras(keras_model, loss: Any = None, name: str | None = None) -> Model:
             penalties += settings.penalties
             seen.add(id(call.layer))
         program.append((apply, call.arguments, settings.activity))
-    score = _loss(keras_model, loss)
+    score = keras_losses.compiled_loss(keras_model, loss)
     initial = _copied(params)
     penalized = bool(penalties) or any(activity is not None for _, _, activity in program)
     handover = _Handover()
@@ -404,7 +346,8 @@ def from_keras(keras_model, loss: Any = None, name: str | None = None) -> Model:
         return losses + penalty
 
     loss_fn.__name__ = getattr(score, "__name__", "loss")
-    return Model(init, forward, loss_fn, name=name or keras_model.name, rows_independent=True)
+    return Model(init, forward, loss_fn, name=name or keras_model.name, rows_independent=True,
+                 metrics=keras_losses.compiled_metrics(keras_model))
 
 
 def to_keras(params: dict[str, np.ndarray], keras_model, state: dict[str, np.ndarray] | None = None) -> None:
