@@ -8,10 +8,10 @@ are written once, here: the checks, cropping and zero-padding to ``fft_length``,
 NumPy-made indices, the centring's reflection included), windows, and the overlap-add of ``istft`` (reshapes and a
 sum), so every backend frames, windows and adds the same terms.
 
-``istft`` is Keras' reference (its tests' ``_istft``, which Keras' TensorFlow backend computes): each frame is
-weighted by the window divided by the sum of the squared windows that overlap at its position, periodically (not
-per sample at the signal's ends, where Keras' JAX and NumPy backends differ); a position no window covers gets
-0/0, NaN, as in Keras.
+``istft`` is Keras' on TensorFlow (``tf.signal.inverse_stft``, which its tests' reference ``_istft`` follows):
+each frame is weighted by the window divided by the sum of the squared windows that overlap at its position,
+periodically (not per sample at the signal's ends, where Keras' JAX and NumPy backends differ); a position no window
+covers weighs 0 (TensorFlow's; the tests' reference has 0/0 there, NaN).
 """
 
 from __future__ import annotations
@@ -26,12 +26,10 @@ from toolkit.errors import ArgumentError, DTypeError, ShapeError
 #: pair is promoted to one floating dtype; rfft's input is made floating.
 ARGUMENTS: dict[str, str] = {"_fft": "ff", "_rfft": "f", "_irfft": "ff"}
 
-#: The windows ``stft``/``istft`` accept by name, periodic (``scipy.signal.get_window``'s default, TensorFlow's
-#: ``periodic=True``), as functions of the sequence length; computed in float64, then cast to the signal's dtype.
-WINDOWS = {
-    "hann": lambda n: 0.5 - 0.5 * np.cos(2 * np.pi * np.arange(n) / n),
-    "hamming": lambda n: 0.54 - 0.46 * np.cos(2 * np.pi * np.arange(n) / n),
-}
+#: The windows ``stft``/``istft`` accept by name: ``a - (1 - a) cos(2 pi k / n)``, periodic (``scipy.signal.
+#: get_window``'s default, TensorFlow's ``periodic=True``), with these ``a``; computed in float64, then cast to the
+#: signal's dtype.
+WINDOWS = {"hann": 0.5, "hamming": 0.54}
 #: The dtypes the frameworks' FFTs take (complex64, complex128 underneath); half-precision inputs are transformed in
 #: float32 and cast back.
 _SPECTRAL_DTYPE = {"float16": "float32", "bfloat16": "float32"}
@@ -188,9 +186,10 @@ class SignalOps(ABC):
         """Inverse short-time Fourier transform (``keras.ops.istft``): the signal whose :meth:`stft` with the same
         arguments is ``x``, a ``(real, imag)`` pair ``[..., sequences, bins]``. Each sequence's :meth:`irfft` of
         ``fft_length`` points is weighted by the window divided by the sum of the squared windows overlapping at
-        its position (periodic in ``sequence_stride``; 0/0, NaN, where no window covers a position, as in Keras),
+        its position (periodic in ``sequence_stride``; 0 where no window covers a position, as TensorFlow's),
         and the sequences are added where they overlap. The result drops ``fft_length // 2`` entries at each end
-        if ``center``; ``length``, when given, is how many entries to keep after the first dropped ones (fewer if
+        if ``center`` (none for an fft_length of 1, as Keras documents; its backends slice to ``-0`` there and
+        return nothing); ``length``, when given, is how many entries to keep after the first dropped ones (fewer if
         the signal is shorter, as in Keras).
 
         Raises:
@@ -212,7 +211,9 @@ class SignalOps(ABC):
                              fft_length)
         weights = self._stft_window(window, sequence_length, fft_length, self.dtype_of(frames), "istft")
         if weights is not None:
-            frames = frames * (weights / self._overlapping_squares(weights, stride))
+            squares = self._overlapping_squares(weights, stride)
+            uncovered = squares == 0  # weighs 0, with a gradient of 0, not NaN
+            frames = frames * self.where(uncovered, 0.0, weights / self.where(uncovered, 1.0, squares))
         signal = self._overlap_add(frames, stride)
         start = fft_length // 2 if center else 0
         if length is not None:
@@ -231,11 +232,33 @@ class SignalOps(ABC):
         return shape[-1]
 
     def _frames(self, x, positions: np.ndarray, length: int, stride: int):
-        """``x[..., positions]`` cut into sequences of ``length`` every ``stride``: one gather."""
+        """``x[..., positions]`` cut into sequences of ``length`` every ``stride``, ``[..., count, length]``, from
+        basic slices only: Aesara fails to compile the gradient of two gathers from one tensor (its
+        ``local_IncSubtensor_serialize`` rewrite asserts), and sliced gradients add up on every engine. The
+        sequences are stacked (``count`` slices) or the offsets within them (``length`` strided slices), whichever
+        is fewer."""
+        x = self._gathered(x, positions)
+        rank = len(self.shape(x))
         count = max(0, 1 + (len(positions) - length) // stride)
-        starts = np.arange(count)[:, None] * stride
-        indices = positions[starts + np.arange(length)[None, :]] if count else np.zeros((0, length), np.int64)
-        return self.take(x, indices.astype(np.int32), axis=len(self.shape(x)) - 1)
+        if count == 0:
+            return self.stack([x[..., :0]] * length, axis=rank)
+        if count <= length:
+            return self.stack([x[..., i * stride:i * stride + length] for i in range(count)], axis=rank - 1)
+        return self.stack([x[..., j:j + (count - 1) * stride + 1:stride] for j in range(length)], axis=rank)
+
+    def _gathered(self, x, positions: np.ndarray):
+        """``x[..., positions]`` for NumPy-made ``positions`` as the concatenation of their runs of consecutive
+        positions (forward or backward), each a basic slice: a reflection at each end is three."""
+        if np.array_equal(positions, np.arange(self.shape(x)[-1])):
+            return x
+        runs, start = [], 0
+        for end in range(1, len(positions) + 1):
+            if end == len(positions) or abs(positions[end] - positions[end - 1]) != 1 or (
+                    end - start > 1 and positions[end] - positions[end - 1] != positions[start + 1] - positions[start]):
+                runs.append((int(positions[start]), int(positions[end - 1])))
+                start = end
+        return self.concatenate([x[..., first:last + 1] if first <= last else
+                                 x[..., first:(last - 1 if last else None):-1] for first, last in runs], axis=-1)
 
     def _complex(self, x, rank: int, op: str):
         """A ``(real, imag)`` pair checked and promoted to one floating dtype (half precision made float32), and
@@ -297,7 +320,10 @@ class SignalOps(ABC):
             if window not in WINDOWS:
                 raise ArgumentError(f"ops.{op}: window must be one of {sorted(WINDOWS)}, an array or None; got "
                                     f"window={window!r}")
-            return self._tensor(np.pad(WINDOWS[window](length), (before, fft_length - length - before)), dtype)
+            a = WINDOWS[window]
+            # One entry is a window of 1, as in scipy and TensorFlow (the formula would give 0).
+            values = np.ones(1) if length == 1 else a - (1 - a) * np.cos(2 * np.pi * np.arange(length) / length)
+            return self._tensor(np.pad(values, (before, fft_length - length - before)), dtype)
         weights = self._tensor(window, dtype)
         if tuple(self.shape(weights)) != (length,):
             raise ShapeError(f"ops.{op}: the window must have shape ({length},) (sequence_length), got "
