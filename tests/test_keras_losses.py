@@ -190,3 +190,155 @@ def test_every_loss_has_keras_gradient(keras, backend_name):
             value = compile_utils.get_loss(identifier, DATA[targets], DATA[outputs])(DATA[targets], p)
         expected = tape.gradient(value, p).numpy()
         assert np.max(np.abs(grads[f"p{i}"] - expected)) <= GRADIENT_TOLERANCE, case
+
+
+def _metric_cases(keras):
+    """(case id, Keras metric identifier, outputs, targets): the metrics users compile, and their arguments."""
+    metrics = keras.metrics
+    return [
+        ("accuracy-binary", "accuracy", "sigmoid", "binary"), ("accuracy-binary-N1", "accuracy", "sigmoid", "binary1"),
+        ("acc-sparse", "acc", "probs", "labels"), ("accuracy-sparse-N1", "accuracy", "probs", "labels1"),
+        ("accuracy-categorical", "accuracy", "probs", "onehot"),
+        ("binary_accuracy", "binary_accuracy", "sigmoid", "binary1"),
+        ("binary_accuracy-threshold", metrics.BinaryAccuracy(threshold=0.7), "sigmoid", "binary"),
+        ("binary_accuracy-fn", metrics.binary_accuracy, "multi", "multi_y"),
+        ("categorical_accuracy", "categorical_accuracy", "probs", "onehot"),
+        ("categorical_accuracy-class", metrics.CategoricalAccuracy(name="cat"), "logits", "onehot"),
+        ("sparse_categorical_accuracy", "sparse_categorical_accuracy", "probs", "labels"),
+        ("sparse_categorical_accuracy-N1", metrics.SparseCategoricalAccuracy(), "logits", "labels1"),
+        ("top_k", "top_k_categorical_accuracy", "probs", "onehot"),
+        ("top_k-2", metrics.TopKCategoricalAccuracy(k=2), "logits", "onehot"),
+        ("sparse_top_k", "sparse_top_k_categorical_accuracy", "probs", "labels"),
+        ("sparse_top_k-2-N1", metrics.SparseTopKCategoricalAccuracy(k=2), "logits", "labels1"),
+        ("mse", "mse", "reg", "reg_y"), ("mae", "mae", "reg", "reg_y"), ("mape", "mape", "reg", "mape_y"),
+        ("msle", "msle", "msle", "msle_y"), ("mean_squared_error-N1", metrics.MeanSquaredError(), "reg1", "reg1_y"),
+        ("mean_absolute_error", "mean_absolute_error", "seq", "seq_y"),
+        ("binary_crossentropy", "binary_crossentropy", "sigmoid", "binary1"),
+        ("bce-logits", metrics.BinaryCrossentropy(from_logits=True, label_smoothing=0.1), "z", "binary1"),
+        ("categorical_crossentropy", "categorical_crossentropy", "probs", "onehot"),
+        ("cce-logits", metrics.CategoricalCrossentropy(from_logits=True, label_smoothing=0.2), "logits", "onehot"),
+        ("sparse_categorical_crossentropy", "sparse_categorical_crossentropy", "probs", "labels"),
+        ("scce-logits-N1", metrics.SparseCategoricalCrossentropy(from_logits=True), "logits", "labels1"),
+        ("kl_divergence", "kl_divergence", "dist", "probs"), ("poisson", metrics.Poisson(), "pos", "pos_y"),
+        ("hinge", "hinge", "margins", "multi_y"), ("squared_hinge", metrics.SquaredHinge(), "z", "pm1"),
+        ("categorical_hinge", "categorical_hinge", "margins", "cat_y"),
+        ("log_cosh_error", metrics.LogCoshError(), "reg", "reg_y"),
+        ("cosine_similarity", "cosine_similarity", "reg", "reg_y"),
+        ("cosine_similarity-axis1", metrics.CosineSimilarity(axis=1), "seq", "seq_y"),
+        ("huber-fn", keras.losses.huber, "reg", "reg_y"),
+    ]
+
+
+def test_every_metric_equals_keras(keras, backend):
+    """Each metric as ``compile`` makes it (Keras' ``get_metric``, which picks the accuracy kind from the shapes):
+    the same name and the same value as Keras' metric after one batch."""
+    from keras.src.trainers import compile_utils
+
+    cases = _metric_cases(keras)
+    metrics = [keras_losses.translate_metric(c[1]) for c in cases]
+    values = _toolkit_values(backend, metrics, cases)
+    for (case, identifier, outputs, targets), metric, value in zip(cases, metrics, values):
+        # TensorFlow's InTopKV2 takes float32 only: Keras' top-k metrics fail on float64 outputs (0 or 1 anyway).
+        p = DATA[outputs].astype(np.float32) if "top_k" in case else DATA[outputs]
+        expected = compile_utils.get_metric(identifier, DATA[targets], p)
+        expected.update_state(DATA[targets], p)
+        assert metric.name == expected.name, case
+        assert value.shape == (N,), (case, value.shape)
+        assert abs(float(np.mean(value)) - float(expected.result())) <= TOLERANCE, (case, value, expected.result())
+
+
+def _fit_models(keras):
+    """Compiled models of the three kinds of targets, with the metrics users compile for each."""
+    keras.utils.set_random_seed(3)
+    layers = keras.layers
+    binary = keras.Sequential([keras.Input((4,)), layers.Dense(3, activation="tanh"),
+                               layers.Dense(1, activation="sigmoid")])
+    binary.compile(optimizer=keras.optimizers.SGD(LR), loss=keras.losses.BinaryCrossentropy(label_smoothing=0.1),
+                   metrics=["accuracy", "mae", keras.metrics.BinaryAccuracy(threshold=0.6, name="confident")])
+    sparse = keras.Sequential([keras.Input((4,)), layers.Dense(4, activation="softmax")])
+    sparse.compile(optimizer=keras.optimizers.SGD(LR), loss="sparse_categorical_crossentropy",
+                   metrics=["acc", "sparse_categorical_crossentropy", keras.metrics.SparseCategoricalAccuracy("sca")])
+    regression = keras.Sequential([keras.Input((4,)), layers.Dense(2)])
+    regression.compile(optimizer=keras.optimizers.SGD(LR), loss=keras.losses.Huber(delta=0.5),
+                       metrics=["mse", "mape", keras.metrics.CosineSimilarity()])
+    x = RNG.normal(size=(10, 4))
+    return {"binary": (binary, x, RNG.integers(0, 2, size=10)),
+            "sparse": (sparse, x, RNG.integers(0, 4, size=(10, 1))),
+            "regression": (regression, x, RNG.normal(size=(10, 2)))}
+
+
+@pytest.mark.parametrize("kind", ["binary", "sparse", "regression"])
+def test_imported_model_fits_and_evaluates_like_keras(keras, backend, kind):
+    """``from_keras(model)`` carries the compiled metrics: ``fit`` without ``metrics=`` logs Keras' names and values
+    (three steps a epoch, the last one smaller; two epochs; two devices), and ``evaluate`` gives Keras' numbers."""
+    model, x, y = _fit_models(keras)[kind]
+    imported = toolkit.from_keras(model)
+    trainer = toolkit.DataParallel(imported, backend, 2, toolkit.optim.SGD(LR), dtype="float64")
+    history = trainer.fit(x, y, epochs=2, batch_size=4, shuffle=False, verbose=0).history
+    expected = model.fit(x, y, epochs=2, batch_size=4, shuffle=False, verbose=0).history
+    assert sorted(history) == sorted(expected)
+    for name, values in expected.items():
+        assert np.max(np.abs(np.subtract(history[name], values))) <= 1e-10, (name, history[name], values)
+    scores, keras_scores = trainer.evaluate(x, y), model.evaluate(x, y, verbose=0, return_dict=True)
+    assert sorted(scores) == sorted(keras_scores)
+    for name, value in keras_scores.items():
+        assert abs(scores[name] - value) <= 1e-10, (name, scores[name], value)
+
+
+def test_what_is_not_translated_is_refused_by_name(keras):
+    losses, metrics = keras.losses, keras.metrics
+
+    class Custom(losses.MeanSquaredError):
+        pass
+
+    for loss, words in [
+        ("no_such_loss", "'no_such_loss' is not a Keras loss"),
+        (lambda y, p: (y - p) ** 2, "<lambda>.*is not supported: from_keras translates Keras' own"),
+        (Custom(), "Custom is not supported"),
+        (losses.BinaryFocalCrossentropy(), "binary_focal_crossentropy.*is not supported"),
+        (losses.MeanSquaredError(reduction="sum"), "reduction='sum' is not supported"),
+        (losses.SparseCategoricalCrossentropy(ignore_class=0), "ignore_class=0 is not supported"),
+        (losses.SparseCategoricalCrossentropy(axis=1), "axis=1 is not supported"),
+        (losses.BinaryCrossentropy(from_logits=1), "from_logits=1 is not supported"),
+        (metrics.binary_accuracy, "binary_accuracy is a Keras metric, not a loss"),
+        (losses.MeanSquaredError(dtype="float32"), "computes in float32 where the model computes in float64"),
+    ]:
+        with pytest.raises(toolkit.KerasImportError, match=words):
+            keras_losses.translate_loss(loss, "float64")
+    for metric, words in [
+        ("auc", "AUC is not supported: from_keras translates Keras' metrics that average one value per example"),
+        (metrics.RootMeanSquaredError(), "RootMeanSquaredError is not supported"),
+        (lambda y, p: y, "<lambda>.*is not supported"),
+        (metrics.SparseTopKCategoricalAccuracy(from_sorted_ids=True), "from_sorted_ids=True is not supported"),
+        (metrics.SparseCategoricalCrossentropy(ignore_class=3), "ignore_class=3 is not supported"),
+        (metrics.TopKCategoricalAccuracy(k=0), "k=0 is not supported"),
+    ]:
+        with pytest.raises(toolkit.KerasImportError, match=words):
+            keras_losses.translate_metric(metric, "float64")
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+    for settings, words in [
+        ({"metrics": ["mse", metrics.AUC()]}, "AUC is not supported"),
+        ({"loss_weights": [0.5]}, r"loss_weights=\[0.5\] is not supported"),
+        ({"weighted_metrics": ["mae"]}, "weighted_metrics=.* sample_weight"),
+        ({"metrics": {"dense": ["mae"]}}, "per output are not supported"),
+        ({"metrics": ["mse", "mse"]}, "names must be unique"),
+    ]:
+        model.compile(loss="mse", **settings)
+        with pytest.raises(toolkit.KerasImportError, match=words):
+            toolkit.from_keras(model)
+
+
+@pytest.mark.parametrize("kind, identifier, outputs, targets, words", [
+    ("loss", "binary_crossentropy", "margins", "binary", r"Keras needs one shape: pass targets of the outputs' shape"),
+    ("loss", "sparse_categorical_crossentropy", "probs", "multi_y", "one class index per output row"),
+    ("loss", "cosine_similarity", "reg1_y", "reg1_y", "is the batch axis"),
+    ("metric", "hinge", "margins", "binary", "which Keras broadcasts across examples"),
+    ("metric", "mse", "reg1_y", "reg1_y", "is the batch axis"),
+    ("metric", "accuracy", "reg1_y", "binary", r"pass outputs of shape \(N, 1\) or \(N, classes\)"),
+], ids=["bce-shapes", "sparse-labels", "cosine-rank-1", "hinge-metric-ranks", "mse-metric-rank-1", "accuracy-rank-1"])
+def test_shapes_keras_would_mix_across_examples_raise_a_shape_error(keras, backend, kind, identifier, outputs,
+                                                                     targets, words):
+    translated = keras_losses.translate_loss(identifier) if kind == "loss" else keras_losses.translate_metric(
+        identifier)
+    with pytest.raises(toolkit.ShapeError, match=words):
+        _toolkit_values(backend, [translated], [(kind, identifier, outputs, targets)])
