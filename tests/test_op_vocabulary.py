@@ -4,6 +4,7 @@ across backends; and the rules that make Python operators and constants mean the
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import re
 
@@ -12,6 +13,7 @@ import pytest
 
 import toolkit
 from tests.conftest import THEANO, needs_all_backends
+from tests.op_checks import FLOAT32_RTOL, FLOAT64_RTOL, run
 from toolkit.tolerances import FLOAT64_ATOL
 
 RNG = np.random.default_rng(7)
@@ -244,17 +246,35 @@ def _run(backend, fn, names, dtype):
     return backend.to_numpy(backend.call(lambda ops, **t: fn(ops, t), device, inputs, dtype))
 
 
+def _failures(checks: dict) -> dict[str, str]:
+    """The cases whose check raises an AssertionError, with its message: every case is checked, and a failure names
+    each case that failed (the cases run in one compiled call, not one test each)."""
+    failed = {}
+    for name, check in checks.items():
+        try:
+            check()
+        except AssertionError as error:
+            failed[name] = str(error).strip()
+    return failed
+
+
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
-@pytest.mark.parametrize("name", list(CASES) + list(INTEGER_CASES))
-def test_op_matches_numpy(backend, name, dtype):
-    fn, reference, _ = {**CASES, **INTEGER_CASES}[name]
-    names = _names(fn)
-    result = _run(backend, fn, names, dtype)
-    expected = reference({n: INPUTS[n] for n in names})
-    assert result.shape == expected.shape
-    assert result.dtype == (np.dtype(dtype) if name in CASES else np.dtype("int32")), result.dtype
-    tolerance = 2e-5 if dtype == "float32" else 1e-12
-    np.testing.assert_allclose(result, expected, rtol=tolerance, atol=tolerance)
+def test_ops_match_numpy(backend, dtype):
+    """Every case's values, shape and dtype against its NumPy reference; all cases in one compiled call (on the
+    Theano family each distinct graph compiles for seconds: one call instead of one per case)."""
+    cases = {**CASES, **INTEGER_CASES}
+    results = run(backend, lambda ops, **t: [fn(ops, t) for fn, _, _ in cases.values()], INPUTS, dtype)
+    tolerance = FLOAT32_RTOL if dtype == "float32" else FLOAT64_RTOL
+
+    def check(name, result):
+        expected = cases[name][1](INPUTS)
+        assert result.shape == expected.shape, (result.shape, expected.shape)
+        assert result.dtype == (np.dtype(dtype) if name in CASES else np.dtype("int32")), result.dtype
+        np.testing.assert_allclose(result, expected, rtol=tolerance, atol=tolerance)
+
+    failed = _failures({name: functools.partial(check, name, np.asarray(result))
+                        for name, result in zip(cases, results)})
+    assert not failed, failed
 
 
 #: Where Keras' TensorFlow backend computes a float64 op with float32 somewhere, and how close it then is: tf.nn.gelu
@@ -294,34 +314,49 @@ def test_synchronized_moments_outside_a_training_step_are_the_local_ones(backend
                                    rtol=0, atol=1e-12)
 
 
-def _gradients(backend_name, name, dtype="float64"):
-    """Gradients of ``sum(op(inputs) * weights)`` for each float input, through a trainer."""
-    fn, reference, _ = CASES[name]
-    names = _names(fn)
-    floats = [n for n in names if INPUTS[n].dtype.kind == "f"]
-    ints = {n: INPUTS[n] for n in names if n not in floats}
-    weights = np.random.default_rng(1).normal(size=np.shape(reference({n: INPUTS[n] for n in names})))
-    model = toolkit.Model(lambda rng: {n: INPUTS[n].copy() for n in floats},
-                          lambda ops, p, x: fn(ops, {**p, **ints}),
-                          lambda ops, out, target: ops.reshape(ops.sum(out * target[0]), (1,)))
+#: Each case's float inputs, and the weights of its output in the loss whose gradients the tests check.
+FLOATS = {name: [n for n in _names(fn) if INPUTS[n].dtype.kind == "f"] for name, (fn, _, _) in CASES.items()}
+WEIGHTS = {name: np.random.default_rng(1).normal(size=np.shape(reference(INPUTS)))
+           for name, (_, reference, _) in CASES.items()}
+
+
+@functools.cache
+def _gradients(backend_name, dtype="float64") -> dict[str, dict[str, np.ndarray]]:
+    """Each case's gradients of ``sum(case(inputs) * WEIGHTS[case])`` for its float inputs, through one trainer
+    (one compile for every case): each case reads its own copy of its inputs, so the gradient of a copy is that
+    case's alone."""
+    ints = {n: v for n, v in INPUTS.items() if v.dtype.kind != "f"}
+
+    def forward(ops, p, x):
+        outputs = [fn(ops, {**ints, **{n: p[f"{name}__{n}"] for n in FLOATS[name]}}) for name, (fn, _, _) in
+                   CASES.items()]
+        return ops.concatenate([ops.reshape(out, (-1,)) for out in outputs], axis=0)
+
+    model = toolkit.Model(lambda rng: {f"{name}__{n}": INPUTS[n].copy() for name in CASES for n in FLOATS[name]},
+                          forward, lambda ops, out, target: ops.reshape(ops.sum(out * target[0]), (1,)))
     trainer = toolkit.DataParallel(model, backend_name, 1, toolkit.optim.SGD(0.1), dtype=dtype)
-    return trainer.gradients(np.zeros((1, 1)), weights[None]), floats, ints, weights
+    grads = trainer.gradients(np.zeros((1, 1)), np.concatenate([w.ravel() for w in WEIGHTS.values()])[None])
+    return {name: {n: grads[f"{name}__{n}"] for n in FLOATS[name]} for name in CASES}
 
 
-@pytest.mark.parametrize("name", list(CASES))
-def test_op_gradients_match_central_differences(backend_name, name):
-    grads, floats, ints, weights = _gradients(backend_name, name)
-    fn, reference, _ = CASES[name]
-    direction = {n: np.random.default_rng(2).normal(size=INPUTS[n].shape) for n in floats}
-    step = 1e-6
+def test_op_gradients_match_central_differences(backend_name):
+    """Each case's gradient in a random direction equals the central difference of its NumPy reference."""
+    grads, step = _gradients(backend_name), 1e-6
 
-    def value(sign):
-        return float(np.sum(reference({**ints, **{n: INPUTS[n] + sign * step * direction[n] for n in floats}})
-                            * weights))
+    def check(name):
+        reference, floats = CASES[name][1], FLOATS[name]
+        direction = {n: np.random.default_rng(2).normal(size=INPUTS[n].shape) for n in floats}
 
-    numeric = (value(1) - value(-1)) / (2 * step)
-    analytic = sum(float(np.sum(grads[n] * direction[n])) for n in floats)
-    assert analytic == pytest.approx(numeric, rel=1e-5, abs=1e-6)
+        def value(sign):
+            return float(np.sum(reference({**INPUTS, **{n: INPUTS[n] + sign * step * direction[n] for n in floats}})
+                                * WEIGHTS[name]))
+
+        numeric = (value(1) - value(-1)) / (2 * step)
+        analytic = sum(float(np.sum(grads[name][n] * direction[n])) for n in floats)
+        assert analytic == pytest.approx(numeric, rel=1e-5, abs=1e-6)
+
+    failed = _failures({name: functools.partial(check, name) for name in CASES})
+    assert not failed, failed
 
 
 #: float32 gradients against float64 ones: a few float32 roundings per element through these small graphs, relative
@@ -330,24 +365,30 @@ def test_op_gradients_match_central_differences(backend_name, name):
 FLOAT32_GRADIENT_RTOL = 1e-4
 
 
-@pytest.mark.parametrize("name", list(CASES))
-def test_op_gradients_in_float32_follow_float64(backend_name, name):
-    exact, floats, _, _ = _gradients(backend_name, name)
-    single, _, _, _ = _gradients(backend_name, name, "float32")
-    for n in floats:
-        assert single[n].dtype == np.float32
-        scale = float(np.max(np.abs(exact[n]))) or 1.0
-        np.testing.assert_allclose(single[n], exact[n], rtol=0, atol=FLOAT32_GRADIENT_RTOL * scale)
+def test_op_gradients_in_float32_follow_float64(backend_name):
+    exact, single = _gradients(backend_name), _gradients(backend_name, "float32")
+
+    def check(name):
+        for n in FLOATS[name]:
+            assert single[name][n].dtype == np.float32
+            scale = float(np.max(np.abs(exact[name][n]))) or 1.0
+            np.testing.assert_allclose(single[name][n], exact[name][n], rtol=0, atol=FLOAT32_GRADIENT_RTOL * scale)
+
+    failed = _failures({name: functools.partial(check, name) for name in CASES})
+    assert not failed, failed
 
 
 @pytest.mark.parity
 @needs_all_backends
-@pytest.mark.parametrize("name", list(CASES))
-def test_op_gradients_agree_across_backends(name):
-    tf_grads, floats, _, _ = _gradients("tensorflow", name)
-    aesara_grads, _, _, _ = _gradients(THEANO, name)
-    for n in floats:
-        np.testing.assert_allclose(tf_grads[n], aesara_grads[n], rtol=0, atol=FLOAT64_ATOL)
+def test_op_gradients_agree_across_backends():
+    tf_grads, theano_grads = _gradients("tensorflow"), _gradients(THEANO)
+
+    def check(name):
+        for n in FLOATS[name]:
+            np.testing.assert_allclose(tf_grads[name][n], theano_grads[name][n], rtol=0, atol=FLOAT64_ATOL)
+
+    failed = _failures({name: functools.partial(check, name) for name in CASES})
+    assert not failed, failed
 
 
 # ---------------------------------------------------------------------------------------------------------------------
