@@ -20,9 +20,9 @@ from toolkit.nn import keras_losses
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("keras") is None,
                                 reason='needs keras (pip install "multigpu-toolkit[tensorflow]")')
 
-#: float64 values of the toolkit against Keras' (a few roundings of values of order 1..100).
+#: float64 values of the toolkit against Keras', relative to values of at least 1 (a few roundings each).
 TOLERANCE = 1e-12
-#: Gradients: the same formulas differentiated by two frameworks (rounding only).
+#: Gradients, relative to the largest entry of at least 1: the same formulas differentiated by two frameworks.
 GRADIENT_TOLERANCE = 1e-12
 #: Keras rounds its learning rate to float32: a power of two is the same number in float64.
 LR = 2.0 ** -3
@@ -189,7 +189,8 @@ def test_every_loss_has_keras_gradient(keras, backend_name):
 
             value = compile_utils.get_loss(identifier, DATA[targets], DATA[outputs])(DATA[targets], p)
         expected = tape.gradient(value, p).numpy()
-        assert np.max(np.abs(grads[f"p{i}"] - expected)) <= GRADIENT_TOLERANCE, case
+        scale = max(1.0, float(np.max(np.abs(expected))))  # mape's gradient is ~1e8 where a target is 0
+        assert np.max(np.abs(grads[f"p{i}"] - expected)) <= GRADIENT_TOLERANCE * scale, case
 
 
 def _metric_cases(keras):
@@ -244,7 +245,8 @@ def test_every_metric_equals_keras(keras, backend):
         expected.update_state(DATA[targets], p)
         assert metric.name == expected.name, case
         assert value.shape == (N,), (case, value.shape)
-        assert abs(float(np.mean(value)) - float(expected.result())) <= TOLERANCE, (case, value, expected.result())
+        expected = float(expected.result())
+        assert abs(float(np.mean(value)) - expected) <= TOLERANCE * max(1.0, abs(expected)), (case, value, expected)
 
 
 def _fit_models(keras):
