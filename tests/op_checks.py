@@ -83,3 +83,16 @@ def check_gradients(backend_name: str, fn: Callable, reference: Callable, inputs
     analytic = sum(float(np.sum(grads[n] * direction[n])) for n in direction)
     assert abs(analytic - numeric) <= GRADIENT_ATOL + GRADIENT_RTOL * abs(numeric), (analytic, numeric)
     return grads
+
+
+def failures(checks: Mapping[str, Callable[[], None]]) -> dict[str, str]:
+    """The checks that raise an AssertionError, by name, with its message: where many cases share one compiled call
+    (on the Theano family each distinct graph compiles for seconds), every case is still checked and each failing
+    one named."""
+    failed = {}
+    for name, check in checks.items():
+        try:
+            check()
+        except AssertionError as error:
+            failed[name] = str(error).strip()
+    return failed

@@ -13,7 +13,7 @@ import pytest
 
 import toolkit
 from tests.conftest import THEANO, needs_all_backends
-from tests.op_checks import FLOAT32_RTOL, FLOAT64_RTOL, run
+from tests.op_checks import FLOAT32_RTOL, FLOAT64_RTOL, failures, run
 from toolkit.tolerances import FLOAT64_ATOL
 
 RNG = np.random.default_rng(7)
@@ -246,18 +246,6 @@ def _run(backend, fn, names, dtype):
     return backend.to_numpy(backend.call(lambda ops, **t: fn(ops, t), device, inputs, dtype))
 
 
-def _failures(checks: dict) -> dict[str, str]:
-    """The cases whose check raises an AssertionError, with its message: every case is checked, and a failure names
-    each case that failed (the cases run in one compiled call, not one test each)."""
-    failed = {}
-    for name, check in checks.items():
-        try:
-            check()
-        except AssertionError as error:
-            failed[name] = str(error).strip()
-    return failed
-
-
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_ops_match_numpy(backend, dtype):
     """Every case's values, shape and dtype against its NumPy reference; all cases in one compiled call (on the
@@ -272,7 +260,7 @@ def test_ops_match_numpy(backend, dtype):
         assert result.dtype == (np.dtype(dtype) if name in CASES else np.dtype("int32")), result.dtype
         np.testing.assert_allclose(result, expected, rtol=tolerance, atol=tolerance)
 
-    failed = _failures({name: functools.partial(check, name, np.asarray(result))
+    failed = failures({name: functools.partial(check, name, np.asarray(result))
                         for name, result in zip(cases, results)})
     assert not failed, failed
 
@@ -355,7 +343,7 @@ def test_op_gradients_match_central_differences(backend_name):
         analytic = sum(float(np.sum(grads[name][n] * direction[n])) for n in floats)
         assert analytic == pytest.approx(numeric, rel=1e-5, abs=1e-6)
 
-    failed = _failures({name: functools.partial(check, name) for name in CASES})
+    failed = failures({name: functools.partial(check, name) for name in CASES})
     assert not failed, failed
 
 
@@ -374,7 +362,7 @@ def test_op_gradients_in_float32_follow_float64(backend_name):
             scale = float(np.max(np.abs(exact[name][n]))) or 1.0
             np.testing.assert_allclose(single[name][n], exact[name][n], rtol=0, atol=FLOAT32_GRADIENT_RTOL * scale)
 
-    failed = _failures({name: functools.partial(check, name) for name in CASES})
+    failed = failures({name: functools.partial(check, name) for name in CASES})
     assert not failed, failed
 
 
@@ -387,7 +375,7 @@ def test_op_gradients_agree_across_backends():
         for n in FLOATS[name]:
             np.testing.assert_allclose(tf_grads[name][n], theano_grads[name][n], rtol=0, atol=FLOAT64_ATOL)
 
-    failed = _failures({name: functools.partial(check, name) for name in CASES})
+    failed = failures({name: functools.partial(check, name) for name in CASES})
     assert not failed, failed
 
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 
 import toolkit
 from tests.conftest import THEANO, needs_all_backends
+from tests.op_checks import failures
 from toolkit.tolerances import FLOAT64_ATOL
 
 RNG = np.random.default_rng(0)
@@ -54,46 +57,64 @@ CASES = {
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
-@pytest.mark.parametrize("name", list(CASES))
-def test_op_matches_numpy(backend, name, dtype):
-    fn, reference = CASES[name]
+def test_ops_match_numpy_on_the_device_of_their_inputs(backend, dtype):
+    """Every case in one compiled call (on the Theano family each distinct graph compiles for seconds), on a device
+    other than the first where there is one: values, dtype, and each output on its inputs' device."""
     device = backend.select_devices(["cpu:1"])[0] if len(backend.list_devices()) > 1 else backend.list_devices()[0]
     inputs = {"a": A.astype(dtype), "b": B.astype(dtype), "p": POSITIVE.astype(dtype), "y": LABELS}
     placed = {k: backend.place(v, device) for k, v in inputs.items()}
-    out = backend.call(lambda ops, a, b, p, y: fn(ops, a, b, p, y), device, placed, dtype)
-    result = backend.to_numpy(out)
-    assert result.dtype == np.dtype(dtype), f"{name} returned {result.dtype}"
-    assert backend.device_of(out) == device
-    np.testing.assert_allclose(result, reference(A, B, POSITIVE, LABELS), rtol=1e-5 if dtype == "float32" else 1e-12,
-                               atol=1e-6 if dtype == "float32" else 1e-12)
+    outs = backend.call(lambda ops, a, b, p, y: [fn(ops, a, b, p, y) for fn, _ in CASES.values()], device, placed,
+                        dtype)
+    tolerance = {"rtol": 1e-5, "atol": 1e-6} if dtype == "float32" else {"rtol": 1e-12, "atol": 1e-12}
+
+    def check(name, out):
+        result = backend.to_numpy(out)
+        assert result.dtype == np.dtype(dtype), f"{name} returned {result.dtype}"
+        assert backend.device_of(out) == device
+        np.testing.assert_allclose(result, CASES[name][1](A, B, POSITIVE, LABELS), **tolerance)
+
+    failed = failures({name: functools.partial(check, name, out) for name, out in zip(CASES, outs)})
+    assert not failed, failed
 
 
 DIFFERENTIABLE = [n for n in CASES if n not in ("ones_like", "one_hot")]
 
 
-@pytest.mark.parity
-@needs_all_backends
-@pytest.mark.parametrize("name", DIFFERENTIABLE)
-def test_op_gradients_agree_across_backends(name):
-    fn, _ = CASES[name]
-    weights = RNG.normal(size=np.shape(CASES[name][1](A, B, POSITIVE, LABELS)))
+def _gradients(backend_name: str) -> dict[str, dict[str, np.ndarray]]:
+    """Each differentiable case's float64 gradients for a, b and p, all cases through one trainer: each case reads
+    its own copy of the inputs, so a copy's gradient is that case's alone. Each of 2 examples scores every case's
+    output with its own random weights, so every element has a gradient."""
+    weights = {name: np.random.default_rng(3).normal(size=np.shape(CASES[name][1](A, B, POSITIVE, LABELS)))
+               for name in DIFFERENTIABLE}
 
     def init(rng):
-        return {"a": A.copy(), "b": B.copy(), "p": POSITIVE.copy()}
+        return {f"{name}__{k}": v.copy() for name in DIFFERENTIABLE for k, v in (("a", A), ("b", B), ("p", POSITIVE))}
 
-    def forward(ops, params, x):
-        return fn(ops, params["a"], params["b"], params["p"], None)  # the differentiable cases use no labels
+    def forward(ops, params, x):  # the differentiable cases use no labels
+        outs = [CASES[name][0](ops, *(params[f"{name}__{k}"] for k in "abp"), None) for name in DIFFERENTIABLE]
+        return ops.concatenate([ops.reshape(out, (-1,)) for out in outs], axis=0)
 
     def loss(ops, out, target):
-        # Each of the 2 examples scores the op's output with its own random weights, so every element has a gradient.
-        return ops.sum(ops.reshape(ops.stack([out, out]) * target, (2, -1)), axis=1)
+        return ops.sum(ops.stack([out, out]) * target, axis=1)
 
-    model = toolkit.Model(init, forward, loss)
-    target = np.stack([weights, 2.0 * weights])
-    grads = {name: toolkit.DataParallel(model, name, 1, toolkit.optim.SGD(0.1), dtype="float64")
-             .gradients(np.zeros((2, 1)), target) for name in ("tensorflow", THEANO)}
-    for key in grads["tensorflow"]:
-        np.testing.assert_allclose(grads["tensorflow"][key], grads[THEANO][key], rtol=0, atol=FLOAT64_ATOL)
+    flat = np.concatenate([w.ravel() for w in weights.values()])
+    trainer = toolkit.DataParallel(toolkit.Model(init, forward, loss), backend_name, 1, toolkit.optim.SGD(0.1),
+                                   dtype="float64")
+    grads = trainer.gradients(np.zeros((2, 1)), np.stack([flat, 2.0 * flat]))
+    return {name: {k: grads[f"{name}__{k}"] for k in "abp"} for name in DIFFERENTIABLE}
+
+
+@pytest.mark.parity
+@needs_all_backends
+def test_op_gradients_agree_across_backends():
+    tf_grads, theano_grads = _gradients("tensorflow"), _gradients(THEANO)
+
+    def check(name):
+        for key in "abp":
+            np.testing.assert_allclose(tf_grads[name][key], theano_grads[name][key], rtol=0, atol=FLOAT64_ATOL)
+
+    failed = failures({name: functools.partial(check, name) for name in DIFFERENTIABLE})
+    assert not failed, failed
 
 
 def test_sums_of_allocated_arrays_count_every_element(backend):
