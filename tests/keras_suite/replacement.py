@@ -12,6 +12,7 @@ record that a test called them (which makes the test "not covered").
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
 import sys
@@ -39,6 +40,9 @@ PERTURBATION = 1e-2
 #: them: such calls are out of scope, left to Keras.
 OUT_OF_SCOPE_TYPES = ("SparseTensor", "RaggedTensor", "BCOO", "BCSR", "IndexedSlices", "spmatrix", "sparray")
 OUT_OF_SCOPE_KEYWORDS = ("sparse", "ragged")
+#: Ops that return a function (``vectorize(pyfunc)``, ``custom_gradient(f)``): the function they return runs through
+#: the toolkit when the test calls it, each call one traced call of ``op(*op_args)(*call_args)`` on its arrays.
+FUNCTION_MAKERS = frozenset({"vectorize", "custom_gradient"})
 
 
 def toolkit_op_names() -> frozenset[str]:
@@ -127,9 +131,12 @@ class Runner:
         self._static: dict[tuple, tuple] = {}  # (function, signature) -> the result's structure and non-array leaves
         self._ops = None  # the Ops of the call being traced: an op called inside it (a scan's body) uses it directly
 
-    def __call__(self, name: str, args: tuple, kwargs: dict) -> Any:
+    def __call__(self, name: str, args: tuple, kwargs: dict, made: tuple | None = None) -> Any:
+        """The toolkit's op ``name`` on ``args``; with ``made`` (``(op_args, op_kwargs)``), the function that
+        ``name(*op_args, **op_kwargs)`` returns (see :data:`FUNCTION_MAKERS`) on ``args``."""
         if self._ops is not None:  # inside a traced call: a callback of scan/map composing ops on Tensors
-            return getattr(self._ops, name)(*args, **kwargs)
+            op = getattr(self._ops, name)
+            return (op if made is None else op(*made[0], **made[1]))(*args, **kwargs)
         arrays: list[np.ndarray] = []
 
         def slot(leaf):
@@ -142,10 +149,10 @@ class Runner:
 
         template = optree.tree_map(slot, (args, kwargs), none_is_leaf=True)
         dtype = computation_dtype(arrays, kwargs)
-        key = (name, _structure_key(template))
+        key = (name, _structure_key(template), _structure_key(made))
         function = self._functions.get(key)
         if function is None:
-            function = self._functions[key] = self._function(name, template)
+            function = self._functions[key] = self._function(name, template, made)
         signature = (dtype, tuple((a.dtype.str, a.shape) for a in arrays))
         self._signature = (function, signature)
         inputs = {f"a{i}": self.backend.place(a, self.device) for i, a in enumerate(arrays)}
@@ -156,7 +163,7 @@ class Runner:
         RECORDER.record.arrays += sum(leaf is _NATIVE for leaf in static)
         return optree.tree_unflatten(spec, leaves)
 
-    def _function(self, name: str, template: Any) -> Callable:
+    def _function(self, name: str, template: Any, made: tuple | None = None) -> Callable:
         from toolkit.nn.tensor import Tensor
 
         def function(ops, **inputs):
@@ -164,7 +171,8 @@ class Runner:
                                            template, none_is_leaf=True)
             self._ops = ops
             try:
-                result = getattr(ops, name)(*args, **kwargs)
+                op = getattr(ops, name) if made is None else getattr(ops, name)(*made[0], **made[1])
+                result = op(*args, **kwargs)
             finally:
                 self._ops = None
             leaves, spec = optree.tree_flatten(result, is_leaf=lambda v: isinstance(v, Tensor), none_is_leaf=True)
@@ -231,6 +239,9 @@ class ToolkitFunction:
             RECORDER.record.out_of_scope[self.name] = reason
             return _as_keras(self.original, args, kwargs)
         RECORDER.record.toolkit.add(self.name)
+        if self.name in FUNCTION_MAKERS and self.runner._ops is None:
+            return functools.wraps(args[0] if args and callable(args[0]) else self)(
+                lambda *call_args, **call_kwargs: self.runner(self.name, call_args, call_kwargs, made=(args, kwargs)))
         return self.runner(self.name, args, kwargs)
 
 

@@ -48,8 +48,8 @@ class FunctionalOps(ABC):
             ArgumentError: ``pyfunc`` not callable, a malformed ``excluded`` or ``signature``; when called, keyword
                 arguments that are not in ``excluded`` (JAX would drop them), or not one argument per signature
                 entry.
-            ShapeError: when called, loop axes that do not broadcast, core axes of inconsistent sizes, or results
-                that do not fit ``signature``.
+            ShapeError: when called, loop axes of unknown or unbroadcastable sizes, core axes of inconsistent
+                sizes, or results that do not fit ``signature``.
         """
         if not callable(pyfunc):
             raise ArgumentError(f"ops.vectorize needs a callable pyfunc; got {pyfunc!r}")
@@ -99,6 +99,10 @@ class FunctionalOps(ABC):
                                  f"dimensions {core} (signature={signature!r})")
             self._core_sizes(sizes, shape[len(shape) - len(core):], core, signature)
             loops.append(shape[:len(shape) - len(core)])
+        if any(size is None for shape in loops for size in shape):
+            raise ShapeError(f"ops.vectorize needs loop axes of static sizes (one map over them, of a length known "
+                             f"when the step is built); got arguments with loop axes {loops} (a data-parallel step's "
+                             "uneven shards have a batch axis of unknown size)")
         try:
             loop = tuple(np.broadcast_shapes(*loops)) if loops else ()
         except ValueError:
@@ -112,19 +116,19 @@ class FunctionalOps(ABC):
                 full[i] = value
             out = pyfunc(*full, **kwargs)
             if cores is not None:
-                self._check_outputs(out, sizes, cores[1], signature)
+                out = self._check_outputs(out, sizes, cores[1], signature)
             return out
 
-        looped = [k for k, shape in enumerate(loops) if int(np.prod(shape)) > 1]
-        if total == 1 or not looped:  # nothing to loop over: one call, the loop axes added
-            fixed_values = [v if numeric(v) else self.reshape(v, tuple(self.shape(v))[len(loops[k]):])
-                            for k, v in enumerate(values)]
-            return self._with_loop_axes(call(*fixed_values), loop, 0)
         if total == 0:  # no slice to call pyfunc on: its results' shapes from one call on zeros, then empty arrays
             probe = call(*[v if numeric(v) else self.zeros(tuple(self.shape(v))[len(loops[k]):], self.dtype_of(v))
                            for k, v in enumerate(values)])
             return optree.tree_map(lambda r: self.zeros((*loop, *self.shape(r)), self.dtype_of(r)), probe,
                                    is_leaf=self._is_array)
+        looped = [k for k, shape in enumerate(loops) if int(np.prod(shape)) > 1]
+        if total == 1 or not looped:  # nothing to loop over: one call, the loop axes added
+            fixed_values = [v if numeric(v) else self.reshape(v, tuple(self.shape(v))[len(loops[k]):])
+                            for k, v in enumerate(values)]
+            return self._with_loop_axes(call(*fixed_values), loop, 0)
         flat = [self.reshape(self.broadcast_to(values[k], (*loop, *self.shape(values[k])[len(loops[k]):])),
                              (total, *self.shape(values[k])[len(loops[k]):])) for k in looped]
         unlooped = {k: (v if numeric(v) else self.reshape(v, tuple(self.shape(v))[len(loops[k]):]))
@@ -144,11 +148,12 @@ class FunctionalOps(ABC):
     @staticmethod
     def _core_sizes(sizes: dict, shape: tuple, core: tuple, signature) -> None:
         for name, size in zip(core, shape):
-            if sizes.setdefault(name, size) != size:
+            if size is not None and sizes.setdefault(name, size) != size:
                 raise ShapeError(f"ops.vectorize: core dimension {name!r} is {sizes[name]} in one argument and "
                                  f"{size} in another (signature={signature!r})")
 
-    def _check_outputs(self, out, sizes: dict, out_cores: list, signature) -> None:
+    def _check_outputs(self, out, sizes: dict, out_cores: list, signature):
+        """``pyfunc``'s results checked against the signature's core dimensions, with their static sizes."""
         if len(out_cores) > 1 and not isinstance(out, tuple):
             raise ShapeError(f"ops.vectorize: signature={signature!r} has {len(out_cores)} results; pyfunc returned "
                              f"one ({type(out).__name__}), not a tuple")
@@ -156,13 +161,18 @@ class FunctionalOps(ABC):
         if len(outs) != len(out_cores):
             raise ShapeError(f"ops.vectorize: signature={signature!r} has {len(out_cores)} results; pyfunc returned "
                              f"{len(outs)}")
-        found = dict(sizes)
+        found, checked = dict(sizes), []
         for value, core in zip(outs, out_cores):
+            value = self._tensor(value)
             shape = tuple(self.shape(value))
             if len(shape) != len(core):
                 raise ShapeError(f"ops.vectorize: a result of shape {shape} does not match its core dimensions "
                                  f"{core} (signature={signature!r})")
             self._core_sizes(found, shape, core, signature)
+            # A size the framework lost (Aesara's dot of a matrix and a vector) is the signature's.
+            static = tuple(found.get(name) if size is None else size for name, size in zip(core, shape))
+            checked.append(self.reshape(value, static) if static != shape and None not in static else value)
+        return tuple(checked) if isinstance(out, tuple) else checked[0]
 
     # --- custom_gradient -------------------------------------------------------------------------------------------
     def custom_gradient(self, f: Callable) -> Callable:
@@ -247,9 +257,12 @@ class FunctionalOps(ABC):
                 checked.append(None)
                 continue
             grad = self._tensor(grad)
-            if tuple(self.shape(grad)) != tuple(self.shape(x)):
-                raise ShapeError(f"ops.custom_gradient: grad_fn returned a gradient of shape {self.shape(grad)} for "
-                                 f"an argument of shape {self.shape(x)}")
+            found, wanted = tuple(self.shape(grad)), tuple(self.shape(x))
+            if len(found) != len(wanted) or any(None not in (a, b) and a != b for a, b in zip(found, wanted)):
+                raise ShapeError(f"ops.custom_gradient: grad_fn returned a gradient of shape {found} for an argument "
+                                 f"of shape {wanted}")
+            if found != wanted and None not in wanted:  # sizes the framework's gradient graph lost (Aesara's)
+                grad = self.reshape(grad, wanted)
             checked.append(self._native(grad, self.dtype_of(x)))
         return checked
 

@@ -112,7 +112,7 @@ class StatisticsOps:
             values = self.cast(self.full((size, *rest), fill_value, x.dtype), x.dtype)
             return (self._unmoved(values, axis), self.full((size,), UNIQUE_INDEX_PADDING, INT_DTYPE),
                     self.zeros(inverse_shape, INT_DTYPE), self.zeros((size,), INT_DTYPE))
-        keys = self._sortable(rows)
+        keys = self.stop_gradient(self._sortable(rows))  # the order carries no gradient; the values' gathers do
         order = self.arange(count, dtype=INT_DTYPE)
         for column in reversed(range(self.shape(rows)[1])):  # stable sorts, last column first: lexicographic
             order = self.take(order, self.argsort(self.take(keys[:, column], order), axis=0))
