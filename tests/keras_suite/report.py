@@ -28,6 +28,10 @@ REQUIRED_PASS_RATE = 0.8
 #: check that another op raises. The self-test does not count them.
 INSENSITIVE = {
     "NumpyArrayCreateOpsCorrectnessTest::test_eye_raises_error_with_floats": "eye(max(arange(4.0))) must raise",
+    # On Keras' NumPy backend test_custom_gradient only decorates: its assertions are in its TensorFlow, JAX and
+    # PyTorch branches (the toolkit's custom gradients are checked in tests/test_ops_functional.py).
+    **dict.fromkeys((f"CoreOpsCorrectnessTest::test_custom_gradient_{v}" for v in ("false", "true")),
+                    "asserts nothing on Keras' NumPy backend"),
 }
 #: The statuses, in the order the tables show them.
 STATUSES = ("passed", "failed", "refused", "not covered", "out of scope", "keras fails", "skipped")
