@@ -35,7 +35,7 @@ class Rules:
 
 # --- shapes: Keras' rank rule and the refusals -------------------------------------------------------------------
 def same_rank(ops, y, p):
-    """Keras' ``squeeze_or_expand_tosame_rank(y, p)``: where the ranks differ by one and the longer one ends in an
+    """Keras' ``squeeze_or_expand_to_same_rank(y, p)``: where the ranks differ by one and the longer one ends in an
     axis of size 1, that axis is squeezed, or the shorter one expanded where it has rank 1."""
     ry, rp = ops.ndim(y), ops.ndim(p)
     if ry == rp + 1 and ops.shape(y)[-1] == 1:

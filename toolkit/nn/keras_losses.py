@@ -1,14 +1,15 @@
 """Keras' losses and compiled metrics as toolkit functions: what ``model.compile(loss=..., metrics=...)`` names, given
 by name (``"binary_crossentropy"``, ``"mse"``, ``"BinaryCrossentropy"``), by function
 (``keras.losses.binary_crossentropy``) or by object with its arguments (``keras.losses.Huber(delta=2.0)``,
-``keras.metrics.TopKCategoricalAccuracy(k=3)``), computed as Keras computes it.
+``keras.metrics.TopKCategoricalAccuracy(k=3)``), computed as Keras computes it. This module reads Keras' objects;
+:mod:`toolkit.nn.keras_loss_functions` writes each Keras function with the toolkit's ops.
 
 A loss is ``loss(ops, outputs, y) -> per-example values`` whose mean over the batch is Keras' loss with its default
 reduction (``"sum_over_batch_size"``: the mean of every value the loss function returns, so each example's share is
 the mean of its own values). A metric is a :class:`toolkit.metrics.Metric` with Keras' name, whose per-example
 values are those Keras' ``MeanMetricWrapper`` averages. Keras' rules are kept:
 
-- a loss first brings targets and outputs to one rank (``squeeze_or_expand_tosame_rank``: targets ``(N,)``
+- a loss first brings targets and outputs to one rank (``squeeze_or_expand_to_same_rank``: targets ``(N,)``
   against outputs ``(N, 1)`` are not broadcast to ``(N, N)``), as ``LossFunctionWrapper`` does; a metric does it only
   where Keras' metric function does; shapes that Keras would broadcast across examples, or that it refuses, raise a
   :class:`~toolkit.ShapeError` naming the shapes to pass;
@@ -17,6 +18,9 @@ values are those Keras' ``MeanMetricWrapper`` averages. Keras' rules are kept:
   (TensorFlow clips, then normalizes inside its softmax crossentropy; the others normalize, then clip);
 - ``"accuracy"``/``"acc"`` (and the loss ``"crossentropy"``/``"ce"``) become binary, sparse categorical or categorical
   by the shapes of targets and outputs, as ``compile`` picks them;
+- a metric whose Keras function averages over the batch axis (``mse`` of outputs of shape ``(N,)``) is refused with
+  a ShapeError: Keras' ``Mean`` would count that batch as one example; outputs ``(N, 1)`` give the per-example mean;
+- Keras' constants are kept where they round: ``log_cosh`` subtracts log 2 rounded to float32, as Keras does;
 - hinge losses map labels in {0, 1} to {-1, 1} when every label is 0 or 1; Keras decides over the batch, the toolkit
   over each device's shard: the same numbers for labels in {0, 1} or in {-1, 1}.
 
@@ -28,7 +32,8 @@ across examples), a loss or metric dtype other than the model's, ``loss_weights`
 What differs from Keras on TensorFlow by design: behind a final ``softmax``/``sigmoid``, Keras on TensorFlow computes
 a crossentropy from the logits the activation received (``_keras_logits``) and does not clip; the toolkit computes
 it from the probabilities, as Keras on JAX, NumPy and PyTorch do. The two agree to rounding unless a probability is
-within ``epsilon`` of 0 or 1 (a saturated output).
+within ``epsilon`` of 0 or 1 (a saturated output). Keras' ``sample_weight`` and ``class_weight`` are not taken: the
+trainer's ``fit`` has no per-example weights yet.
 """
 
 from __future__ import annotations
