@@ -4,9 +4,9 @@
 Part of :class:`~toolkit.nn.ops.Ops`. Complex values are Keras' ``(real, imag)`` pairs of float tensors of one shape.
 A backend implements three primitives on natives (:meth:`SignalOps._fft`, :meth:`SignalOps._rfft`,
 :meth:`SignalOps._irfft`: ``tf.signal``'s, ``jax.numpy.fft``'s in the Theano family, each with its gradient); the ops
-are written once, here: the checks, cropping and zero-padding to ``fft_length``, framing (one gather with
-NumPy-made indices, the centring's reflection included), windows, and the overlap-add of ``istft`` (reshapes and a
-sum), so every backend frames, windows and adds the same terms.
+are written once, here: the checks, cropping and zero-padding to ``fft_length``, framing (basic slices of the
+signal, the centring's reflection included), windows, and the overlap-add of ``istft`` (reshapes and a sum), so
+every backend frames, windows and adds the same terms.
 
 ``istft`` is Keras' on TensorFlow (``tf.signal.inverse_stft``, which its tests' reference ``_istft`` follows):
 each frame is weighted by the window divided by the sum of the squared windows that overlap at its position,
