@@ -93,21 +93,21 @@ def test_callbacks(backend, tmp_path):
     history = trainer.fit(X, Y, epochs=10, batch_size=8, validation_data=(VX, VY), metrics=["accuracy"], verbose=0,
                           callbacks=[Recorder(), Best(), stopper, saver, toolkit.callbacks.CSVLogger(log),
                                      toolkit.callbacks.JSONLinesLogger(tmp_path / "log.jsonl", steps=True)])
-    # No epoch improves val_accuracy by 2: the first is the best, and with patience 1 the third stops the fit.
-    assert history.epoch == [0, 1, 2] and stopper.stopped_epoch == 2
-    assert calls == [(e, ["accuracy", "loss", "val_accuracy", "val_loss"], 3 * (e + 1)) for e in range(3)]
+    # No epoch improves val_accuracy by 2: the first is the best, and with patience 1 the second stops the fit.
+    assert history.epoch == [0, 1] and stopper.stopped_epoch == 1
+    assert calls == [(e, ["accuracy", "loss", "val_accuracy", "val_loss"], 3 * (e + 1)) for e in range(2)]
     assert max_abs_diff(trainer.params(), best) == 0.0  # restore_best_weights
-    assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == ["s006.npz", "s008.npz"]
-    assert toolkit.load_checkpoint(tmp_path / "ckpt" / "s008.npz").metadata["step"] == 8
+    assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == ["s004.npz", "s006.npz"]
+    assert toolkit.load_checkpoint(tmp_path / "ckpt" / "s006.npz").metadata["step"] == 6
     rows = list(csv.DictReader(log.open()))
-    assert [r["epoch"] for r in rows] == ["0", "1", "2"]
+    assert [r["epoch"] for r in rows] == ["0", "1"]
     assert float(rows[1]["val_loss"]) == history.history["val_loss"][1]
     records = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
     epochs = [r for r in records if "epoch" in r]
-    assert [(r["epoch"], r["step"]) for r in epochs] == [(0, 3), (1, 6), (2, 9)]
+    assert [(r["epoch"], r["step"]) for r in epochs] == [(0, 3), (1, 6)]
     steps = [r for r in records if "epoch" not in r]
-    assert [r["step"] for r in steps] == list(range(1, 10)) and all(0 <= r["accuracy"] <= 1 for r in steps)
-    assert epochs[1]["val_loss"] == history.history["val_loss"][1] and epochs[2]["loss"] == history.history["loss"][2]
+    assert [r["step"] for r in steps] == list(range(1, 7)) and all(0 <= r["accuracy"] <= 1 for r in steps)
+    assert epochs[1]["val_loss"] == history.history["val_loss"][1] and epochs[1]["loss"] == history.history["loss"][1]
 
 
 def test_reports(backend, capsys):
@@ -122,7 +122,7 @@ def test_reports(backend, capsys):
 
 def test_refusals_change_nothing(backend):
     trainer = _trainer(backend)
-    params = trainer.params()
+    params, rng = trainer.params(), trainer.rng.bit_generator.state
     cases = [
         (dict(epochs=0), toolkit.ShapeError, "epochs must be an int >= 1"),
         (dict(batch_size=2.5), toolkit.ShapeError, "batch_size must be an int >= 1"),
@@ -131,16 +131,93 @@ def test_refusals_change_nothing(backend):
         (dict(validation_data=(VX,)), ValueError, "validation_data must be a pair"),
         (dict(validation_data=(VX, VY), metrics=["top9"]), ValueError, "unknown metric 'top9'"),
         (dict(metrics=["accuracy", "accuracy"]), ValueError, "metric names must be unique"),
-        (dict(callbacks=[toolkit.callbacks.EarlyStopping(monitor="val_loss")]), KeyError, "monitors 'val_loss'"),
+        (dict(callbacks=[toolkit.callbacks.EarlyStopping(monitor="val_loss")]), toolkit.ArgumentError,
+         "monitors 'val_loss'"),
+        # Validation data is checked against the training data on a new trainer too (no step has run yet).
+        (dict(validation_data=(VX[:, :4], VY)), toolkit.ShapeError, r"shaped like the training data's \{'x': \(5,\)"),
+        (dict(validation_data=(VX, VY.astype(float))), toolkit.DTypeError, "y must be integer labels"),
+        (dict(initial_epoch=3, epochs=2), toolkit.ShapeError, "initial_epoch must be at most epochs"),
+        (dict(shuffle="batch"), TypeError, "shuffle must be True or False"),
+        (dict(callbacks=[toolkit.callbacks.ModelCheckpoint("{epoch}-{val_acc:.2f}.npz")],
+              validation_data=(VX, VY)), toolkit.ArgumentError, "names 'val_acc', which is not a value saves get"),
+        (dict(callbacks=[toolkit.callbacks.ModelCheckpoint("{loss:03d}.npz")]), toolkit.ArgumentError,
+         "cannot be formatted"),
+        (dict(callbacks=[toolkit.callbacks.ModelCheckpoint("{val_loss}.npz", every_epochs=None, every_steps=2)],
+              validation_data=(VX, VY)), toolkit.ArgumentError, "mid-epoch: no val_"),
     ]
     for options, error, words in cases:
         with pytest.raises(error, match=words):
             trainer.fit(X, Y, **{"verbose": 0, **options})
     assert trainer.step_count == 0 and max_abs_diff(trainer.params(), params) == 0.0
-    with pytest.raises(ValueError, match="every_epochs or every_steps"):
+    assert trainer.rng.bit_generator.state == rng
+    with pytest.raises(toolkit.ArgumentError, match="every_epochs or every_steps"):
         toolkit.callbacks.ModelCheckpoint("x.npz", every_epochs=1, every_steps=1)
-    with pytest.raises(ValueError, match="patience must be an int >= 0"):
-        toolkit.callbacks.EarlyStopping(patience=-1)
+    for options, words in [(dict(patience=-1), "patience must be an int >= 0"), (dict(mode="up"), "mode must be"),
+                           (dict(baseline=float("nan")), "baseline must be a finite number"),
+                           (dict(start_from_epoch=1.5), "start_from_epoch must be an int >= 0")]:
+        with pytest.raises(toolkit.ArgumentError, match=words):
+            toolkit.callbacks.EarlyStopping(**options)
+    for options, words in [(dict(backup_dir=""), "needs a backup_dir"), (dict(backup_dir="b", save_freq=0),
+                                                                          "save_freq .* must be an int >= 1")]:
+        with pytest.raises(toolkit.ArgumentError, match=words):
+            toolkit.callbacks.BackupAndRestore(**options)
+
+
+def test_a_failed_fit_changes_nothing(backend):
+    """A fit that fails at its first step (the wrong feature count on a new trainer: found by the framework) or at
+    any later one (a raising callback) leaves the trainer as it was, RNG included: a retry with corrected data
+    trains as a new trainer does."""
+    trainer, fresh = _trainer(backend), _trainer(backend)
+    with pytest.raises(toolkit.ComputeError):
+        trainer.fit(X[:, :4], Y, epochs=2, batch_size=8, verbose=0)
+
+    class FailAt(toolkit.callbacks.Callback):
+        def on_step_end(self, step, logs):
+            if step == 5:
+                raise RuntimeError("a callback failed")
+
+    with pytest.raises(RuntimeError, match="a callback failed"):
+        trainer.fit(X, Y, epochs=3, batch_size=8, verbose=0, callbacks=[FailAt()])
+    assert trainer.step_count == trainer.epoch_count == 0
+    assert trainer.rng.bit_generator.state == fresh.rng.bit_generator.state
+    assert all(max_abs_diff(values, fresh.optimizer_state()[slot]) == 0.0
+               for slot, values in trainer.optimizer_state().items())
+    retried = trainer.fit(X, Y, epochs=2, batch_size=8, verbose=0)
+    assert retried.history == fresh.fit(X, Y, epochs=2, batch_size=8, verbose=0).history
+    assert max_abs_diff(trainer.params(), fresh.params()) == 0.0
+
+
+def test_model_checkpoint_names_files_with_any_logged_value(backend, tmp_path):
+    """Keras' pattern: {epoch} (1-based) and logged values such as val_loss in the file name."""
+    trainer = _trainer(backend)
+    saver = toolkit.callbacks.ModelCheckpoint(tmp_path / "ck-{epoch:02d}-{val_loss:.3f}-{accuracy:.2f}.npz")
+    history = trainer.fit(X, Y, epochs=2, batch_size=8, validation_data=(VX, VY), metrics=["accuracy"], verbose=0,
+                          callbacks=[saver])
+    expected = [f"ck-{e + 1:02d}-{history.history['val_loss'][e]:.3f}-{history.history['accuracy'][e]:.2f}.npz"
+                for e in range(2)]
+    assert sorted(p.name for p in tmp_path.iterdir()) == expected
+
+
+def test_epochs_keep_counting_and_initial_epoch_is_keras(backend, tmp_path):
+    """Epoch numbers go on across fits and through a checkpoint (files named by epoch are not overwritten, an
+    appended CSV log counts on); initial_epoch runs epochs initial_epoch .. epochs - 1, as Keras."""
+    log = tmp_path / "log.csv"
+
+    def callbacks():
+        return [toolkit.callbacks.ModelCheckpoint(tmp_path / "e{epoch}.npz"), toolkit.callbacks.CSVLogger(log, True)]
+
+    trainer = _trainer(backend)
+    assert trainer.fit(X, Y, epochs=2, batch_size=8, verbose=0, callbacks=callbacks()).epoch == [0, 1]
+    assert trainer.fit(X, Y, epochs=1, batch_size=8, verbose=0, callbacks=callbacks()).epoch == [2]
+    restored = _trainer(backend, seed=5)
+    restored.restore(tmp_path / "e3.npz")
+    assert restored.epoch_count == 3 and restored.step_count == 9
+    assert restored.fit(X, Y, epochs=1, batch_size=8, verbose=0, callbacks=callbacks()).epoch == [3]
+    assert sorted(p.name for p in tmp_path.glob("*.npz")) == ["e1.npz", "e2.npz", "e3.npz", "e4.npz"]
+    assert [r["epoch"] for r in csv.DictReader(log.open())] == ["0", "1", "2", "3"]
+    keras_style = _trainer(backend)
+    assert keras_style.fit(X, Y, epochs=3, initial_epoch=1, batch_size=8, verbose=0).epoch == [1, 2]
+    assert keras_style.epoch_count == 3 and keras_style.step_count == 6
 
 
 def test_model_parallel_fits_too(backend):
@@ -202,3 +279,96 @@ def test_model_parallel_predicts_evaluates_and_accumulates_like_one_device(backe
     assert max_abs_diff(parted.params(), single.params()) <= 1e-12
     history = parted.fit(x, y, epochs=1, batch_size=5, validation_data=(x, y), metrics=["accuracy"], verbose=0)
     assert sorted(history.history) == ["accuracy", "loss", "val_accuracy", "val_loss"]
+
+
+#: EarlyStopping(monitor="loss", **options) fed these losses, one per epoch: (the epochs run, stopped_epoch,
+#: best_epoch, the epoch whose weights are restored at the end or None), as Keras 3.15.1's own EarlyStopping gives
+#: them (test_the_early_stopping_table_is_keras checks that where Keras is installed).
+EARLY_STOPPING = {
+    "patience-1-stops-after-a-worse-epoch": ([1.0, 2.0, 3.0, 4.0, 5.0], dict(patience=1), ([0, 1], 1, 0, None)),
+    "patience-0": ([1.0, 2.0, 3.0], dict(patience=0), ([0, 1], 1, 0, None)),
+    "min-delta": ([1.0, 0.95, 0.8, 0.79, 0.85, 0.7, 0.6], dict(patience=2, min_delta=0.1), ([0, 1, 2, 3, 4], 4, 2,
+                                                                                             None)),
+    "baseline-never-beaten": ([0.9, 0.8, 0.85, 0.82, 0.7], dict(patience=2, baseline=0.5), ([0, 1, 2], 2, 1, None)),
+    "start-from-epoch": ([5.0, 6.0, 7.0, 8.0, 9.0], dict(patience=1, start_from_epoch=2), ([0, 1, 2, 3], 3, 2, None)),
+    "restore-when-epochs-run-out": ([3.0, 1.0, 2.0, 4.0], dict(patience=5, restore_best_weights=True),
+                                    ([0, 1, 2, 3], 0, 1, 1)),
+    "max-mode-restore": ([0.1, 0.5, 0.4, 0.3, 0.2], dict(patience=1, mode="max", restore_best_weights=True),
+                         ([0, 1, 2], 2, 1, 1)),
+    "all-together": ([1.0, 5.0, 4.0, 6.0, 7.0], dict(patience=1, baseline=3.0, start_from_epoch=1,
+                                                      restore_best_weights=True), ([0, 1, 2, 3], 3, 2, 2)),
+}
+
+
+class _EpochWeights:
+    """A stand-in trainer and Keras model whose weights are the number of the epoch that ended last."""
+
+    stop_training = False
+
+    def __init__(self):
+        self.epoch, self.restored = None, None
+
+    def params(self):
+        return {"w": np.array([self.epoch])}
+
+    def state(self):
+        return {}
+
+    def set_params(self, params):
+        self.restored = int(params["w"][0])
+
+    def get_weights(self):
+        return [np.array([self.epoch])]
+
+    def set_weights(self, weights):
+        self.restored = int(weights[0][0])
+
+
+def _drive(callback, holder, losses):
+    """Feed ``losses`` to ``callback`` epoch by epoch as a fit does, until it stops the fit."""
+    callback.on_train_begin()
+    ran = []
+    for epoch, loss in enumerate(losses):
+        holder.epoch = epoch
+        ran.append(epoch)
+        callback.on_epoch_end(epoch, {"loss": loss})
+        if getattr(callback, "stop_training", False) or holder.stop_training:  # ours, or Keras' (on its model)
+            break
+    callback.on_train_end({"loss": loss})
+    return ran, callback.stopped_epoch, callback.best_epoch, holder.restored
+
+
+@pytest.mark.parametrize("case", list(EARLY_STOPPING))
+def test_early_stopping_is_keras(case):
+    losses, options, expected = EARLY_STOPPING[case]
+    callback, holder = toolkit.callbacks.EarlyStopping(monitor="loss", **options), _EpochWeights()
+    callback.trainer = holder
+    assert _drive(callback, holder, losses) == expected
+
+
+@pytest.mark.parity
+@pytest.mark.parametrize("case", list(EARLY_STOPPING))
+def test_the_early_stopping_table_is_keras(case):
+    pytest.importorskip("keras")
+    toolkit.get_backend("tensorflow")  # its logical devices, before Keras starts TensorFlow
+    import keras
+
+    losses, options, expected = EARLY_STOPPING[case]
+    callback, holder = keras.callbacks.EarlyStopping(monitor="loss", **options), _EpochWeights()
+    callback.set_model(holder)
+    assert _drive(callback, holder, losses) == expected
+
+
+def test_early_stopping_restores_the_best_epoch_of_a_fit_that_ran_out(backend):
+    """restore_best_weights puts the best epoch back at the end of training, also when the epochs ran out."""
+    best = {}
+
+    class Keep(toolkit.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs):
+            best[epoch] = (logs["loss"], self.trainer.params())
+
+    trainer = _trainer(backend)
+    stopper = toolkit.callbacks.EarlyStopping(monitor="loss", patience=10, restore_best_weights=True)
+    trainer.fit(X, Y, epochs=3, batch_size=8, verbose=0, callbacks=[Keep(), stopper])
+    assert stopper.stopped_epoch == 0 and stopper.best_epoch == min(best, key=lambda e: best[e][0])
+    assert max_abs_diff(trainer.params(), best[stopper.best_epoch][1]) == 0.0

@@ -1,9 +1,10 @@
 """Callbacks for ``trainer.fit``, with Keras' names and meanings: a user's own (:class:`Callback`), early stopping,
-checkpoints every N epochs or steps (atomic, the last K kept), and logs of the epochs: CSV, or JSON lines (also of
-every step)."""
+checkpoints every N epochs or steps (atomic, the last K kept), a backup to resume an interrupted fit from, and logs
+of the epochs: CSV, or JSON lines (also of every step)."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import math
@@ -12,13 +13,18 @@ import time
 from pathlib import Path
 from typing import Any
 
+from toolkit.errors import ArgumentError, CheckpointError
+from toolkit.training.checkpoint import load_checkpoint, save_checkpoint, trainer_checkpoint
+
 
 class Callback:
     """Hooks ``fit`` calls. ``logs`` holds the epoch's ``loss`` (and ``val_*`` entries with validation data) or the
-    step's ``loss``. ``self.trainer`` is the trainer being fitted; setting ``self.stop_training = True`` ends
-    ``fit`` after the current epoch."""
+    step's ``loss``. ``self.trainer`` is the trainer being fitted, ``self.params`` Keras' ``{"epochs": the number
+    after the last epoch, "steps": per epoch, "verbose"}``; setting ``self.stop_training = True`` ends ``fit`` after
+    the current epoch."""
 
     trainer: Any = None
+    params: dict = {}
     stop_training: bool = False
 
     def check_logs(self, names: list[str]) -> None:
@@ -26,7 +32,9 @@ class Callback:
         would fail later (nothing has been trained yet)."""
 
     def on_train_begin(self, logs: dict | None = None) -> None: """Before the first epoch."""
-    def on_train_end(self, logs: dict | None = None) -> None: """After the last epoch (also when stopped early)."""
+    def on_train_end(self, logs: dict | None = None) -> None:
+        """After the last epoch (also when stopped early): ``logs`` is the last epoch's. Also when the fit failed,
+        with ``logs=None``: the trainer is then put back as it was before the fit, after this call."""
     def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None: """Before epoch ``epoch`` (0-based)."""
     def on_epoch_end(self, epoch: int, logs: dict) -> None: """After an epoch and its validation."""
     def on_step_end(self, step: int, logs: dict) -> None:
@@ -34,51 +42,101 @@ class Callback:
         epoch's running means are what the progress bar shows)."""
 
 
-def _positive_int(what: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{what} must be an int >= 1, got {value!r}")
+def _number(what: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ArgumentError(f"{what} must be a finite number, got {value!r}")
+    return float(value)
+
+
+def _int(what: str, value, low: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ArgumentError(f"{what} must be an int >= {low}, got {value!r}")
     return value
 
 
 class EarlyStopping(Callback):
-    """Stop when ``monitor`` has not improved by more than ``min_delta`` for ``patience`` epochs (Keras'
-    ``EarlyStopping``). ``mode`` "min", "max" or "auto" (max for names containing "acc", else min). With
-    ``restore_best_weights`` the parameters and model state of the best epoch are put back at the end."""
+    """Stop when ``monitor`` has stopped improving, with Keras 3's rule (``keras.callbacks.EarlyStopping``).
 
-    def __init__(self, monitor: str = "val_loss", min_delta: float = 0.0, patience: int = 0, mode: str = "auto",
-                 restore_best_weights: bool = False) -> None:
+    At the end of each epoch numbered ``start_from_epoch`` or later, the wait grows by one; a value better than the
+    best so far by more than ``min_delta`` becomes the best, and resets the wait if it also beats ``baseline``
+    (when given). Once the wait reaches ``patience`` (after the first epoch) the fit stops. With
+    ``restore_best_weights`` the parameters and model state of the best epoch (or of the first monitored one) are
+    put back at the end of training, whether this callback stopped it or the epochs ran out.
+
+    Args:
+        monitor: a name the fit logs (``loss``, a metric, ``val_*`` with validation data); checked before the first
+            step.
+        min_delta: the change below which a value is no improvement (its absolute value is used).
+        patience: epochs without improvement before stopping.
+        verbose: 0 silent, 1 a line when it stops and when it restores.
+        mode: "min", "max", or "auto" (max for names containing "acc", else min).
+        baseline: a value to beat for the wait to reset, or None.
+        restore_best_weights: put the best epoch's parameters and model state back at the end.
+        start_from_epoch: the first epoch number that is monitored (a warm-up before it).
+
+    Raises:
+        ArgumentError: a bad argument (``monitor`` not a string, a negative ``patience``, an unknown ``mode``, ...).
+    """
+
+    def __init__(self, monitor: str = "val_loss", min_delta: float = 0.0, patience: int = 0, verbose: int = 0,
+                 mode: str = "auto", baseline: float | None = None, restore_best_weights: bool = False,
+                 start_from_epoch: int = 0) -> None:
+        if not isinstance(monitor, str) or not monitor:
+            raise ArgumentError(f"EarlyStopping monitor must be a logged name, got {monitor!r}")
         if mode not in ("auto", "min", "max"):
-            raise ValueError(f"EarlyStopping mode must be 'auto', 'min' or 'max', got {mode!r}")
-        if isinstance(patience, bool) or not isinstance(patience, int) or patience < 0:
-            raise ValueError(f"EarlyStopping patience must be an int >= 0, got {patience!r}")
-        self.monitor, self.min_delta, self.patience = monitor, abs(float(min_delta)), patience
+            raise ArgumentError(f"EarlyStopping mode must be 'auto', 'min' or 'max', got {mode!r}")
+        if verbose not in (0, 1):
+            raise ArgumentError(f"EarlyStopping verbose must be 0 or 1, got {verbose!r}")
+        if not isinstance(restore_best_weights, bool):
+            raise ArgumentError(f"EarlyStopping restore_best_weights must be True or False, got "
+                                f"{restore_best_weights!r}")
+        self.monitor, self.min_delta = monitor, abs(_number("EarlyStopping min_delta", min_delta))
+        self.patience = _int("EarlyStopping patience", patience, 0)
+        self.start_from_epoch = _int("EarlyStopping start_from_epoch", start_from_epoch, 0)
+        self.baseline = None if baseline is None else _number("EarlyStopping baseline", baseline)
         self.mode = ("max" if "acc" in monitor else "min") if mode == "auto" else mode
-        self.restore_best_weights = restore_best_weights
-        self.best, self.wait, self.stopped_epoch, self._best_values = None, 0, None, None
+        self.verbose, self.restore_best_weights = verbose, restore_best_weights
+        self.on_train_begin()
 
     def on_train_begin(self, logs=None):
-        self.best, self.wait, self.stopped_epoch, self._best_values = None, 0, None, None
+        self.best, self.best_epoch, self.wait, self.stopped_epoch, self.best_weights = None, 0, 0, 0, None
 
     def check_logs(self, names):
         if self.monitor not in names:
-            raise KeyError(f"EarlyStopping monitors {self.monitor!r}, which this fit does not log; it logs "
-                           f"{sorted(names)} (val_* entries need validation_data)")
+            raise ArgumentError(f"EarlyStopping monitors {self.monitor!r}, which this fit does not log; it logs "
+                                f"{sorted(names)} (val_* entries need validation_data)")
+
+    def _improves(self, value: float, reference: float | None) -> bool:
+        if reference is None:
+            return True
+        return value + self.min_delta < reference if self.mode == "min" else value - self.min_delta > reference
 
     def on_epoch_end(self, epoch, logs):
-        value = float(logs[self.monitor])
-        sign = 1.0 if self.mode == "min" else -1.0
-        if self.best is None or sign * (self.best - value) > self.min_delta:
-            self.best, self.wait = value, 0
-            if self.restore_best_weights:
-                self._best_values = (self.trainer.params(), self.trainer.state())
+        if epoch < self.start_from_epoch:
             return
+        value = float(logs[self.monitor])
+        if self.restore_best_weights and self.best_weights is None:
+            self.best_weights, self.best_epoch = (self.trainer.params(), self.trainer.state()), epoch
         self.wait += 1
-        if self.wait > self.patience:
+        if self._improves(value, self.best):
+            self.best, self.best_epoch = value, epoch
+            if self.restore_best_weights:
+                self.best_weights = (self.trainer.params(), self.trainer.state())
+            if self.baseline is None or self._improves(value, self.baseline):
+                self.wait = 0
+            return
+        if self.wait >= self.patience and epoch > 0:
             self.stopped_epoch, self.stop_training = epoch, True
 
     def on_train_end(self, logs=None):
-        if self.restore_best_weights and self._best_values is not None and self.stopped_epoch is not None:
-            params, state = self._best_values
+        if logs is None:  # the fit failed: it puts the trainer back itself
+            return
+        if self.stopped_epoch > 0 and self.verbose:
+            print(f"Epoch {self.stopped_epoch + 1}: early stopping")
+        if self.restore_best_weights and self.best_weights is not None:
+            if self.verbose:
+                print(f"Restoring model weights from the end of the best epoch: {self.best_epoch + 1}.")
+            params, state = self.best_weights
             self.trainer.set_params(params)
             if state:
                 self.trainer.set_state(state)
@@ -86,21 +144,45 @@ class EarlyStopping(Callback):
 
 class ModelCheckpoint(Callback):
     """Save the trainer (``trainer.save``: atomic, with optimizer and model state and the RNG) every
-    ``every_epochs`` epochs, or every ``every_steps`` steps, to ``filepath`` formatted with ``epoch`` (1-based) and
-    ``step`` (for example ``"ckpt/{epoch:03d}.npz"``), keeping the last ``keep`` files this callback wrote."""
+    ``every_epochs`` epochs, or every ``every_steps`` steps, to ``filepath`` formatted with ``epoch`` (1-based, as
+    Keras), ``step`` and any value the fit logs (Keras' pattern: ``"ckpt/{epoch:02d}-{val_loss:.2f}.npz"``), keeping
+    the last ``keep`` files this callback wrote. A save every ``every_steps`` steps happens mid-epoch, where only the
+    step's values (``loss`` and the training metrics) are logged.
+
+    Raises:
+        ArgumentError: both or neither of ``every_epochs`` and ``every_steps``, or a count < 1; at the start of a
+            fit (before any step), a ``filepath`` field the fit does not log or a format the values do not take.
+    """
 
     def __init__(self, filepath: str | os.PathLike, every_epochs: int | None = 1, every_steps: int | None = None,
                  keep: int | None = None) -> None:
         if (every_epochs is None) == (every_steps is None):
-            raise ValueError("ModelCheckpoint takes every_epochs or every_steps (one of them)")
-        self.every_epochs = None if every_epochs is None else _positive_int("every_epochs", every_epochs)
-        self.every_steps = None if every_steps is None else _positive_int("every_steps", every_steps)
-        self.keep = None if keep is None else _positive_int("keep", keep)
+            raise ArgumentError(f"ModelCheckpoint takes every_epochs or every_steps (one of them), got every_epochs="
+                                f"{every_epochs!r}, every_steps={every_steps!r}")
+        self.every_epochs = None if every_epochs is None else _int("every_epochs", every_epochs, 1)
+        self.every_steps = None if every_steps is None else _int("every_steps", every_steps, 1)
+        self.keep = None if keep is None else _int("keep", keep, 1)
         self.filepath, self.written = str(filepath), []
         self._epoch = 0
 
-    def _save(self, epoch: int, step: int) -> None:
-        path = Path(self.filepath.format(epoch=epoch, step=step))
+    def check_logs(self, names):
+        logged = names if self.every_steps is None else [n for n in names if not n.startswith("val_")]
+        try:
+            self._path(1, 1, dict.fromkeys(logged, 0.5))
+        except (KeyError, AttributeError) as error:
+            raise ArgumentError(
+                f"ModelCheckpoint filepath {self.filepath!r} names {error}, which is not a value saves get: they get "
+                f"epoch, step and {sorted(logged)}"
+                + (" (saves every_steps happen mid-epoch: no val_* values)" if self.every_steps else "")) from error
+        except (ValueError, TypeError, IndexError) as error:
+            raise ArgumentError(f"ModelCheckpoint filepath {self.filepath!r} cannot be formatted with epoch and step "
+                                f"(ints) and the logged values (floats): {error}") from error
+
+    def _path(self, epoch: int, step: int, logs: dict) -> Path:
+        return Path(self.filepath.format_map({**logs, "epoch": epoch, "step": step}))
+
+    def _save(self, epoch: int, step: int, logs: dict) -> None:
+        path = self._path(epoch, step, logs)
         path.parent.mkdir(parents=True, exist_ok=True)
         self.trainer.save(path)
         if path in self.written:
@@ -114,11 +196,79 @@ class ModelCheckpoint(Callback):
 
     def on_step_end(self, step, logs):
         if self.every_steps is not None and step % self.every_steps == 0:
-            self._save(self._epoch, step)
+            self._save(self._epoch, step, logs)
 
     def on_epoch_end(self, epoch, logs):
         if self.every_epochs is not None and (epoch + 1) % self.every_epochs == 0:
-            self._save(epoch + 1, self.trainer.step_count)
+            self._save(epoch + 1, self.trainer.step_count, logs)
+
+
+class BackupAndRestore(Callback):
+    """Keras' ``BackupAndRestore``: back the fit up to ``backup_dir`` as it goes, and resume from the backup when
+    the same ``fit`` is run again after an interruption (a crash, a SIGKILL, a preempted machine).
+
+    A backup is a trainer checkpoint (parameters, optimizer and model state, counts, RNG) with the fit's progress:
+    the epoch, the batches of it done, the RNG state its order was drawn from, its running sums and the history so
+    far. A fit that finds one restores it, draws the epoch's order again, skips the batches done and goes on: it ends
+    equal, bit for bit, to a fit that was never interrupted, and returns the whole history (Keras returns the
+    resumed epochs' only). Backups are written atomically, so the last complete one survives a kill during a save
+    (what Keras' ``double_checkpoint`` guards against). EarlyStopping's counters are not backed up, as in Keras.
+
+    Args:
+        backup_dir: the folder of the backup (``backup.npz``); give each fit its own.
+        save_freq: "epoch" (a backup at the end of every epoch), or an int: a backup every that many steps.
+        delete_checkpoint: delete the backup once the fit has finished (not when it failed, so a rerun resumes).
+
+    Raises:
+        ArgumentError: an empty ``backup_dir`` or a ``save_freq`` other than "epoch" or an int >= 1. At the start
+            of a fit, CheckpointError: a backup that cannot be read or was written by another fit (other data,
+            batch size, shuffle, model or optimizer); nothing is trained.
+    """
+
+    #: The backup's file name in ``backup_dir``.
+    FILENAME = "backup.npz"
+
+    def __init__(self, backup_dir: str | os.PathLike, save_freq: str | int = "epoch",
+                 delete_checkpoint: bool = True) -> None:
+        if not str(backup_dir):
+            raise ArgumentError("BackupAndRestore needs a backup_dir, got an empty one")
+        if save_freq != "epoch":
+            _int("BackupAndRestore save_freq (or 'epoch')", save_freq, 1)
+        if not isinstance(delete_checkpoint, bool):
+            raise ArgumentError(f"BackupAndRestore delete_checkpoint must be True or False, got {delete_checkpoint!r}")
+        self.backup_dir, self.save_freq, self.delete_checkpoint = Path(backup_dir), save_freq, delete_checkpoint
+        self.path = self.backup_dir / self.FILENAME
+        self._steps = 0
+
+    def on_train_begin(self, logs=None):
+        self._steps = 0
+        if self.path.exists():
+            checkpoint = load_checkpoint(self.path)
+            if not isinstance(checkpoint.metadata.get("fit"), dict):
+                raise CheckpointError(f"{str(self.path)!r} is a checkpoint but no BackupAndRestore backup (it has no "
+                                      "fit progress): give BackupAndRestore a folder of its own")
+            self.trainer._fit_progress.resume(checkpoint.metadata["fit"])  # checked before the trainer changes
+            self.trainer.restore(checkpoint)
+
+    def _save(self):
+        save_checkpoint(self.path, trainer_checkpoint(self.trainer, fit=self.trainer._fit_progress.to_json()))
+
+    def on_step_end(self, step, logs):
+        if self.save_freq != "epoch":
+            self._steps += 1
+            if self._steps >= self.save_freq:
+                self._save()
+                self._steps = 0
+
+    def on_epoch_end(self, epoch, logs):
+        if self.save_freq == "epoch":
+            self._save()
+
+    def on_train_end(self, logs=None):
+        if logs is not None and self.delete_checkpoint:
+            self.path.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # only an empty folder goes: it may hold the user's other files
+                self.backup_dir.rmdir()
 
 
 class CSVLogger(Callback):
@@ -182,4 +332,4 @@ class JSONLinesLogger(Callback):
             self._file = None
 
 
-__all__ = ["CSVLogger", "Callback", "EarlyStopping", "JSONLinesLogger", "ModelCheckpoint"]
+__all__ = ["BackupAndRestore", "CSVLogger", "Callback", "EarlyStopping", "JSONLinesLogger", "ModelCheckpoint"]

@@ -20,14 +20,13 @@ import hashlib
 import json
 import os
 import tempfile
-import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from toolkit.errors import CheckpointError
+from toolkit.errors import CheckpointError, ToolkitError
 
 #: Bumped when the layout changes; a reader refuses newer formats. 2 added the model state.
 FORMAT_VERSION = 2
@@ -116,31 +115,65 @@ def save_checkpoint(path: str | os.PathLike, checkpoint: Checkpoint) -> Path:
     return path
 
 
+def _read_arrays(path: Path) -> dict[str, np.ndarray]:
+    """Every entry of the archive at ``path``. Whatever the bytes are, this returns arrays or raises
+    CheckpointError: the file comes from outside (a disk, a network copy), so any error NumPy's or zipfile's
+    parsers raise on it (a malformed ``.npy`` header can raise tokenize's TokenError, an unknown zip method
+    NotImplementedError, a flipped zip flag "is encrypted" RuntimeError, a lone ``.npy`` file loads as one array)
+    means the same thing: not a readable checkpoint."""
+    try:
+        loaded = np.load(path, allow_pickle=False)
+        if not isinstance(loaded, np.lib.npyio.NpzFile):
+            raise CheckpointError(f"{str(path)!r} holds a single NumPy array, not a toolkit checkpoint (an .npz "
+                                  "archive written by trainer.save)")
+        with loaded as archive:
+            return {key: archive[key] for key in archive.files}
+    except CheckpointError:
+        raise
+    except Exception as error:  # any parser error on outside bytes (see the docstring)
+        raise CheckpointError(f"checkpoint {str(path)!r} is truncated or corrupted: {type(error).__name__}: "
+                              f"{error}") from error
+
+
+def _metadata(path: Path, raw: np.ndarray) -> dict[str, Any]:
+    try:
+        metadata = json.loads(raw.tobytes().decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as error:
+        raise CheckpointError(f"checkpoint {str(path)!r} has unreadable metadata: {error}") from error
+    if not isinstance(metadata, dict):
+        raise CheckpointError(f"checkpoint {str(path)!r} has metadata of type {type(metadata).__name__}, not a dict")
+    version = metadata.get("format_version", 0)
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise CheckpointError(f"checkpoint {str(path)!r} has format_version {version!r}, not an int")
+    if version > FORMAT_VERSION:
+        raise CheckpointError(f"checkpoint {str(path)!r} has format {version}; this toolkit reads up to "
+                              f"{FORMAT_VERSION}: upgrade multigpu-toolkit")
+    for key in ("params", "model_state"):
+        names = metadata.get(key, [])
+        if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
+            raise CheckpointError(f"checkpoint {str(path)!r} metadata {key!r} must be a list of names, got {names!r}")
+    return metadata
+
+
 def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
-    """Read and verify a checkpoint written by :func:`save_checkpoint` (or ``trainer.save``).
+    """Read and verify a checkpoint written by :func:`save_checkpoint` (or ``trainer.save``). Whatever the file
+    holds, the result is its contents or a CheckpointError.
 
     Raises:
-        CheckpointError: the file is missing, truncated, corrupted (checksum or archive CRC), uses pickled objects,
-            or is of a newer format.
+        CheckpointError: the file is missing, truncated, corrupted (checksum or archive CRC), not a toolkit
+            checkpoint, uses pickled objects, or is of a newer format.
     """
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"no checkpoint at {str(path)!r}")
-    try:
-        with np.load(path, allow_pickle=False) as archive:
-            arrays = {key: archive[key] for key in archive.files}
-    except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError) as error:
-        raise CheckpointError(f"checkpoint {str(path)!r} is truncated or corrupted: {error}") from error
+    arrays = _read_arrays(path)
     if _METADATA not in arrays or _CHECKSUM not in arrays:
         raise CheckpointError(f"{str(path)!r} is not a toolkit checkpoint (no {_METADATA}/{_CHECKSUM} entries)")
     stored = arrays.pop(_CHECKSUM).tobytes().decode("utf-8", errors="replace")
     if _checksum(arrays) != stored:
         raise CheckpointError(f"checkpoint {str(path)!r} is corrupted: its checksum does not match its contents")
-    metadata = json.loads(arrays.pop(_METADATA).tobytes().decode("utf-8"))
-    if metadata.get("format_version", 0) > FORMAT_VERSION:
-        raise CheckpointError(f"checkpoint {str(path)!r} has format {metadata['format_version']}; this toolkit "
-                              f"reads up to {FORMAT_VERSION}: upgrade multigpu-toolkit")
-    names = metadata.get("params")
+    metadata = _metadata(path, arrays.pop(_METADATA))
+    names = metadata.get("params", [])
     try:
         params = {name: arrays.pop(f"params/{i}") for i, name in enumerate(names)}
         model_state = {name: arrays.pop(f"model_state/{i}") for i, name in enumerate(metadata.get("model_state", []))}
@@ -151,3 +184,85 @@ def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
     except (TypeError, KeyError, ValueError, IndexError) as error:
         raise CheckpointError(f"checkpoint {str(path)!r} has an unexpected layout: {error}") from error
     return Checkpoint(params, state, metadata, model_state)
+
+
+def _count(meta: dict[str, Any], key: str, default: int | None) -> int:
+    value = meta.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise CheckpointError(f"checkpoint metadata {key!r} must be an int >= 0, got {value!r}"
+                              + (" (missing)" if key not in meta else ""))
+    return value
+
+
+def trainer_checkpoint(trainer: Any, **extra: Any) -> Checkpoint:
+    """What ``trainer.save`` writes, in memory: parameters, optimizer and model state, step, skipped step and epoch
+    counts, RNG state and seed, and what the trainer is (dtype, model, optimizer, backend, devices, version);
+    ``extra`` entries are added to the metadata (``fit``: a fit's progress, written by BackupAndRestore)."""
+    from toolkit import __version__
+
+    metadata = {
+        "step": trainer.step_count, "skipped_steps": trainer.skipped_steps, "epoch": trainer.epoch_count,
+        "rng_state": trainer.rng.bit_generator.state, "seed": trainer.seed, "dtype": trainer.dtype,
+        "model": trainer.model.name, "optimizer": type(trainer.optimizer).__name__,
+        "optimizer_config": trainer.optimizer.config(), "backend": trainer.backend.name,
+        "trainer": type(trainer).__name__,
+        "devices": {name: str(d) for name, d in trainer.param_devices().items()}, "toolkit_version": __version__,
+        **extra,
+    }
+    return Checkpoint(trainer.params(), trainer.optimizer_state(), metadata, trainer.state())
+
+
+def restore_trainer(trainer: Any, checkpoint: Checkpoint) -> None:
+    """Put ``checkpoint`` into ``trainer`` (see ``Trainer.restore``): everything is checked first, then written, so
+    a refused checkpoint changes nothing.
+
+    Raises:
+        CheckpointError: the checkpoint does not fit the trainer, or its metadata lacks or garbles a count or the
+            RNG state.
+    """
+    meta = checkpoint.metadata
+    if meta.get("dtype") != trainer.dtype:
+        raise CheckpointError(f"checkpoint dtype {meta.get('dtype')} differs from this trainer's {trainer.dtype}")
+    if meta.get("optimizer") != type(trainer.optimizer).__name__:
+        raise CheckpointError(f"checkpoint was written with {meta.get('optimizer')}, this trainer uses "
+                              f"{type(trainer.optimizer).__name__}")
+    step, skipped = _count(meta, "step", None), _count(meta, "skipped_steps", 0)
+    epoch = _count(meta, "epoch", 0)  # checkpoints written before epochs were counted start at 0
+    seed = meta.get("seed", trainer.seed)
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise CheckpointError(f"checkpoint metadata 'seed' must be an int, got {seed!r}")
+    try:
+        params = trainer._check_params(checkpoint.params, "checkpoint")
+        model_state = trainer._check_arrays(trainer._model_state, checkpoint.model_state, "checkpoint model state")
+    except ToolkitError as error:
+        raise CheckpointError(str(error)) from error
+    expected = {slot: {name: p.shape for name, p in params.items()} for slot in trainer.optimizer.state_slots()}
+    found = {slot: {name: np.shape(v) for name, v in values.items()} for slot, values in checkpoint.state.items()}
+    if found != expected:
+        raise CheckpointError(f"checkpoint optimizer state {found} does not fit this trainer's {expected}")
+    state = {slot: {name: np.asarray(value) for name, value in values.items()}
+             for slot, values in checkpoint.state.items()}
+    if any(np.asarray(v).dtype.kind not in "biuf" for values in state.values() for v in values.values()):
+        raise CheckpointError("checkpoint optimizer state holds non-numeric arrays")
+    state = {slot: {name: value.astype(trainer.dtype) for name, value in values.items()}
+             for slot, values in state.items()}
+    if any(_non_finite(v) for values in state.values() for v in values.values()):
+        raise CheckpointError("checkpoint optimizer state holds NaN or Inf")
+    rng = np.random.default_rng()
+    try:
+        rng.bit_generator.state = meta["rng_state"]
+    except Exception as error:  # NumPy raises KeyError, TypeError or ValueError, by field
+        raise CheckpointError(f"checkpoint RNG state is unusable: {type(error).__name__}: {error}") from error
+    for name, array in params.items():
+        trainer._params[name].assign(array)
+    for slot, values in state.items():
+        for name, value in values.items():
+            trainer._state[slot][name].assign(value)
+    for name, array in model_state.items():
+        trainer._model_state[name].assign(array)
+    trainer.rng, trainer.seed = rng, seed
+    trainer.step_count, trainer.skipped_steps, trainer.epoch_count = step, skipped, epoch
+
+
+def _non_finite(array: np.ndarray) -> bool:
+    return array.dtype.kind == "f" and not np.isfinite(array).all()

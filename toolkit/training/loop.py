@@ -14,15 +14,16 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from toolkit.errors import ShapeError
+from toolkit.errors import CheckpointError, DTypeError, ShapeError
 from toolkit.training import metrics as metrics_module
 from toolkit.training.callbacks import Callback
+from toolkit.training.checkpoint import restore_trainer, trainer_checkpoint
 from toolkit.training.trainer import rows
 
 #: ``verbose`` values: 0 silent, 1 a progress bar (rich) per epoch, 2 one line per epoch; "auto": 1 on a terminal.
@@ -112,12 +113,94 @@ def _check_processes_agree(trainer, count: int, batch_size: int, epochs: int) ->
                          + ", ".join(f"{int(n)} examples / batch {int(b)} / {int(e)} epochs" for n, b, e in table))
 
 
+@dataclass
+class Progress:
+    """Where a fit is: the epoch running (its number), the batches of it done, the RNG state the epoch's order was
+    drawn from, the epoch's running sums (batch-size-weighted) and example count, and the history of the epochs
+    done; plus what the fit is (example count, batch size, shuffle) so that a resume can check it is the same fit.
+    :class:`~toolkit.callbacks.BackupAndRestore` writes it into its checkpoints and gives it back on a resume, which
+    then draws the same order and skips the batches done."""
+
+    epoch: int
+    count: int
+    batch_size: int
+    shuffle: bool
+    batch: int = 0
+    epoch_rng: dict | None = None
+    totals: dict[str, float] = field(default_factory=dict)
+    seen: int = 0
+    history: History = field(default_factory=History)
+
+    def to_json(self) -> dict:
+        return {"epoch": self.epoch, "count": self.count, "batch_size": self.batch_size, "shuffle": self.shuffle,
+                "batch": self.batch, "epoch_rng": self.epoch_rng, "totals": self.totals, "seen": self.seen,
+                "history": self.history.history, "epochs": self.history.epoch}
+
+    def resume(self, saved: Any) -> None:
+        """Continue from ``saved`` (:meth:`to_json` of a fit's progress), which must be this fit's.
+
+        Raises:
+            CheckpointError: ``saved`` is malformed or was written by a fit over other data or batches.
+        """
+        mine = {"count": self.count, "batch_size": self.batch_size, "shuffle": self.shuffle}
+        try:
+            theirs = {key: saved[key] for key in mine}
+            if theirs != mine:
+                raise CheckpointError(f"the backup was written by a fit with {theirs}; this fit has {mine}: pass "
+                                      "the same data and arguments to resume, or another backup_dir to start over")
+            epoch, batch, seen = (_count(saved[k], k, 0) for k in ("epoch", "batch", "seen"))
+            totals = {str(k): float(v) for k, v in saved["totals"].items()}
+            history = History({str(k): [float(v) for v in values] for k, values in saved["history"].items()},
+                              [int(e) for e in saved["epochs"]])
+            epoch_rng = saved["epoch_rng"]
+            if batch:  # the epoch's order is drawn again from it
+                np.random.default_rng().bit_generator.state = epoch_rng
+        except CheckpointError:
+            raise
+        except Exception as error:  # a malformed entry: KeyError, TypeError, ValueError, ... by entry and field
+            raise CheckpointError(f"the backup's fit progress is malformed: {type(error).__name__}: {error}") from error
+        self.epoch, self.batch, self.seen, self.totals, self.history = epoch, batch, seen, totals, history
+        self.epoch_rng = epoch_rng
+
+
+def _examples(x: Any, y: np.ndarray) -> dict[str, tuple]:
+    """The shape and dtype kind of one example of each array of a checked batch."""
+    xs = {f"x[{k!r}]": a for k, a in x.items()} if isinstance(x, Mapping) else {"x": x}
+    return {what: (a.shape[1:], a.dtype.kind) for what, a in {**xs, "y": y}.items()}
+
+
+def _check_validation_data(trainer, validation_data: Any, training: dict[str, tuple]) -> None:
+    """Validation data is checked like a batch and must hold examples like the training data's: on a new trainer
+    too, where no step has fixed the model's input shapes yet."""
+    if not isinstance(validation_data, (tuple, list)) or len(validation_data) != 2:
+        raise ValueError(f"validation_data must be a pair (x, y), got {type(validation_data).__name__}"
+                         + (f" of {len(validation_data)}" if isinstance(validation_data, (tuple, list)) else ""))
+    found = _examples(*trainer._check_batch(*validation_data))
+    if found.keys() != training.keys() or any(found[k][0] != training[k][0] for k in found):
+        raise ShapeError(f"validation_data must hold examples shaped like the training data's "
+                         f"{ {k: s for k, (s, _) in training.items()} }; got { {k: s for k, (s, _) in found.items()} }")
+    kinds = {"f": "floating", "i": "integer labels"}
+    for what, (_, kind) in found.items():
+        if kind != training[what][1]:
+            raise DTypeError(f"validation_data {what} must be {kinds[training[what][1]]} as in the training data; "
+                             f"got {kinds[kind]}")
+
+
 def fit(trainer, x: Any, y: Any, epochs: int, batch_size: int, shuffle: bool, validation_data: Any,
-        callbacks: Sequence[Callback], verbose: Any, metrics: Sequence) -> History:
+        callbacks: Sequence[Callback], verbose: Any, metrics: Sequence, initial_epoch: int | None = None) -> History:
     """See :meth:`toolkit.training.trainer.Trainer.fit`."""
     epochs, batch_size = _count(epochs, "epochs", 1), _count(batch_size, "batch_size", 1)
+    if initial_epoch is None:  # epochs keep counting from the trainer's (restored) count; ``epochs`` more run
+        first, end = trainer.epoch_count, trainer.epoch_count + epochs
+    else:  # Keras: run epochs initial_epoch .. epochs - 1
+        first, end = _count(initial_epoch, "initial_epoch", 0), epochs
+        if first > end:
+            raise ShapeError(f"initial_epoch must be at most epochs (the number after the last epoch, as in Keras); "
+                             f"got initial_epoch={first}, epochs={end}")
     if verbose not in VERBOSITY:
         raise ValueError(f"verbose must be one of {VERBOSITY}, got {verbose!r}")
+    if not isinstance(shuffle, (bool, np.bool_)):
+        raise TypeError(f"shuffle must be True or False, got {shuffle!r}")
     callbacks = list(callbacks)
     for callback in callbacks:
         if not isinstance(callback, Callback):
@@ -126,47 +209,77 @@ def fit(trainer, x: Any, y: Any, epochs: int, batch_size: int, shuffle: bool, va
     metrics = metrics_module.get(metrics or trainer.model.metrics)  # none given: the model's (Keras' compiled)
     names = ["loss", *(m.name for m in metrics)]
     if validation_data is not None:
-        if not isinstance(validation_data, (tuple, list)) or len(validation_data) != 2:
-            raise ValueError("validation_data must be a pair (x, y)")
+        _check_validation_data(trainer, validation_data, _examples(x, y))
         names += ["val_loss", *(f"val_{m.name}" for m in metrics)]
-        trainer._check_batch(*validation_data)
     for callback in callbacks:
         callback.check_logs(names)
     count = len(y)
     if getattr(trainer, "cluster", None) is not None:
-        _check_processes_agree(trainer, count, batch_size, epochs)
+        _check_processes_agree(trainer, count, batch_size, end - first)
     steps = -(-count // batch_size)
     if verbose == "auto":
         verbose = 1 if sys.stdout.isatty() else 2
-    report = {0: _Silent, 1: _Bar, 2: _Lines}[verbose](epochs, steps)
-    history = History()
-    for callback in callbacks:
-        callback.trainer, callback.stop_training = trainer, False
-        callback.on_train_begin()
+    progress = Progress(first, count, batch_size, bool(shuffle))
+    before = (trainer_checkpoint(trainer), trainer._input_spec)
+    logs = None
     try:
-        for epoch in range(epochs):
-            order = trainer.rng.permutation(count) if shuffle else np.arange(count)
+        trainer._fit_progress = progress
+        for callback in callbacks:
+            callback.trainer, callback.stop_training = trainer, False
+            callback.params = {"epochs": end, "steps": steps, "verbose": verbose}
+            callback.on_train_begin()
+        _epochs(trainer, x, y, progress, end, metrics, names, validation_data, callbacks,
+                {0: _Silent, 1: _Bar, 2: _Lines}[verbose](end, steps))
+        logs = {name: values[-1] for name, values in progress.history.history.items()}
+    except Exception:
+        # A failed fit changes nothing: the trainer goes back to where it was before (RNG and counts included),
+        # whatever step failed. Not on KeyboardInterrupt: stopping a fit by hand keeps its steps, as in Keras.
+        restore_trainer(trainer, before[0])
+        trainer._input_spec = before[1]
+        raise
+    finally:
+        trainer._fit_progress = None
+        for callback in callbacks:
+            callback.on_train_end(logs)
+    return progress.history
+
+
+def _epochs(trainer, x, y, progress: Progress, end: int, metrics: tuple, names: list[str], validation_data: Any,
+            callbacks: list[Callback], report: _Lines) -> None:
+    """The epochs of a fit from ``progress`` (the first, or a resumed one) to ``end``."""
+    count, batch_size = progress.count, progress.batch_size
+    try:
+        while progress.epoch < end:
+            epoch = progress.epoch
+            if progress.batch == 0:
+                progress.epoch_rng = trainer.rng.bit_generator.state
+                progress.totals, progress.seen = dict.fromkeys(names[:1 + len(metrics)], 0.0), 0
+            else:  # resumed mid-epoch: draw the epoch's order again, then skip the batches done
+                trainer.rng.bit_generator.state = progress.epoch_rng
+            order = trainer.rng.permutation(count) if progress.shuffle else np.arange(count)
             for callback in callbacks:
                 callback.on_epoch_begin(epoch)
             report.begin(epoch)
-            totals, seen = dict.fromkeys(names[:1 + len(metrics)], 0.0), 0
-            for done, start in enumerate(range(0, count, batch_size), start=1):
+            for done, start in enumerate(range(progress.batch * batch_size, count, batch_size),
+                                         start=progress.batch + 1):
                 taken = order[start:start + batch_size]
                 loss, scores = trainer._step(rows(x, taken), y[taken], 1, metrics)
                 step_logs = {"loss": loss, **scores}
                 for name, value in step_logs.items():
-                    totals[name] += value * len(taken)
-                seen += len(taken)
+                    progress.totals[name] += value * len(taken)
+                progress.seen += len(taken)
+                progress.batch = done
                 for callback in callbacks:
                     callback.on_step_end(trainer.step_count, step_logs)
-                report.step(done, {name: total / seen for name, total in totals.items()})
-            logs = {name: total / count for name, total in totals.items()}
+                report.step(done, {name: total / progress.seen for name, total in progress.totals.items()})
+            logs = {name: total / count for name, total in progress.totals.items()}
             if validation_data is not None:
                 scores = trainer.evaluate(*validation_data, batch_size=batch_size, metrics=metrics)
                 logs.update({f"val_{name}": value for name, value in scores.items()})
             for name, value in logs.items():
-                history.history.setdefault(name, []).append(value)
-            history.epoch.append(epoch)
+                progress.history.history.setdefault(name, []).append(value)
+            progress.history.epoch.append(epoch)
+            progress.epoch, progress.batch, trainer.epoch_count = epoch + 1, 0, epoch + 1
             for callback in callbacks:
                 callback.on_epoch_end(epoch, logs)
             report.end(epoch, logs)
@@ -174,9 +287,6 @@ def fit(trainer, x: Any, y: Any, epochs: int, batch_size: int, shuffle: bool, va
                 break
     finally:
         report.close()
-        for callback in callbacks:
-            callback.on_train_end()
-    return history
 
 
-__all__ = ["VERBOSITY", "History", "fit"]
+__all__ = ["VERBOSITY", "History", "Progress", "fit"]

@@ -106,10 +106,12 @@ class Optimizer(ABC):
     def update(self, ops: Ops, params: dict[str, Tensor], grads: dict[str, Tensor],
                state: dict[str, dict[str, Tensor]], step: Tensor) -> tuple[dict, dict, Tensor]:
         """The compiled body of a training update: :meth:`apply_all`, plus a boolean scalar that is true when every
-        gradient is finite. Computing both in one call lets the trainer refuse a non-finite update without a second
-        pass over the gradients; the new values are only written if the trainer accepts them."""
+        gradient, new parameter and new state value is finite (finite gradients still give Inf parameters under a
+        learning rate a schedule drove to Inf). Computing both in one call lets the trainer refuse a non-finite
+        update without a second pass; the new values are only written if the trainer accepts them."""
         new_params, new_state = self.apply_all(ops, params, self.clipped(ops, grads), state, step)
-        return new_params, new_state, ops.all_finite(list(grads.values()))
+        written = [*new_params.values(), *(value for values in new_state.values() for value in values.values())]
+        return new_params, new_state, ops.all_finite([*grads.values(), *written])
 
     def _set_clipping(self, clipnorm: float | None, global_clipnorm: float | None) -> None:
         name = type(self).__name__

@@ -25,19 +25,23 @@ import optree
 
 from toolkit.backend import Backend
 from toolkit.errors import (
-    CheckpointError,
     ComputeError,
     DTypeError,
     NonFiniteError,
     ParamsError,
     ShapeError,
-    ToolkitError,
 )
 from toolkit.nn.context import consecutive_example_keys
 from toolkit.nn.model import Model, State
 from toolkit.registry import get_backend
 from toolkit.training import metrics as metrics_module
-from toolkit.training.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
+from toolkit.training.checkpoint import (
+    Checkpoint,
+    load_checkpoint,
+    restore_trainer,
+    save_checkpoint,
+    trainer_checkpoint,
+)
 from toolkit.training.optim import Optimizer
 
 #: Floating dtypes a trainer computes in.
@@ -112,6 +116,8 @@ class Trainer:
 
     Attributes:
         step_count: the number of updates applied.
+        epoch_count: the number of epochs ``fit`` has completed (restored with a checkpoint): the number of the
+            next ``fit``'s first epoch.
         skipped_steps: the number of updates skipped for non-finite values (``nan_policy="skip"``).
         rng: the ``numpy.random.Generator`` seeded with ``seed``: it draws the initial parameters; use it for
             shuffling too, and a restored checkpoint replays the same order.
@@ -127,7 +133,7 @@ class Trainer:
             raise ValueError(f"nan_policy must be one of {NAN_POLICIES}, got {nan_policy!r}")
         self.backend = get_backend(backend) if isinstance(backend, str) else backend
         self.model, self.optimizer, self.dtype, self.nan_policy = model, optimizer, _as_dtype(dtype), nan_policy
-        self.step_count = self.skipped_steps = 0
+        self.step_count = self.skipped_steps = self.epoch_count = 0
         self.seed = int(np.random.SeedSequence().entropy % 2**63) if seed is None else int(seed)
         self.rng = np.random.default_rng(self.seed)
         self._input_spec: tuple | None = None  # shapes and kinds of the first good batch
@@ -230,7 +236,7 @@ class Trainer:
 
     def fit(self, x: Any, y: Any, epochs: int = 1, batch_size: int = 32, shuffle: bool = True,
             validation_data: Any = None, callbacks: Sequence[Any] = (), verbose: Any = "auto",
-            metrics: Sequence[Any] = ()):
+            metrics: Sequence[Any] = (), initial_epoch: int | None = None):
         """Train on ``x, y`` for ``epochs`` epochs of batches of ``batch_size``, as Keras' ``model.fit``: exactly the
         :meth:`step` calls on each epoch's batches, in an order drawn from :attr:`rng` when ``shuffle`` (the last
         batch smaller when the size does not divide). Returns a :class:`~toolkit.training.loop.History` with each
@@ -241,13 +247,20 @@ class Trainer:
         :mod:`toolkit.callbacks` objects. ``verbose``: 0 silent, 1 a progress bar, 2 one line per epoch, "auto"
         (1 on a terminal, else 2).
 
+        Epochs are numbered on from :attr:`epoch_count` (restored with a checkpoint), ``epochs`` more of them; with
+        ``initial_epoch`` (Keras), epochs ``initial_epoch`` to ``epochs - 1`` run. Everything is checked before the
+        first step, and a fit that raises leaves the trainer as it was before the fit (parameters, optimizer and
+        model state, counts, RNG), whatever step failed; a KeyboardInterrupt keeps the steps taken.
+
         Raises:
-            ShapeError, DTypeError, NonFiniteError: bad data, epochs or batch size, found before any step.
+            ShapeError, DTypeError, NonFiniteError: bad data, validation data, epochs or batch size, found before
+                any step.
             ValueError, TypeError: bad verbose, callbacks, validation data or metrics, found before any step.
         """
         from toolkit.training.loop import fit
 
-        return fit(self, x, y, epochs, batch_size, shuffle, validation_data, callbacks, verbose, metrics)
+        return fit(self, x, y, epochs, batch_size, shuffle, validation_data, callbacks, verbose, metrics,
+                   initial_epoch)
 
     def predict(self, x: Any, batch_size: int | None = None) -> Any:
         """The model's outputs for ``x`` (an array or a dict of arrays) in inference mode: batch normalization
@@ -364,56 +377,20 @@ class Trainer:
 
     # ------------------------------------------------------------------------------------------------------------------
     def save(self, path: str | os.PathLike) -> None:
-        """Write a checkpoint: parameters, optimizer state, step counts, RNG state, dtype, model, optimizer, toolkit
-        version. Atomic: a crash during ``save`` leaves an earlier checkpoint at ``path`` intact."""
-        from toolkit import __version__
-
-        metadata = {
-            "step": self.step_count, "skipped_steps": self.skipped_steps, "rng_state": self.rng.bit_generator.state,
-            "seed": self.seed,
-            "dtype": self.dtype, "model": self.model.name, "optimizer": type(self.optimizer).__name__,
-            "optimizer_config": self.optimizer.config(), "backend": self.backend.name, "trainer": type(self).__name__,
-            "devices": {name: str(d) for name, d in self.param_devices().items()}, "toolkit_version": __version__,
-        }
-        save_checkpoint(path, Checkpoint(self.params(), self.optimizer_state(), metadata, self.state()))
+        """Write a checkpoint: parameters, optimizer and model state, step, skipped step and epoch counts, RNG state
+        and seed, dtype, model, optimizer, toolkit version. Atomic: a crash during ``save`` leaves an earlier
+        checkpoint at ``path`` intact."""
+        save_checkpoint(path, trainer_checkpoint(self))
 
     def restore(self, path: str | os.PathLike | Checkpoint) -> None:
-        """Load a checkpoint (from any backend, trainer kind and device count) into this trainer.
+        """Load a checkpoint (from any backend, trainer kind and device count) into this trainer, its step and epoch
+        counts included (the next ``fit`` numbers its epochs on from the checkpoint's).
 
         Raises:
             CheckpointError: unreadable or corrupted file, or one that does not fit this trainer (parameter names or
-                shapes, dtype, optimizer kind). Nothing is changed.
+                shapes, dtype, optimizer kind, a missing step count or RNG state). Nothing is changed.
         """
-        checkpoint = path if isinstance(path, Checkpoint) else load_checkpoint(path)
-        meta = checkpoint.metadata
-        if meta.get("dtype") != self.dtype:
-            raise CheckpointError(f"checkpoint dtype {meta.get('dtype')} differs from this trainer's {self.dtype}")
-        if meta.get("optimizer") != type(self.optimizer).__name__:
-            raise CheckpointError(f"checkpoint was written with {meta.get('optimizer')}, this trainer uses "
-                                  f"{type(self.optimizer).__name__}")
-        try:
-            params = self._check_params(checkpoint.params, "checkpoint")
-            model_state = self._check_arrays(self._model_state, checkpoint.model_state, "checkpoint model state")
-        except ToolkitError as error:
-            raise CheckpointError(str(error)) from error
-        expected = {slot: {name: p.shape for name, p in params.items()} for slot in self.optimizer.state_slots()}
-        found = {slot: {name: v.shape for name, v in values.items()} for slot, values in checkpoint.state.items()}
-        if found != expected:
-            raise CheckpointError(f"checkpoint optimizer state {found} does not fit this trainer's {expected}")
-        rng = np.random.default_rng()
-        try:
-            rng.bit_generator.state = meta["rng_state"]
-        except (KeyError, TypeError, ValueError) as error:
-            raise CheckpointError(f"checkpoint RNG state is unusable: {error}") from error
-        for name, array in params.items():
-            self._params[name].assign(array)
-        for slot, values in checkpoint.state.items():
-            for name, value in values.items():
-                self._state[slot][name].assign(np.asarray(value, self.dtype))
-        for name, array in model_state.items():
-            self._model_state[name].assign(array)
-        self.rng, self.seed = rng, int(meta.get("seed", self.seed))
-        self.step_count, self.skipped_steps = int(meta["step"]), int(meta.get("skipped_steps", 0))
+        restore_trainer(self, path if isinstance(path, Checkpoint) else load_checkpoint(path))
 
     # ------------------------------------------------------------------------------------------------------------------
     def _by_home(self) -> dict[Any, list[str]]:
