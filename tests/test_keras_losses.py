@@ -249,6 +249,23 @@ def test_every_metric_equals_keras(keras, backend):
         assert abs(float(np.mean(value)) - expected) <= TOLERANCE * max(1.0, abs(expected)), (case, value, expected)
 
 
+def test_toolkit_metrics_by_keras_names_equal_keras(keras, backend):
+    """``toolkit.metrics`` by name (``trainer.fit(metrics=["accuracy"])``) gives what ``compile(metrics=[name])``
+    gives in Keras."""
+    from keras.src.trainers import compile_utils
+
+    # toolkit.metrics' own sparse crossentropy normalizes, then clips (Keras on JAX, NumPy, PyTorch), where Keras on
+    # TensorFlow clips first: the two differ on a saturated row.
+    cases = [c for c in _metric_cases(keras) if isinstance(c[1], str) and c[1] != "sparse_categorical_crossentropy"]
+    values = _toolkit_values(backend, [toolkit.metrics.get(c[1])[0] for c in cases], cases)
+    for (case, name, outputs, targets), value in zip(cases, values):
+        p = DATA[outputs].astype(np.float32) if "top_k" in case else DATA[outputs]  # as above
+        expected = compile_utils.get_metric(name, DATA[targets], p)
+        expected.update_state(DATA[targets], p)
+        expected = float(expected.result())
+        assert abs(float(np.mean(value)) - expected) <= TOLERANCE * max(1.0, abs(expected)), (case, value, expected)
+
+
 def _fit_models(keras):
     """Compiled models of the three kinds of targets, with the metrics users compile for each."""
     keras.utils.set_random_seed(3)

@@ -289,6 +289,26 @@ def sparse_top_k_categorical_accuracy(ops, y, p, rules, k=5):
     return _in_top_k(ops, y, p, k)
 
 
+def kind_by_shapes(ops, y, p) -> str:
+    """Keras' ``is_binary_or_sparse_categorical``, as ``compile`` resolves ``"accuracy"`` and ``"crossentropy"``:
+    ``"binary"`` where outputs end in an axis of size 1, ``"sparse_categorical"`` where targets have a lower rank or
+    end in 1 against several classes, else ``"categorical"``."""
+    if ops.ndim(p) < 2:
+        raise ShapeError(f"outputs of shape {tuple(ops.shape(p))}: Keras picks the kind of crossentropy or accuracy "
+                         "from the last axis after the batch axis; pass outputs of shape (N, 1) or (N, classes)")
+    if ops.shape(p)[-1] == 1:
+        return "binary"
+    if ops.ndim(y) < ops.ndim(p) or ops.shape(y)[-1] == 1:
+        return "sparse_categorical"
+    return "categorical"
+
+
+def compiled_accuracy(ops, y, p, rules):
+    """``compile(metrics=["accuracy"])``: binary, sparse categorical or categorical accuracy by the shapes."""
+    return {"binary": binary_accuracy, "sparse_categorical": sparse_categorical_accuracy,
+            "categorical": categorical_accuracy}[kind_by_shapes(ops, y, p)](ops, y, p, rules)
+
+
 # --- the table: each Keras function, the arguments the translation applies, and how each is checked --------------
 def _flag(value):
     if not isinstance(value, bool):
@@ -372,4 +392,5 @@ FUNCTIONS: dict[tuple[str, str], Entry] = {
 }
 
 
-__all__ = ["DEFAULT", "FUNCTIONS", "LOG_2", "LOSSES", "Entry", "Rules", "same_rank"]
+__all__ = ["DEFAULT", "FUNCTIONS", "LOG_2", "LOSSES", "Entry", "Rules", "compiled_accuracy", "kind_by_shapes",
+           "same_rank"]

@@ -42,8 +42,17 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
-from toolkit.errors import KerasImportError, ShapeError
-from toolkit.nn.keras_loss_functions import DEFAULT, FUNCTIONS, LOSSES, Entry, Rules, same_rank
+from toolkit.errors import KerasImportError
+from toolkit.nn.keras_loss_functions import (
+    DEFAULT,
+    FUNCTIONS,
+    LOSSES,
+    Entry,
+    Rules,
+    compiled_accuracy,
+    kind_by_shapes,
+    same_rank,
+)
 from toolkit.training.metrics import Metric
 
 #: Loss reductions applied as Keras applies them: both are the mean over every value the loss function returns.
@@ -98,19 +107,6 @@ def _rules(metric: bool, name: str) -> Rules:
     return Rules(float(keras.config.epsilon()), keras.backend.backend() == "tensorflow", metric, name)
 
 
-def _resolved(ops, y, p) -> str:
-    """Keras' ``is_binary_or_sparse_categorical``: binary where outputs end in an axis of size 1, sparse where
-    targets have a lower rank or end in 1 against several classes, else categorical."""
-    if ops.ndim(p) < 2:
-        raise ShapeError(f"outputs of shape {tuple(ops.shape(p))}: Keras picks the kind of crossentropy or accuracy "
-                         "from the last axis after the batch axis; pass outputs of shape (N, 1) or (N, classes)")
-    if ops.shape(p)[-1] == 1:
-        return "binary"
-    if ops.ndim(y) < ops.ndim(p) or ops.shape(y)[-1] == 1:
-        return "sparse_categorical"
-    return "categorical"
-
-
 def translate_loss(loss: Any, dtype: str | None = None) -> Callable:
     """The toolkit loss ``fn(ops, outputs, y) -> per-example values`` computing the Keras loss ``loss``: a name
     (``keras.losses.get``'s, or ``"crossentropy"``), a Keras loss function, or a Keras loss object
@@ -128,7 +124,7 @@ def translate_loss(loss: Any, dtype: str | None = None) -> Callable:
                                                                             "categorical")}
 
         def crossentropy(ops, outputs, y):
-            return losses[_resolved(ops, y, outputs)](ops, outputs, y)
+            return losses[kind_by_shapes(ops, y, outputs)](ops, outputs, y)
 
         return crossentropy
     try:
@@ -179,9 +175,8 @@ def translate_metric(metric: Any, dtype: str | None = None) -> Metric:
 
     what = f"metric {_describe(metric)}"
     if isinstance(metric, str) and metric.lower() in SHAPE_RESOLVED_METRICS:
-        metrics = {kind: translate_metric(f"{kind}_accuracy") for kind in ("binary", "sparse_categorical",
-                                                                           "categorical")}
-        return Metric(metric, lambda ops, outputs, y: metrics[_resolved(ops, y, outputs)].fn(ops, outputs, y))
+        rules = _rules(True, metric)
+        return Metric(metric, lambda ops, outputs, y: compiled_accuracy(ops, y, outputs, rules))
     try:
         obj = keras.metrics.get(metric)
     except (ValueError, TypeError) as error:

@@ -4,6 +4,10 @@ A metric gives one value per example (a model with several outputs per example, 
 positions, averages them within the example). ``trainer.evaluate`` sums those values and counts the examples on
 every device, batch and process, in float64, and divides once at the end: the result is the mean over all examples
 whatever the split, never a mean of per-device means.
+
+The metrics named after Keras' functions compute those functions as Keras writes them
+(:mod:`toolkit.nn.keras_loss_functions`, which ``from_keras`` translates compiled metrics to), so that a name gives
+what ``compile(metrics=[name])`` gives in Keras.
 """
 
 from __future__ import annotations
@@ -13,7 +17,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from toolkit.errors import ShapeError
+from toolkit.nn import keras_loss_functions as keras_functions
 from toolkit.nn.ops import Ops, Tensor
+from toolkit.nn.ops_nn import EPSILON
 
 
 @dataclass(frozen=True)
@@ -39,15 +45,15 @@ def _sparse_labels(ops: Ops, outputs: Tensor, y: Tensor, name: str) -> Tensor:
     return ops.cast(y, "int32")
 
 
-def _sparse_categorical_accuracy(ops, outputs, y):
-    labels = _sparse_labels(ops, outputs, y, "sparse_categorical_accuracy")
-    return ops.cast(ops.equal(ops.argmax(outputs, axis=-1), labels), ops.dtype)
+def _keras(name: str, fn: Callable, **arguments) -> Metric:
+    """The metric computing Keras' function ``fn`` (:mod:`toolkit.nn.keras_loss_functions`) as Keras'
+    ``MeanMetricWrapper`` averages it, with Keras' default epsilon."""
+    rules = keras_functions.Rules(EPSILON, tensorflow=False, metric=True, name=name)
 
+    def values(ops, outputs, y):
+        return fn(ops, y, outputs, rules, **arguments)
 
-def _accuracy(ops, outputs, y):
-    if outputs.ndim == y.ndim + 1:  # class scores against integer labels, as Keras resolves "accuracy"
-        return _sparse_categorical_accuracy(ops, outputs, y)
-    return ops.cast(ops.equal(outputs, y), ops.dtype)
+    return Metric(name, values)
 
 
 def sparse_top_k_categorical_accuracy(k: int = 5) -> Metric:
@@ -96,10 +102,33 @@ def _mean_absolute_error(ops, outputs, y):
     return ops.mean(ops.abs(outputs - y), axis=-1)
 
 
-#: The metrics a name selects (Keras' names and short forms).
+#: Keras' metric functions a name selects as it is (``compile(metrics=[name])`` gives the same).
+_KERAS_NAMED = {
+    "binary_accuracy": keras_functions.binary_accuracy,
+    "categorical_accuracy": keras_functions.categorical_accuracy,
+    "sparse_categorical_accuracy": keras_functions.sparse_categorical_accuracy,
+    "top_k_categorical_accuracy": keras_functions.top_k_categorical_accuracy,
+    "binary_crossentropy": keras_functions.binary_crossentropy,
+    "categorical_crossentropy": keras_functions.categorical_crossentropy,
+    "kl_divergence": keras_functions.kl_divergence,
+    "poisson": keras_functions.poisson,
+    "hinge": keras_functions.hinge,
+    "squared_hinge": keras_functions.squared_hinge,
+    "categorical_hinge": keras_functions.categorical_hinge,
+    "mean_absolute_percentage_error": keras_functions.mean_absolute_percentage_error,
+    "mape": keras_functions.mean_absolute_percentage_error,
+    "mean_squared_logarithmic_error": keras_functions.mean_squared_logarithmic_error,
+    "msle": keras_functions.mean_squared_logarithmic_error,
+    "log_cosh_error": keras_functions.log_cosh,
+    "cosine_similarity": keras_functions.cosine_similarity_metric,
+}
+
+#: The metrics a name selects (Keras' names and short forms). ``"accuracy"`` (or ``"acc"``) is binary, sparse categorical or
+#: categorical accuracy by the shapes of outputs and targets, as Keras' ``compile`` picks it.
 NAMED: dict[str, Callable[[], Metric]] = {
-    "accuracy": lambda: Metric("accuracy", _accuracy),
-    "sparse_categorical_accuracy": lambda: Metric("sparse_categorical_accuracy", _sparse_categorical_accuracy),
+    "accuracy": lambda: _keras("accuracy", keras_functions.compiled_accuracy),
+    "acc": lambda: _keras("acc", keras_functions.compiled_accuracy),
+    **{name: functools.partial(_keras, name, fn) for name, fn in _KERAS_NAMED.items()},
     "sparse_top_k_categorical_accuracy": sparse_top_k_categorical_accuracy,
     "sparse_categorical_crossentropy": sparse_categorical_crossentropy,
     "mean_squared_error": lambda: Metric("mean_squared_error", _mean_squared_error),
