@@ -248,12 +248,12 @@ def test_signatures_are_keras(name):
     assert [(p.name, p.kind, p.default) for p in ours] == [(p.name, p.kind, p.default) for p in theirs]
 
 
-#: Cases whose call Keras' TensorFlow backend cannot make: an integer rfft (tf.signal.rfft takes floats) and a
-#: reflection wider than the signal (tf.pad's "reflect" refuses it; NumPy's and JAX's reflect again, as here).
-KERAS_TF_REFUSES = {"rfft_int", "stft_reflected_beyond_signal"}
-#: Keras on TensorFlow rounds the rfft of a NumPy float64 signal through float32 (tf.signal.rfft converts its input
-#: with float32 preferred).
-KERAS_FLOAT32 = {"rfft": 1e-6, "rfft_cropped": 1e-6, "rfft_padded": 1e-6}
+#: The case Keras' TensorFlow backend cannot run: a reflection wider than the signal (tf.pad's "reflect" refuses
+#: it; NumPy's and JAX's reflect again, as here).
+KERAS_TF_REFUSES = {"stft_reflected_beyond_signal"}
+#: Keras on TensorFlow rounds the rfft of a NumPy signal (float64 or integer) through float32 (tf.signal.rfft
+#: converts its input with float32 preferred).
+KERAS_FLOAT32 = {"rfft": 1e-6, "rfft_cropped": 1e-6, "rfft_padded": 1e-6, "rfft_int": 1e-6}
 
 
 @pytest.mark.skipif(importlib.util.find_spec("keras") is None, reason="keras is not installed")
