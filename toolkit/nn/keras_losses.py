@@ -98,7 +98,9 @@ def _check_dtype(obj, dtype: str | None, what: str) -> None:
     found = getattr(obj, "dtype", None)
     if dtype is not None and found is not None and str(found) != dtype:
         raise KerasImportError(f"{what} computes in {found} where the model computes in {dtype}; the toolkit computes "
-                               "it in the trainer's dtype (make the loss or metric with the model's dtype)")
+                               f"it in the trainer's dtype (give it dtype={dtype!r}, or call "
+                               f"keras.config.set_floatx({dtype!r}) before compile, as Keras' losses and metrics "
+                               "take floatx by default)")
 
 
 def _rules(metric: bool, name: str) -> Rules:
