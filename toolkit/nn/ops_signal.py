@@ -197,8 +197,8 @@ class SignalOps(ABC):
                 >= 1, an fft_length below sequence_length, a length that is not None or an int >= 0, or a window
                 name other than "hann" and "hamming".
             DTypeError: a part that is not floating.
-            ShapeError: parts of different shapes, of rank below 2, of unknown last two sizes or no sequence, or
-                a window not of shape ``(sequence_length,)``.
+            ShapeError: parts of different shapes, of rank below 2, of unknown last two sizes, with no sequence or
+                more than one leading axis of unknown size, or a window not of shape ``(sequence_length,)``.
         """
         sequence_length, stride, fft_length = self._stft_sizes(sequence_length, sequence_stride, fft_length,
                                                                "istft")
