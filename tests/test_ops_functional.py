@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import toolkit
-from tests.conftest import MAX_DEVICES, THEANO, THEANO_FAMILY, needs_all_backends
+from tests.conftest import MAX_DEVICES, THEANO, needs_all_backends
 from tests.op_checks import FLOAT32_RTOL, FLOAT64_RTOL, check_gradients, gradients, run
 from toolkit.errors import ArgumentError, ComputeError, ShapeError
 from toolkit.tolerances import FLOAT64_ATOL
@@ -188,18 +188,19 @@ def test_custom_gradient_in_a_data_parallel_step(backend_name):
 
 
 def test_custom_gradient_inside_a_loop(backend_name):
-    """Inside ``ops.map``: TensorFlow differentiates its loop with the custom gradient; Aesara and PyTensor refuse
-    (their loop's step is differentiated by JAX, which would not see it) rather than give the true gradient."""
+    """Inside ``ops.map`` and ``ops.vectorize`` (loops that TensorFlow differentiates with its tape, and whose step
+    Aesara and PyTensor differentiate with JAX), the gradient is the custom one too."""
     x = CUSTOM_INPUTS["x"].reshape(2, 2)
-    fn = lambda ops, x: ops.map(lambda row: _custom(ops)[0](row), x)  # noqa: E731
-    if backend_name in THEANO_FAMILY:
-        with pytest.raises((ArgumentError, ComputeError), match="inside scan, map") as raised:
-            gradients(backend_name, fn, {"x": x}, np.ones_like(x))
-        assert isinstance(raised.value if isinstance(raised.value, ArgumentError) else raised.value.__cause__,
-                          ArgumentError)
-        return
-    grads = gradients(backend_name, fn, {"x": x}, np.ones_like(x))
-    np.testing.assert_allclose(grads["x"], np.cos(x) * SCALE, rtol=FLOAT64_RTOL)
+
+    def fn(ops, x):
+        scaled_sin, _, product, _ = _custom(ops)
+        mapped = ops.map(lambda row: scaled_sin(row), x)
+        return ops.stack([mapped, ops.vectorize(product)(x, x[::-1])])
+
+    weights = np.random.default_rng(4).normal(size=(2, 2, 2))
+    grads = gradients(backend_name, fn, {"x": x}, weights)
+    expected = weights[0] * np.cos(x) * SCALE + np.clip(weights[1], -CLIP, CLIP) * x[::-1]
+    np.testing.assert_allclose(grads["x"], expected, rtol=FLOAT64_RTOL, atol=FLOAT64_RTOL)
 
 
 # --- gradients by central differences and across backends ----------------------------------------------------------

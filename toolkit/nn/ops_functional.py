@@ -190,9 +190,8 @@ class FunctionalOps(ABC):
         they are and must not be arrays.
 
         Raises:
-            ArgumentError: ``f`` not callable; when called, array keyword arguments, ``f`` not returning
-                ``(output, grad_fn)``, or (Aesara and PyTensor) a call inside ``scan``/``map``/the other loops,
-                whose step they differentiate with JAX, which would not see the custom gradient.
+            ArgumentError: ``f`` not callable; when called, array keyword arguments, or ``f`` not returning
+                ``(output, grad_fn)``.
             ShapeError: while differentiating, ``grad_fn`` returning another number of gradients than ``args`` has
                 arrays, or a gradient of another shape than its argument.
         """
