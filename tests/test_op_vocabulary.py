@@ -140,6 +140,11 @@ CASES = {
     "take_rows": (lambda o, t: o.take(t["m"], t["ids"], axis=0), lambda t: t["m"][_index(t["ids"], 3)], None),
     "take_axis1": (lambda o, t: o.take(t["m"], t["ids"][:2], axis=1), lambda t: t["m"][:, _index(t["ids"][:2], 4)],
                    lambda k, t: k.take(t["m"], _index(t["ids"][:2], 4), axis=1)),
+    # Two gathers from one tensor along axis 1: their gradients once failed to compile on Aesara.
+    "take_axis1_twice": (lambda o, t: o.take(t["m"], t["ids"][:2], axis=1) * o.take(t["m"], t["ids"][2:4], axis=1),
+                         lambda t: t["m"][:, _index(t["ids"][:2], 4)] * t["m"][:, _index(t["ids"][2:4], 4)],
+                         lambda k, t: k.take(t["m"], _index(t["ids"][:2], 4), axis=1)
+                         * k.take(t["m"], _index(t["ids"][2:4], 4), axis=1)),
     "take_along_axis": (lambda o, t: o.take_along_axis(t["m"], t["along"], axis=1),
                         lambda t: np.take_along_axis(t["m"], t["along"], axis=1),
                         lambda k, t: k.take_along_axis(t["m"], t["along"], axis=1)),

@@ -46,7 +46,12 @@ class TheanoShapeOps:
         # Aesara's take forgets the static shape, which later ops (dropout's noise, attention) need.
         axis = axis % x.ndim
         shape = (*shape_of(x)[:axis], *shape_of(indices), *shape_of(x)[axis + 1:])
-        return tt.specify_shape(tt.take(x, indices, axis=axis), shape)
+        # Gathered along axis 0 and moved back: the gradients of two gathers from one tensor along another axis
+        # fail to compile in Aesara (local_IncSubtensor_serialize asserts on their types); along axis 0 they work.
+        moved = x.dimshuffle(axis, *(a for a in range(x.ndim) if a != axis))
+        taken, rank = tt.take(moved, indices, axis=0), indices.ndim
+        order = (*range(rank, rank + axis), *range(rank), *range(rank + axis, taken.ndim))
+        return tt.specify_shape(taken.dimshuffle(*order) if axis else taken, shape)
 
     def _take_along_axis(self, x, indices, axis):
         axis = axis % x.ndim
