@@ -158,6 +158,20 @@ def test_custom_gradient_values_and_the_trainers_gradient(backend_name):
         np.testing.assert_allclose(grads[name], expected[name], rtol=FLOAT64_RTOL, atol=FLOAT64_RTOL, err_msg=name)
 
 
+def test_custom_gradient_with_integer_arguments_and_outputs(backend_name):
+    """An integer argument gets no gradient and an integer output passes none (its upstream is zeros)."""
+    def fn(ops, x):
+        @ops.custom_gradient
+        def counted(x, n):
+            return (x * ops.cast(n, x.dtype), ops.cast(x > 0, "int32")), lambda up, up_int: (up * SCALE, None)
+
+        scaled, positive = counted(x, np.array([1, 2, 3, 4], np.int32))
+        return scaled + ops.cast(positive, x.dtype)
+
+    grads = gradients(backend_name, fn, {"x": CUSTOM_INPUTS["x"]}, CUSTOM_INPUTS["y"])
+    np.testing.assert_allclose(grads["x"], CUSTOM_INPUTS["y"] * SCALE, rtol=FLOAT64_RTOL)
+
+
 def _custom_model(ops, params, x):
     scaled_sin = _custom(ops)[0]
     return scaled_sin(ops.matmul(x, params["w"]))

@@ -16,7 +16,8 @@ class TensorFlowFunctionalOps:
             # tf.custom_gradient asks for the gradients of the variables f reads only when it reads some; they are
             # constants to f, as every tensor it does not take as an argument.
             def gradient(*upstream, variables=None):
-                grads = [g if x.dtype.is_floating else None for g, x in zip(backward(list(upstream)), xs)]
+                upstream = [tf.zeros_like(o) if u is None else u for u, o in zip(upstream, outs)]  # integer outputs
+                grads = [g if x.dtype.is_floating else None for g, x in zip(backward(upstream), xs)]
                 return (grads, [None] * len(variables)) if variables else grads
 
             return outs, gradient
