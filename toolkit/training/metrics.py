@@ -123,8 +123,8 @@ _KERAS_NAMED = {
     "cosine_similarity": keras_functions.cosine_similarity_metric,
 }
 
-#: The metrics a name selects (Keras' names and short forms). ``"accuracy"`` (or ``"acc"``) is binary, sparse categorical or
-#: categorical accuracy by the shapes of outputs and targets, as Keras' ``compile`` picks it.
+#: The metrics a name selects (Keras' names and short forms). ``"accuracy"`` (or ``"acc"``) is binary, sparse
+#: categorical or categorical accuracy by the shapes of outputs and targets, as Keras' ``compile`` picks it.
 NAMED: dict[str, Callable[[], Metric]] = {
     "accuracy": lambda: _keras("accuracy", keras_functions.compiled_accuracy),
     "acc": lambda: _keras("acc", keras_functions.compiled_accuracy),
