@@ -253,9 +253,10 @@ class Trainer:
         model state, counts, RNG), whatever step failed; a KeyboardInterrupt keeps the steps taken.
 
         Raises:
-            ShapeError, DTypeError, NonFiniteError: bad data, validation data, epochs or batch size, found before
-                any step.
-            ValueError, TypeError: bad verbose, callbacks, validation data or metrics, found before any step.
+            ShapeError, DTypeError, NonFiniteError: bad data, validation data, epochs, initial_epoch or batch size.
+            ArgumentError, ValueError, TypeError: bad verbose, shuffle, callbacks (a monitor or file name field the
+                fit does not log), validation data or metrics. All of these before any step.
+            CheckpointError: a BackupAndRestore backup that cannot be read or is another fit's (before any step).
         """
         from toolkit.training.loop import fit
 
