@@ -109,10 +109,17 @@ def _compare(name: str, result, expected, dtype: str) -> None:
             np.testing.assert_array_equal(found, wanted, err_msg=message)
 
 
+#: The cases whose graph depends on the computation dtype (float inputs or results), the ones run in float32 too: the
+#: others are the same graph in both (each unique compiles tens of seconds' worth of sorts on the Theano family).
+FLOAT_CASES = [name for name in CASES if name.startswith("corrcoef") or name in ("unique_nan", "unique_float_rows",
+                                                                                 "unique_empty")]
+
+
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_ops_match_numpy(backend, dtype):
-    found = run(backend, lambda ops, **a: {name: fn(ops, a) for name, (fn, _) in CASES.items()}, INPUTS, dtype)
-    for name, (_, reference) in CASES.items():
+    cases = {name: CASES[name] for name in (CASES if dtype == "float64" else FLOAT_CASES)}
+    found = run(backend, lambda ops, **a: {name: fn(ops, a) for name, (fn, _) in cases.items()}, INPUTS, dtype)
+    for name, (_, reference) in cases.items():
         inputs = {n: v.astype(dtype) if v.dtype.kind == "f" else v for n, v in INPUTS.items()}
         expected = reference(inputs)
         expected = tuple(expected) if isinstance(expected, tuple) else expected

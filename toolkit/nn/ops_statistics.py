@@ -120,9 +120,11 @@ class StatisticsOps:
         starts = self.any(self.not_equal(ordered[1:], ordered[:-1]), axis=1)  # NaN differs from itself
         starts = self.concatenate([self.ones((1,), "bool"), starts], axis=0)
         group = self.cumsum(self.cast(starts, INT_DTYPE)) - 1  # each sorted entry's value, ascending
-        wanted = self.arange(size, dtype=INT_DTYPE)
-        first = self.searchsorted(group, wanted, side="left")
-        counts = self.searchsorted(group, wanted, side="right") - first
+        # Where each value's run starts, and its length: counts over (size, count) comparisons with the ascending
+        # group numbers (what searchsorted computes, in fewer graph nodes: the Theano family rewrites every one).
+        wanted = self.reshape(self.arange(size, dtype=INT_DTYPE), (size, 1))
+        first = self.sum(self.cast(self.less(group, wanted), INT_DTYPE), axis=1)
+        counts = self.sum(self.cast(self.equal(group, wanted), INT_DTYPE), axis=1)
         present = counts > 0
         first = self.minimum(first, count - 1)
         picked = self.take(rows, self.take(order, first), axis=0)
