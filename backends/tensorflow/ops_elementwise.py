@@ -9,6 +9,8 @@ tf = import_framework()
 
 class TensorFlowElementwiseOps:
     def add(self, x1, x2):
+        if x1.dtype == tf.bool:
+            return tf.math.logical_or(x1, x2)  # no boolean Add kernel; NumPy's boolean sum is the "or"
         return tf.math.add(x1, x2)
 
     def _subtract(self, x1, x2):
@@ -35,25 +37,26 @@ class TensorFlowElementwiseOps:
         return tf.math.negative(x)
 
     def abs(self, x):
-        return tf.math.abs(x)
+        return x if x.dtype == tf.bool else tf.math.abs(x)
 
+    # TensorFlow has no boolean kernels for these: booleans are the "or" and "and", or compared as 0 and 1.
     def maximum(self, x1, x2):
-        return tf.math.maximum(x1, x2)
+        return tf.math.logical_or(x1, x2) if x1.dtype == tf.bool else tf.math.maximum(x1, x2)
 
     def minimum(self, x1, x2):
-        return tf.math.minimum(x1, x2)
+        return tf.math.logical_and(x1, x2) if x1.dtype == tf.bool else tf.math.minimum(x1, x2)
 
     def greater(self, x1, x2):
-        return tf.math.greater(x1, x2)
+        return tf.math.greater(*_ordered(x1, x2))
 
     def greater_equal(self, x1, x2):
-        return tf.math.greater_equal(x1, x2)
+        return tf.math.greater_equal(*_ordered(x1, x2))
 
     def less(self, x1, x2):
-        return tf.math.less(x1, x2)
+        return tf.math.less(*_ordered(x1, x2))
 
     def less_equal(self, x1, x2):
-        return tf.math.less_equal(x1, x2)
+        return tf.math.less_equal(*_ordered(x1, x2))
 
     def equal(self, x1, x2):
         return tf.math.equal(x1, x2)
@@ -92,10 +95,13 @@ class TensorFlowElementwiseOps:
         return tf.math.sqrt(x)
 
     def square(self, x):
+        if x.dtype == tf.bool:
+            x = tf.cast(x, tf.int32)  # Keras squares booleans as int32; TensorFlow has no boolean Square kernel
         return tf.math.square(x)
 
     def erf(self, x):
-        return tf.math.erf(x)
+        # TensorFlow's float64 kernel gives NaN at +-inf (its float32 one gives +-1).
+        return tf.where(tf.math.is_inf(x), tf.math.sign(x), tf.math.erf(x))
 
     def sin(self, x):
         return tf.math.sin(x)
@@ -108,3 +114,10 @@ class TensorFlowElementwiseOps:
 
     def _log_softmax(self, x, axis):
         return tf.nn.log_softmax(x, axis=axis)
+
+
+def _ordered(x1, x2):
+    """Operands TensorFlow's comparisons take: booleans as int8 (False < True, as NumPy orders them)."""
+    if x1.dtype == tf.bool:
+        return tf.cast(x1, tf.int8), tf.cast(x2, tf.int8)
+    return x1, x2

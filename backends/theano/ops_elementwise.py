@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from .graphs import first_unless, floor_divide, log_softmax, softmax, true_divide, tt
 
 
@@ -94,7 +96,7 @@ class TheanoElementwiseOps:
         return tt.sqrt(x)
 
     def square(self, x):
-        return tt.square(x)
+        return tt.square(tt.cast(x, "int32") if x.dtype == "bool" else x)  # Keras squares booleans as int32
 
     def erf(self, x):
         return tt.erf(x)
@@ -106,7 +108,12 @@ class TheanoElementwiseOps:
         return tt.cos(x)
 
     def _softmax(self, x, axis):
-        return softmax(x, axis=axis)
+        # A slice whose maximum is NaN or infinite is NaN (inf - inf), as NumPy, Keras and TensorFlow give it; XLA's
+        # CPU kernels, which the JAX linker compiles to, give 0 for its finite entries (jit(jax.nn.softmax), 0.4.30).
+        if x.type.shape[axis] == 0:
+            return softmax(x, axis=axis)  # empty: no maximum (and nothing to make NaN)
+        peak = tt.max(x, axis=axis, keepdims=True)
+        return tt.switch(tt.isnan(peak) | tt.isinf(peak), np.nan, softmax(x, axis=axis))
 
     def _log_softmax(self, x, axis):
         return log_softmax(x, axis=axis)

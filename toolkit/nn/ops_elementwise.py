@@ -164,8 +164,9 @@ class ElementwiseOps(ABC):
     def _log_softmax(self, x, axis: int): """The framework's log-softmax along one (non-negative) axis."""
 
     def _finite_peak(self, x, axes):
-        """The maximum over ``axes`` (kept), 0 where it is infinite: what a stable softmax subtracts."""
-        peak = self.max(x, axis=axes, keepdims=True)
+        """The maximum over ``axes`` (kept), 0 where it is infinite: what a stable softmax subtracts (0 over empty
+        axes too, whose softmax is empty, as JAX's)."""
+        peak = self.max(x, axis=axes, keepdims=True, initial=-float("inf"))
         return self.stop_gradient(self.where(self.abs(peak) < float("inf"), peak, 0.0))
 
     def gelu(self, x, approximate: bool = True):

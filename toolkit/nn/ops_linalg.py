@@ -222,13 +222,17 @@ class LinalgOps(ABC):
         n, m = a.shape[0], v.shape[0]
         length = n + m - 1
         # The longer array, zero-padded by the shorter's length - 1, is sliced once per entry of the shorter one:
-        # the rows of windows times the shorter array is the full correlation (m slices, one matmul).
+        # the rows of windows, weighted by the shorter array and summed, are the full correlation (m slices). The
+        # products with the padding are left out, not summed as zeros: NumPy's sum has no term there (a NaN or an
+        # infinity times a padding zero would be NaN).
         if n >= m:
-            windows, weights, offsets = self._zero_padded(a, m - 1), v, range(m)
+            windows, weights, offsets, pad, size = self._zero_padded(a, m - 1), v, range(m), m - 1, n
         else:  # x1 shorter: full[k] = sum_i x1[i] * reversed(x2)[k - i]
-            windows, weights, offsets = self._zero_padded(v[::-1], n - 1), a, range(n - 1, -1, -1)
+            windows, weights, offsets, pad, size = self._zero_padded(v[::-1], n - 1), a, range(n - 1, -1, -1), n - 1, m
         rows = self.stack([windows[o:o + length] for o in offsets], axis=0)
-        full = self.matmul(weights, rows)
+        index = np.add.outer(np.asarray(offsets), np.arange(length)) - pad
+        inside = (index >= 0) & (index < size)
+        full = self.sum(self.where(inside, self.expand_dims(weights, -1) * rows, 0.0), axis=0)
         if mode == "full":
             return full
         if mode == "same":

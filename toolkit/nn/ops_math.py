@@ -178,7 +178,8 @@ class MathOps(ABC):
     def cbrt(self, x):
         """The real cube root, negative for negative ``x`` (``sign(x) * |x| ** (1/3)``); floating."""
         (x,) = self._floats(x)
-        return self._sign(x) * self.power(self.abs(x), 1.0 / 3.0)
+        # A zero is its own root, with its sign (the product's sign of -0.0 differs across frameworks).
+        return self.where(x == 0, x, self._sign(x) * self.power(self.abs(x), 1.0 / 3.0))
 
     def sinc(self, x):
         """``sin(pi x) / (pi x)``, 1 at 0 (where its gradient is 0)."""
