@@ -1,0 +1,196 @@
+"""Keras graphs as users write them, imported as written: ``keras.ops`` calls and operators in a functional graph,
+custom ``Layer`` subclasses opened up (a Transformer block with its own weight), and their typed refusals. Outputs
+equal Keras' within 1e-10 (float64) on every backend and 1 and 2 devices; a few fit steps equal Keras' own fit."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+
+import toolkit
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("keras") is None,
+                                reason='needs keras (pip install "multigpu-toolkit[tensorflow]")')
+
+RNG = np.random.default_rng(28)
+SEQUENCES = RNG.normal(size=(4, 5, 4))
+TARGETS = RNG.normal(size=(4, 3))
+#: Keras rounds its learning rate to float32: a power of two is the same number in float64.
+LR = 2.0 ** -4
+#: float64 agreement with Keras: the same formulas, summed in possibly different orders.
+TOLERANCE = 1e-10
+
+
+@pytest.fixture(scope="module")
+def keras():
+    toolkit.get_backend("tensorflow")  # its logical devices, before Keras starts TensorFlow
+    import keras
+
+    floatx, policy = keras.config.floatx(), keras.config.dtype_policy()
+    keras.config.set_floatx("float64")
+    keras.config.set_dtype_policy("float64")
+    yield keras
+    keras.config.set_floatx(floatx)
+    keras.config.set_dtype_policy(policy)
+
+
+def _operations(keras):
+    """Operators, keras.ops calls with arguments, indexing, a join and an op of two outputs between layers."""
+    from keras import layers, ops
+
+    keras.utils.set_random_seed(3)
+    x = keras.Input((5, 4))
+    a = layers.Dense(4)(x)
+    b = a + x
+    c = ops.mean(b, axis=1)
+    d = b[:, 0]
+    e = ops.concatenate([c, d * 2.0, ops.exp(-d)], axis=-1)
+    f, g = ops.split(e, 2, axis=-1)
+    model = keras.Model(x, layers.Dense(3)(ops.tanh(f - g) / 2.0 + 1.0))
+    model.compile(optimizer=keras.optimizers.SGD(LR), loss="mse")
+    return model
+
+
+def _block_class(keras):
+    from keras import layers, ops
+
+    class TransformerBlock(layers.Layer):
+        """keras.io's Transformer block (attention, feed-forward Sequential, two layer norms, dropout), with a
+        weight of its own."""
+
+        def __init__(self, dim, heads, hidden, rate=0.0, **kwargs):
+            super().__init__(**kwargs)
+            self.att = layers.MultiHeadAttention(num_heads=heads, key_dim=dim)
+            self.ffn = keras.Sequential([layers.Dense(hidden, activation="relu"), layers.Dense(dim)])
+            self.norm1 = layers.LayerNormalization(epsilon=1e-6)
+            self.norm2 = layers.LayerNormalization(epsilon=1e-6)
+            self.drop1, self.drop2 = layers.Dropout(rate), layers.Dropout(rate)
+
+        def build(self, shape):
+            self.gain = self.add_weight(shape=(shape[-1],), initializer="ones", name="gain")
+
+        def call(self, inputs, training=None):
+            attended = self.drop1(self.att(inputs, inputs), training=training)
+            h = self.norm1(inputs + attended)
+            return self.norm2(h + self.drop2(self.ffn(h), training=training)) * ops.softplus(self.gain)
+
+    return TransformerBlock
+
+
+def _transformer(keras):
+    """A Transformer classifier as keras.io writes it: a custom block, pooled with keras.ops."""
+    from keras import layers, ops
+
+    keras.utils.set_random_seed(4)
+    x = keras.Input((5, 4))
+    h = _block_class(keras)(4, 2, 8, name="block")(x)
+    model = keras.Model(x, layers.Dense(3)(ops.mean(h, axis=1)))
+    model.compile(optimizer=keras.optimizers.SGD(LR), loss="mse")
+    return model
+
+
+def _sequential(keras):
+    """A custom block inside a Sequential model."""
+    from keras import layers
+
+    keras.utils.set_random_seed(5)
+    model = keras.Sequential([keras.Input((5, 4)), _block_class(keras)(4, 1, 6), layers.Flatten(), layers.Dense(3)])
+    model.compile(optimizer=keras.optimizers.SGD(LR), loss="mse")
+    return model
+
+
+MODELS = {"operations": _operations, "transformer": _transformer, "sequential": _sequential}
+
+
+@pytest.mark.parametrize("n_devices", [1, 2], ids=lambda n: f"{n}dev")
+def test_imported_graphs_compute_what_keras_computes(keras, backend, n_devices):
+    for factory in MODELS.values():
+        model = factory(keras)
+        trainer = toolkit.DataParallel(toolkit.from_keras(model), backend, n_devices, toolkit.optim.SGD(LR),
+                                       dtype="float64")
+        np.testing.assert_allclose(trainer.predict(SEQUENCES), np.asarray(model(SEQUENCES, training=False)),
+                                   rtol=0, atol=TOLERANCE)
+
+
+def test_a_custom_block_fits_like_keras_fit(keras, backend):
+    """Two SGD steps of the Transformer block on two devices equal Keras' own fit, written back with to_keras."""
+    model = _transformer(keras)
+    trainer = toolkit.DataParallel(toolkit.from_keras(model), backend, 2, toolkit.optim.SGD(LR), dtype="float64")
+    assert "block/gain" in trainer.params()  # the block's own weight is a trained parameter
+    history = trainer.fit(SEQUENCES, TARGETS, epochs=1, batch_size=2, shuffle=False, verbose=0)
+    keras_history = model.fit(SEQUENCES, TARGETS, epochs=1, batch_size=2, shuffle=False, verbose=0)
+    assert abs(history.history["loss"][0] - keras_history.history["loss"][0]) <= TOLERANCE
+    fitted = [np.asarray(w) for w in model.get_weights()]
+    toolkit.to_keras(trainer.params(), model, trainer.state())
+    assert max(np.abs(a - b).max() for a, b in zip(model.get_weights(), fitted)) <= TOLERANCE
+
+
+def _refused(keras, body, message: str, masked: bool = False):
+    """``body(inputs) -> outputs`` built into a model, whose import raises a KerasImportError saying ``message``."""
+    x = keras.Input((5,), dtype="int32") if masked else keras.Input((5, 4))
+    model = keras.Model(x, body(x))
+    with pytest.raises(toolkit.KerasImportError, match=message):
+        toolkit.from_keras(model, loss="mse")
+
+
+def test_what_cannot_be_traced_is_refused(keras):
+    from keras import layers, ops
+
+    class ValueBranch(layers.Layer):  # Keras builds it from its output shape, without running call
+        def call(self, x):
+            return x if ops.mean(x) > 0 else -x
+
+        def compute_output_shape(self, shape):
+            return shape
+
+    class TrainingBranch(layers.Layer):
+        def call(self, x, training=None):
+            return x * 2.0 if training else x
+
+    class Positions(layers.Layer):  # keras.io's TokenAndPositionEmbedding: positions are a constant
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self.positions = layers.Embedding(5, 4)
+
+        def call(self, x):
+            return x + self.positions(ops.arange(0, ops.shape(x)[1]))
+
+    class Tied(layers.Layer):
+        def __init__(self, transpose, **kwargs):
+            super().__init__(**kwargs)
+            self.dense, self.transpose = layers.Dense(4), transpose
+
+        def build(self, shape):
+            self.dense.build(shape)
+
+        def call(self, x):
+            kernel = ops.transpose(self.dense.kernel) if self.transpose else self.dense.kernel
+            return ops.matmul(self.dense(x), kernel)
+
+    class Unused(layers.Layer):
+        def build(self, shape):
+            self.unused = self.add_weight(shape=(), name="unused")
+
+        def call(self, x):
+            return x * 2.0
+
+    class Plain(layers.Layer):
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self.supports_masking = True  # Keras passes the mask on through it
+
+        def call(self, x):
+            return x * 2.0
+
+    _refused(keras, lambda x: ops.pinv(x[:, :4]), r"keras\.ops\.pinv.*toolkit's ops do not have")
+    _refused(keras, ValueBranch(name="value_branch"), r"'value_branch'.*cannot be traced")
+    _refused(keras, TrainingBranch(name="training_branch"), r"'training_branch'.*branch on training")
+    _refused(keras, Positions(name="positions"), r"'positions'.*constant from weights")
+    _refused(keras, Tied(True, name="tied"), r"'tied'.*constant from weights")
+    _refused(keras, Tied(False, name="tied_directly"), r"reads the weight .*kernel.* directly")
+    _refused(keras, Unused(name="unused"), r"'unused'.*\['unused/unused'\] are not read by its graph")
+    _refused(keras, lambda x: Plain(name="plain")(layers.Embedding(9, 4, mask_zero=True)(x)),
+             r"'plain'.*mask reaches", masked=True)
+    _refused(keras, Plain(name="regularized", activity_regularizer="l2"), r"'regularized'.*activity_regularizer")
