@@ -20,8 +20,9 @@ from tests.backup_worker import STEPS, X, Y, fit, outcome, trainer
 
 ROOT = Path(__file__).resolve().parents[1]
 #: SIGKILL points (steps after which the process dies) per backend, drawn from a seeded generator among steps 1 to
-#: STEPS - 1. TensorFlow takes the issue's 10 (about 12 processes, ~50 s on CI's machine); the Theano family 3 (each
-#: process compiles its step again: ~20 s a process on a warm compile cache).
+#: STEPS - 1: the issue's 10 on TensorFlow (11 processes: about 90 s of CPU, measured; 621 s of wall time on a
+#: shared 2-core machine at load 13), 2 on the Theano family (3 processes: 28-37 s of CPU), which the exception test
+#: covers at 6 points on 1 and 2 devices in one process.
 KILLS = {"tensorflow": 10, "aesara": 2, "pytensor": 2}
 #: Interruptions by an exception in one process (the trainer reused: no recompiles), drawn like KILLS.
 RAISES = 6
