@@ -50,8 +50,11 @@ from typing import Any
 import numpy as np
 
 from toolkit.errors import KerasImportError
-from toolkit.nn import context, keras_losses
-from toolkit.nn.keras_layers import ACTIVATIONS, OPTIONS, SUPPORTED, Flow, _Call, _MaskOf, _Slot
+from toolkit.nn import context, keras_graph, keras_losses, keras_outputs
+from toolkit.nn.keras_activations import ACTIVATIONS
+from toolkit.nn.keras_base import Flow, _MaskOf, _Slot
+from toolkit.nn.keras_graph import graph as _graph
+from toolkit.nn.keras_layers import OPTIONS, SUPPORTED
 from toolkit.nn.model import Model, State
 
 #: Constructor arguments every layer has that the importer applies itself: the name, ``trainable`` (frozen weights),
@@ -90,7 +93,14 @@ def check_config(layer) -> None:
     its class and is neither read by its translator (:data:`~toolkit.nn.keras_layers.OPTIONS`) nor applied by the
     importer (:data:`SHARED_OPTIONS`, initial values, regularizers, constraints), so that an argument the importer
     does not know cannot change Keras' numbers silently; and a mixed-precision dtype policy."""
-    config = layer.get_config()
+    if isinstance(layer, keras_graph.Step):  # an operation's arguments are all applied; it has no settings
+        return
+    try:
+        config = layer.get_config()
+    except NotImplementedError as error:  # Keras' own failure to serialize the layer: its arguments are unknown
+        raise _refuse(layer, "its constructor arguments cannot be read back (Keras' get_config fails, as for an "
+                             "activity_regularizer given to a layer that does not save one): "
+                             f"{str(error).strip().splitlines()[0]}") from error
     handled = OPTIONS[type(layer).__name__] | SHARED_OPTIONS | INITIAL_OPTIONS
     default = None
     for key, value in config.items():
@@ -181,16 +191,6 @@ class _Handover:
 
 
 # --- the graph ---------------------------------------------------------------------------------------------------
-def _template(value, slots: dict[int, int], mask_of: dict[int, int]):
-    from keras import KerasTensor
-
-    if isinstance(value, KerasTensor):
-        return _Slot(slots[id(value)]) if id(value) in slots else _MaskOf(slots[mask_of[id(value)]])
-    if isinstance(value, (list, tuple)):
-        return type(value)(_template(v, slots, mask_of) for v in value)
-    return value
-
-
 def _fill(value, flows: list[Flow]):
     if isinstance(value, _Slot):
         return flows[value.index]
@@ -203,76 +203,14 @@ def _fill(value, flows: list[Flow]):
     return value
 
 
-def _sequence(model) -> list:
-    """A Sequential model's layers in order, with those of Sequential models inside it (a frozen base) in their
-    place."""
-    import keras
-
-    return [inner for layer in model.layers
-            for inner in (_sequence(layer) if isinstance(layer, keras.Sequential) else [layer])]
-
-
-def _graph(keras_model) -> tuple[list[_Call], int]:
-    """The calls of ``keras_model``'s layers in an order that computes each input before its use, and the number of
-    the output tensor (tensor 0 is the model's input)."""
-    import keras
-
-    if isinstance(keras_model, keras.Sequential):
-        calls = []
-        for i, layer in enumerate(_sequence(keras_model)):
-            first = next(iter(inspect.signature(layer.call).parameters))
-            inputs = layer.input
-            shape = tuple((inputs[0] if isinstance(inputs, (list, tuple)) else inputs).shape)
-            calls.append(_Call(layer, shape, {first: _Slot(i)}))  # a Sequential model has no merges
-        return calls, len(calls)
-    if not isinstance(keras_model, keras.Model) or getattr(keras_model, "_nodes_by_depth", None) is None:
-        raise KerasImportError(f"from_keras takes a keras.Sequential or functional keras.Model, got "
-                               f"{type(keras_model).__name__} (a subclassed model's call is Python the toolkit "
-                               "cannot read)")
-    if len(keras_model.inputs) != 1 or len(keras_model.outputs) != 1:
-        raise KerasImportError(f"from_keras takes a model of one input and one output; this one has "
-                               f"{len(keras_model.inputs)} inputs and {len(keras_model.outputs)} outputs")
-    nodes = [node for depth in sorted(keras_model._nodes_by_depth, reverse=True)
-             for node in keras_model._nodes_by_depth[depth]]
-    # Keras computes masks with operations of their own in the graph (an Embedding's ``ids != 0``, a merge's OR)
-    # and passes them to later layers as ``mask=``; the translators compute masks themselves, so those operations
-    # are left out and a mask argument reads the mask of the tensor it belongs to.
-    mask_of = {id(t._keras_mask): id(t) for node in nodes for t in node.outputs
-               if getattr(t, "_keras_mask", None) is not None}
-    slots, calls = {id(keras_model.inputs[0]): 0}, []
-    for node in nodes:
-        if node.is_input or node.operation is None or \
-                any(id(t) not in slots and mask_of.get(id(t)) not in slots for t in node.input_tensors):
-            continue  # an input, or a call of a shared layer in another graph (as Keras skips it)
-        layer = node.operation
-        if not isinstance(layer, keras.layers.Layer):
-            if all(id(t) in mask_of for t in node.outputs):
-                continue
-            raise KerasImportError(f"the functional graph calls the operation {layer.name!r} "
-                                   f"({type(layer).__name__}) directly, which from_keras cannot translate: use "
-                                   "the Keras layer (keras.layers.Add rather than x + y, for example)")
-        bound = inspect.signature(layer.call).bind(*node.arguments.args, **node.arguments.kwargs)
-        arguments = {name: _template(value, slots, mask_of) for name, value in bound.arguments.items()}
-        masked = any(getattr(t, "_keras_mask", None) is not None for t in node.input_tensors)
-        call = _Call(layer, tuple(node.input_tensors[0].shape), arguments, masked)
-        if len(node.outputs) != 1:
-            _translator(layer)(call)  # refuses the argument that gives it several (return_state), where it knows it
-            raise KerasImportError(f"layer {layer.name!r} ({type(layer).__name__}) has {len(node.outputs)} "
-                                   "outputs; from_keras supports layers of one output")
-        calls.append(call)
-        slots[id(node.outputs[0])] = len(slots)
-    if id(keras_model.outputs[0]) not in slots:
-        raise KerasImportError("the model's output is not computed from its input by layers alone, which "
-                               "from_keras cannot translate")
-    return calls, slots[id(keras_model.outputs[0])]
-
-
 def _copied(values: dict) -> dict:
     """Fresh copies of weights and :class:`State` entries: every ``init`` call gets arrays of its own."""
     return {k: State(np.array(v.value)) if isinstance(v, State) else np.array(v) for k, v in values.items()}
 
 
 def _translator(layer) -> Callable:
+    if isinstance(layer, keras_graph.Step):  # an operation or a custom layer's own weights
+        return layer.translate
     kind = type(layer).__name__
     if kind not in SUPPORTED:
         raise KerasImportError(f"layer {layer.name!r} is a {kind}, which from_keras cannot translate; "
@@ -312,7 +250,9 @@ def from_keras(keras_model, loss: Any = None, name: str | None = None) -> Model:
             penalties += settings.penalties
             seen.add(id(call.layer))
         program.append((apply, call.arguments, settings.activity))
-    score = keras_losses.compiled_loss(keras_model, loss)
+    score = (keras_outputs.compiled_loss if isinstance(output, list) else keras_losses.compiled_loss)(keras_model,
+                                                                                                      loss)
+    inputs = keras_outputs.arrange(keras_outputs.input_names(keras_model))
     initial = _copied(params)
     penalized = bool(penalties) or any(activity is not None for _, _, activity in program)
     handover = _Handover()
@@ -321,7 +261,7 @@ def from_keras(keras_model, loss: Any = None, name: str | None = None) -> Model:
         return _copied(initial)
 
     def forward(ops, p, x):
-        flows, penalty = [Flow(x, None)], 0.0
+        flows, penalty = [Flow(value, None) for value in inputs(x)], 0.0
         for apply, arguments, activity in program:
             flows.append(apply(ops, p, _fill(arguments, flows)))
             if activity is not None and ops.training:
@@ -330,7 +270,7 @@ def from_keras(keras_model, loss: Any = None, name: str | None = None) -> Model:
             for key, l1, l2 in penalties:
                 penalty = penalty + _penalty(ops, p[key], l1, l2)
             handover.give(penalty)
-        return flows[output].value
+        return [flows[i].value for i in output] if isinstance(output, list) else flows[output].value
 
     def loss_fn(ops, outputs, y):
         losses = score(ops, outputs, y)

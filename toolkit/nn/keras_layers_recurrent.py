@@ -1,0 +1,153 @@
+"""How :func:`toolkit.from_keras` translates Keras' recurrent layers and wrappers: ``SimpleRNN``, ``LSTM`` and
+``GRU`` (their last output, forwards or ``go_backwards``; ``SimpleRNN`` also every step's, ``return_sequences``),
+``Bidirectional`` over any of them (``merge_mode`` concat, sum, ave or mul) and ``TimeDistributed`` over any one-input
+layer the importer translates. Masks follow Keras' rule: a masked step leaves the state as it was. Registered by
+:mod:`toolkit.nn.keras_layers`.
+"""
+
+from __future__ import annotations
+
+from toolkit.nn import layers
+from toolkit.nn.keras_activations import resolve
+from toolkit.nn.keras_base import Flow, _Call, _require, _Slot, _unary
+
+
+def _checked(layer, prefix: str, shape: tuple):
+    """The weights of a ``SimpleRNN``, ``LSTM`` or ``GRU`` (by ``prefix``) and ``run(ops, p, x, mask) -> y``,
+    refusing what the toolkit's loops do not compute. With ``zero_output_for_mask`` (which ``Bidirectional`` sets
+    where it returns sequences) the outputs at masked steps are 0, the last one too, as in Keras."""
+    kind, cell = type(layer).__name__, layer.cell
+    _require(layer, not layer.return_state and not layer.stateful, "return_state or stateful")
+    _require(layer, layer.use_bias, "use_bias=False")
+    _require(layer, not cell.dropout and not cell.recurrent_dropout, "dropout or recurrent_dropout in the cell")
+    _require(layer, kind == "SimpleRNN" or not layer.return_sequences, "return_sequences (only SimpleRNN's)")
+    backwards, unroll, units = bool(layer.go_backwards), bool(layer.unroll), cell.units
+    zeroed = bool(getattr(layer, "zero_output_for_mask", False))
+    variables = layer.get_weights()
+    if kind == "SimpleRNN":
+        activation = resolve(layer, cell.activation)
+        sequences = bool(layer.return_sequences)
+        weights = dict(zip((f"{prefix}/kernel", f"{prefix}/recurrent_kernel", f"{prefix}/bias"), variables))
+
+        def run(ops, p, x, mask):
+            return simple_rnn(ops, p, x, prefix, activation, mask, backwards, sequences, unroll, zeroed)
+
+        return weights, run
+    _require(layer, getattr(cell.activation, "__name__", "") == "tanh", "an activation other than tanh")
+    _require(layer, getattr(cell.recurrent_activation, "__name__", "") == "sigmoid",
+             "a recurrent_activation other than sigmoid")
+    _require(layer, getattr(cell, "reset_after", True), "reset_after=False")
+    run_loop = layers.lstm if kind == "LSTM" else layers.gru
+    weights = dict(zip((f"{prefix}/kernel", f"{prefix}/recurrent", f"{prefix}/bias"), variables))
+
+    steps = shape[1]
+    _require(layer, steps is not None, "a sequence length unknown when the model was built")
+
+    def run(ops, p, x, mask):
+        if backwards:  # Keras reads the steps (and the mask) last to first
+            x, mask = ops.flip(x, axis=1), None if mask is None else ops.flip(mask, axis=1)
+        h = run_loop(ops, p, x, steps=steps, units=units, prefix=prefix, mask=mask, unroll=unroll)
+        return h if mask is None or not zeroed else h * ops.expand_dims(ops.cast(mask[:, steps - 1], ops.dtype), -1)
+
+    return weights, run
+
+
+def simple_rnn(ops, p, x, prefix: str, activation, mask=None, go_backwards: bool = False,
+               return_sequences: bool = False, unroll: bool = False, zero_output_for_mask: bool = False):
+    """Keras' ``SimpleRNN``: ``h_t = activation(x_t W + b + h_{t-1} U)`` from ``h_0 = 0`` over ``x``
+    (``[batch, time, features]``); the last output, or every step's (``[batch, time, units]``, in the order the
+    steps were read). At a masked step ``h`` stays as it was, and so does the output (0 with
+    ``zero_output_for_mask``)."""
+    kernel, recurrent, bias = (p[f"{prefix}/{k}"] for k in ("kernel", "recurrent_kernel", "bias"))
+    inputs = ops.transpose(ops.matmul(x, kernel) + bias, (1, 0, 2))
+    keep = None if mask is None else ops.expand_dims(ops.transpose(ops.cast(mask, ops.dtype)), -1)
+    if go_backwards:
+        inputs, keep = ops.flip(inputs, axis=0), None if keep is None else ops.flip(keep, axis=0)
+
+    def step(state, xs):
+        h, _ = state
+        z, k = xs
+        new = activation(ops, z + ops.matmul(h, recurrent))
+        h = new if k is None else h + k * (new - h)
+        out = h if k is None or not zero_output_for_mask else k * h
+        return (h, out), out if return_sequences else None
+
+    zeros = ops.zeros_like(inputs[0, :, :ops.shape(recurrent)[0]])
+    (_, last), outputs = ops.scan(step, (zeros, zeros), (inputs, keep), unroll=unroll)
+    return ops.transpose(outputs, (1, 0, 2)) if return_sequences else last
+
+
+def _recurrent(layer, shape):
+    weights, run = _checked(layer, layer.name, shape)
+    sequences = bool(getattr(layer, "return_sequences", False))
+    return weights, lambda ops, p, x, mask: (run(ops, p, x, mask), mask if sequences else None)
+
+
+#: Keras' Bidirectional merge modes and how they combine the forward and backward outputs.
+MERGES = {"concat": lambda ops, f, b: ops.concatenate([f, b], axis=-1), "sum": lambda ops, f, b: f + b,
+          "ave": lambda ops, f, b: (f + b) / 2.0, "mul": lambda ops, f, b: f * b}
+
+
+def _bidirectional(layer, shape):
+    """Keras' ``Bidirectional``: its forward layer on the steps in order, its backward layer on them last to first
+    (with ``return_sequences``, its outputs flipped back into step order), merged."""
+    from toolkit.nn.keras_import import check_config
+
+    _require(layer, layer.merge_mode in MERGES, f"merge_mode={layer.merge_mode!r}")
+    forward_layer, backward_layer = layer.forward_layer, layer.backward_layer
+    for inner in (forward_layer, backward_layer):
+        check_config(inner)
+        _require(layer, getattr(inner, "activity_regularizer", None) is None, "an activity_regularizer inside")
+    forward, run_forward = _checked(forward_layer, f"{layer.name}/forward", shape)
+    backward, run_backward = _checked(backward_layer, f"{layer.name}/backward", shape)
+    ids = {id(v) for v in forward_layer.weights}
+    ordered = iter(forward.items()), iter(backward.items())
+    # the wrapper's weights in Keras' order (layer.weights), each from its own layer
+    weights = dict(next(ordered[0] if id(v) in ids else ordered[1]) for v in layer.weights)
+    merge, sequences = MERGES[layer.merge_mode], bool(forward_layer.return_sequences)
+
+    def step(ops, p, x, mask):
+        f, b = run_forward(ops, p, x, mask), run_backward(ops, p, x, mask)
+        b = ops.flip(b, axis=1) if sequences else b
+        return merge(ops, f, b), mask if sequences else None
+
+    return weights, step
+
+
+def _time_distributed(call: _Call):
+    """Keras' ``TimeDistributed(layer)``: the inner layer on every step, as one batch of ``batch * steps``."""
+    from toolkit.nn.keras_import import _translator, check_config
+
+    layer = call.layer
+    inner, first = layer.layer, next(iter(call.arguments))
+    _require(layer, isinstance(call.arguments[first], _Slot) and set(call.arguments) <= {first, "training", "mask"},
+             "calling it with anything but one tensor")
+    _require(layer, not call.masked, "masked inputs (a Keras mask reaching it)")
+    _require(layer, getattr(inner, "activity_regularizer", None) is None, "an activity_regularizer inside")
+    check_config(inner)
+    steps, rest = call.shape[1], tuple(call.shape[2:])
+    _require(layer, steps is not None, "a number of steps unknown when the model was built")
+    inner_first = next(iter(__import__("inspect").signature(inner.call).parameters))
+    weights, apply = _translator(inner)(_Call(inner, (None, *rest), {inner_first: _Slot(0)}))
+
+    def run(ops, p, args):
+        x = args[first].value
+        y = apply(ops, p, {inner_first: Flow(ops.reshape(x, (-1, *rest)), None)}).value
+        return Flow(ops.reshape(y, (-1, steps, *ops.shape(y)[1:])), None)
+
+    return weights, run
+
+
+#: Keras layer class names and their translators.
+LAYERS = {**{name: _unary(_recurrent) for name in ("SimpleRNN", "LSTM", "GRU")},
+          "Bidirectional": _unary(_bidirectional), "TimeDistributed": _time_distributed}
+
+_RECURRENT = frozenset({"units", "activation", "recurrent_activation", "use_bias", "return_sequences",
+                        "return_state", "go_backwards", "stateful", "unroll", "dropout", "recurrent_dropout",
+                        "zero_output_for_mask"})
+#: The constructor arguments each translator reads (see :data:`toolkit.nn.keras_layers.OPTIONS`). The wrappers'
+#: inner layers are checked as layers of their own.
+OPTIONS: dict[str, frozenset] = {
+    "SimpleRNN": _RECURRENT - {"recurrent_activation"}, "LSTM": _RECURRENT, "GRU": _RECURRENT | {"reset_after"},
+    "Bidirectional": frozenset({"layer", "backward_layer", "merge_mode"}), "TimeDistributed": frozenset({"layer"}),
+}
