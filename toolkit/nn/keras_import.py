@@ -50,7 +50,7 @@ from typing import Any
 import numpy as np
 
 from toolkit.errors import KerasImportError
-from toolkit.nn import context, keras_graph, keras_losses, keras_outputs
+from toolkit.nn import context, keras_graph, keras_losses
 from toolkit.nn.keras_activations import ACTIVATIONS
 from toolkit.nn.keras_base import Flow, _MaskOf, _Slot
 from toolkit.nn.keras_graph import graph as _graph
@@ -250,9 +250,7 @@ def from_keras(keras_model, loss: Any = None, name: str | None = None) -> Model:
             penalties += settings.penalties
             seen.add(id(call.layer))
         program.append((apply, call.arguments, settings.activity))
-    score = (keras_outputs.compiled_loss if isinstance(output, list) else keras_losses.compiled_loss)(keras_model,
-                                                                                                      loss)
-    inputs = keras_outputs.arrange(keras_outputs.input_names(keras_model))
+    score = keras_losses.compiled_loss(keras_model, loss)
     initial = _copied(params)
     penalized = bool(penalties) or any(activity is not None for _, _, activity in program)
     handover = _Handover()
@@ -261,7 +259,7 @@ def from_keras(keras_model, loss: Any = None, name: str | None = None) -> Model:
         return _copied(initial)
 
     def forward(ops, p, x):
-        flows, penalty = [Flow(value, None) for value in inputs(x)], 0.0
+        flows, penalty = [Flow(x, None)], 0.0
         for apply, arguments, activity in program:
             flows.append(apply(ops, p, _fill(arguments, flows)))
             if activity is not None and ops.training:
@@ -270,7 +268,7 @@ def from_keras(keras_model, loss: Any = None, name: str | None = None) -> Model:
             for key, l1, l2 in penalties:
                 penalty = penalty + _penalty(ops, p[key], l1, l2)
             handover.give(penalty)
-        return [flows[i].value for i in output] if isinstance(output, list) else flows[output].value
+        return flows[output].value
 
     def loss_fn(ops, outputs, y):
         losses = score(ops, outputs, y)
