@@ -95,18 +95,24 @@ class TensorFlowOps(TensorFlowElementwiseOps, TensorFlowShapeOps, TensorFlowMath
             return [part for y in ys for part in _parts(each(y, lambda part: next(arrays).write(order(t), part)))]
 
         carry, first = step(init, at(0))
+        if any(isinstance(c, Replicated) and not isinstance(i, Replicated) for c, i in zip(carry, init)):
+            # A constant init (ctc_loss's) mixed with per-replica values becomes per replica: start from one copy of
+            # it per replica, so that every iteration (this first one too) carries and outputs the same kinds.
+            init = [Replicated([i] * len(c.values)) if isinstance(c, Replicated) and not isinstance(i, Replicated)
+                    else i for c, i in zip(carry, init)]
+            carry, first = step(init, at(0))
         arrays = write([tf.TensorArray(part.dtype, size=length, element_shape=part.shape)
                         for y in first for part in _parts(y)], 0, first)
 
         def body(t, carry_parts, arrays):
-            carry, ys = step(_rebuilt(init, carry_parts), at(t))
-            return t + 1, [part for c in carry for part in _parts(c)], write(arrays, t, ys)
+            found, ys = step(_rebuilt(carry, carry_parts), at(t))
+            return t + 1, [part for c in found for part in _parts(c)], write(arrays, t, ys)
 
         _, carry_parts, arrays = tf.while_loop(
             lambda t, *_: t < length, body, (tf.constant(1), [part for c in carry for part in _parts(c)], arrays),
             parallel_iterations=1, maximum_iterations=length - 1)
         arrays = iter(arrays)
-        return _rebuilt(init, carry_parts), [each(y, lambda _: next(arrays).stack()) for y in first]
+        return _rebuilt(carry, carry_parts), [each(y, lambda _: next(arrays).stack()) for y in first]
 
     def all_finite(self, xs):
         return tf.reduce_all([tf.reduce_all(tf.math.is_finite(x)) for x in xs])

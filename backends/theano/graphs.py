@@ -31,6 +31,7 @@ log_softmax = imported("tensor.special", "log_softmax")
 softmax = imported("tensor.special", "softmax")
 TensorVariable = imported("tensor.var", "TensorVariable")
 zero_grad = imported("gradient", "zero_grad")
+disconnected_grad = imported("gradient", "disconnected_grad")
 #: The real dtypes the engine's tensors can hold (no float8 or bfloat16: a cast to one is refused, not a KeyError).
 ENGINE_DTYPES = frozenset(t.dtype for t in imported("scalar.basic", "all_types") if not t.dtype.startswith("complex"))
 
@@ -97,7 +98,15 @@ def first_unless(beats, x1, x2):
     take = beats(x2, x1)
     if x2.dtype.startswith("float"):
         take = tt.or_(take, tt.isnan(x2))
-    return tt.switch(take, x2, x1)
+    return select(take, x2, x1)
+
+
+def select(condition, x1, x2):
+    """``tt.switch``; an integer or boolean result has no gradient path (disconnected): Aesara's scalar switch gives
+    its discrete branches the Python float 0.0 as gradient, which breaks differentiating any graph it is in (an
+    integer index clipped inside a model: AttributeError 'float' object has no attribute 'type'; PyTensor fixed it)."""
+    out = tt.switch(condition, x1, x2)
+    return out if out.dtype.startswith(("float", "complex")) else disconnected_grad(out)
 
 
 class JaxOp(Op):

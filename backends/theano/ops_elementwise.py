@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .graphs import first_unless, floor_divide, log_softmax, softmax, true_divide, tt
+from .graphs import first_unless, floor_divide, log_softmax, select, softmax, true_divide, tt
 
 
 class TheanoElementwiseOps:
@@ -73,7 +73,7 @@ class TheanoElementwiseOps:
         return tt.invert(x)
 
     def _where(self, condition, x1, x2):
-        return tt.switch(condition, x1, x2)
+        return select(condition, x1, x2)
 
     def relu(self, x):
         # switch, not maximum: maximum's gradient at x == 0 is not the 0 TensorFlow uses; x <= 0, not x > 0, so that

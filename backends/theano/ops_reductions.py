@@ -97,7 +97,7 @@ def _segment_function(reduction: str, num_segments: int):
     """The segment reduction as a JAX function of ``(data, ids)``: ids outside ``[0, num_segments)`` go to one
     extra segment, dropped; an empty segment of max/min holds -inf/+inf for floats (JAX's, Keras' on JAX and
     NumPy), the dtype's lowest/highest value for integers."""
-    reduce = {"sum": jax.ops.segment_sum, "prod": jax.ops.segment_prod, "max": jax.ops.segment_max,
+    reduce = {"sum": jax.ops.segment_sum, "prod": _segment_prod, "max": jax.ops.segment_max,
               "min": jax.ops.segment_min}[reduction]
 
     def segments(data, ids):
@@ -115,6 +115,15 @@ def _segment_function(reduction: str, num_segments: int):
         return found
 
     return segments
+
+
+def _segment_prod(data, ids, num_segments: int):
+    """``jax.ops.segment_prod``'s values as a product over each segment's rows picked by a one-hot mask (``[segments,
+    rows, ...]``): JAX differentiates ``prod`` (exactly at zeros too), while ``segment_prod``'s scatter-multiply has no
+    gradient where ids repeat (NotImplementedError: scatter_mul gradients)."""
+    jnp = jax.numpy
+    member = (ids[None, :] == jnp.arange(num_segments)[:, None]).reshape((num_segments, -1) + (1,) * (data.ndim - 1))
+    return jnp.prod(jnp.where(member, data[None], jnp.ones((), data.dtype)), axis=1)
 
 
 class _SegmentReduce(JaxOp):
