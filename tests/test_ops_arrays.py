@@ -1,6 +1,6 @@
 """The array ops (:mod:`toolkit.nn.ops_arrays`): creation, shapes and indexing, on every backend against NumPy in
-float32 and float64 (NaN, infinities, empty arrays, integers and booleans included), their gradients by central
-differences and across backends, their typed refusals, and the same calls on ``keras.ops`` where Keras is installed.
+float32 and float64 (NaN, infinities, empty arrays, integers and booleans included), their typed refusals, and the
+same calls on ``keras.ops`` where Keras is installed (their gradients: tests/test_ops_gradients.py).
 
 Each backend compiles few functions: one function computes every case (a dict of results, compared entry by entry,
 the message naming the op)."""
@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import toolkit
-from tests.conftest import MAX_DEVICES, THEANO, needs_all_backends
-from tests.op_checks import FLOAT32_RTOL, FLOAT64_RTOL, check_gradients, gradients, run
+from tests.conftest import MAX_DEVICES
+from tests.op_checks import FLOAT32_RTOL, FLOAT64_RTOL, gradients, run
 from toolkit.errors import ArgumentError, ComputeError, DTypeError, ShapeError
 
 RNG = np.random.default_rng(11)
@@ -210,47 +210,6 @@ def test_creation_ops_are_numpys_constants(backend, dtype):
     out = run(backend, fn, {"x": np.zeros((2, 3))}, dtype)
     for name, (_, expected) in CREATION.items():
         _compare(name, out[name], expected, dtype)
-
-
-def _differentiable(ops, m, t, v):
-    """Every differentiable array op once, joined into one vector: one gradient check covers them all."""
-    parts = [ops.tril(t, -1), ops.triu(m, 1), ops.diag(v, 1), ops.diag(m, -1), ops.diagflat(m[:2, :2]),
-             ops.diagonal(t, 1, 2, 1), ops.trace(t, axis1=1, axis2=2), ops.vander(v, 4), ops.flip(t, (0, 2)),
-             ops.rot90(m), ops.roll(t, 5, axis=2), ops.roll(m, ops.array(1), axis=1), ops.swapaxes(t, 0, 2),
-             ops.moveaxis(t, 0, -1), *ops.split(m, [1, 3], axis=1), *ops.array_split(v, 2),
-             *ops.unstack(t, axis=2), ops.hstack([m, m]), ops.vstack([v, v]), ops.dstack([m, m]),
-             ops.append(m, v), ops.tile(m, [2, 1, 2]), ops.repeat(t, 2, axis=1), ops.repeat(v, [0, 1, 2, 0, 3]),
-             ops.diff(t, 2, 1), ops.select([v > 0], [v * v], v), ops.full_like(m, v[:4]), *ops.meshgrid(v, m[0]),
-             ops.linspace(v[:2], m[0, :2], 4), ops.geomspace(1.0 + v * v, 2.0 + v * v, 3), ops.copy(m)]
-    return ops.concatenate([ops.ravel(p) for p in parts])
-
-
-def _differentiable_numpy(m, t, v):
-    parts = [np.tril(t, -1), np.triu(m, 1), np.diag(v, 1), np.diag(m, -1), np.diagflat(m[:2, :2]),
-             np.diagonal(t, 1, 2, 1), np.trace(t, axis1=1, axis2=2), np.vander(v, 4), np.flip(t, (0, 2)),
-             np.rot90(m), np.roll(t, 5, axis=2), np.roll(m, 1, axis=1), np.swapaxes(t, 0, 2),
-             np.moveaxis(t, 0, -1), *np.split(m, [1, 3], axis=1), *np.array_split(v, 2),
-             *np.moveaxis(t, 2, 0), np.hstack([m, m]), np.vstack([v, v]), np.dstack([m, m]),
-             np.append(m, v), np.tile(m, [2, 1, 2]), np.repeat(t, 2, axis=1), np.repeat(v, [0, 1, 2, 0, 3]),
-             np.diff(t, 2, 1), np.select([v > 0], [v * v], v), np.full_like(m, v[:4]), *np.meshgrid(v, m[0]),
-             np.linspace(v[:2], m[0, :2], 4), np.geomspace(1.0 + v * v, 2.0 + v * v, 3), np.copy(m)]
-    return np.concatenate([np.ravel(p) for p in parts])
-
-
-GRADIENT_INPUTS = {"m": RNG.normal(size=(3, 4)), "t": RNG.normal(size=(2, 3, 4)),
-                   "v": np.array([0.7, -1.3, 0.4, 2.1, -0.5])}
-
-
-def test_array_op_gradients_equal_central_differences(backend_name):
-    check_gradients(backend_name, _differentiable, _differentiable_numpy, GRADIENT_INPUTS)
-
-
-@needs_all_backends
-def test_array_op_gradients_agree_across_backends():
-    weights = np.random.default_rng(3).normal(size=_differentiable_numpy(**GRADIENT_INPUTS).shape)
-    found = [gradients(name, _differentiable, GRADIENT_INPUTS, weights) for name in ("tensorflow", THEANO)]
-    for name in GRADIENT_INPUTS:
-        np.testing.assert_allclose(found[0][name], found[1][name], rtol=1e-12, atol=1e-12, err_msg=name)
 
 
 REFUSALS = {

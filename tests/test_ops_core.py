@@ -1,7 +1,7 @@
 """``keras.ops.core`` (control flow, slices, scatters, casts) and the signatures and corners of the basic ops
 (softmax over several axes, pad's modes, reductions' dtypes and ``initial``, one_hot's axis, shapes): values against
-NumPy on every backend in float32 and float64, gradients by central differences and across backends, the typed
-refusals, and a sample against ``keras.ops`` itself. Each backend compiles one function per table, not one per op."""
+NumPy on every backend in float32 and float64, the typed refusals, and a sample against ``keras.ops`` itself (their
+gradients: tests/test_ops_gradients.py). Each backend compiles one function per table, not one per op."""
 
 from __future__ import annotations
 
@@ -13,10 +13,8 @@ import numpy as np
 import pytest
 
 import toolkit
-from tests.conftest import THEANO, needs_all_backends
-from tests.op_checks import FLOAT32_RTOL, FLOAT64_RTOL, check_gradients, gradients, run
+from tests.op_checks import FLOAT32_RTOL, FLOAT64_RTOL, gradients, run
 from toolkit.errors import ArgumentError
-from toolkit.tolerances import FLOAT64_ATOL
 
 RNG = np.random.default_rng(11)
 INPUTS = {
@@ -226,49 +224,6 @@ def test_non_finite_values_and_float16_statistics_are_numpys(backend):
     assert mean.dtype == variance.dtype == np.float16
     np.testing.assert_array_equal([mean, variance], [0.0, 65504.0])
     assert found["mean"].dtype == np.float16 and found["mean"] == np.float16(60000.0)
-
-
-# Differentiable ops of both tables, in four compiled functions per backend (each a flat vector of results).
-GRADIENT_GROUPS = {
-    "softmax_pad": ["softmax_all", "softmax_tuple", "log_softmax_tuple", "pad_constant", "pad_reflect"],
-    "shapes": ["pad_edge_wrap", "max_initial", "transpose_negative", "concatenate_flat", "take_flat"],
-    "slices": ["slice", "slice_dynamic", "slice_update", "slice_update_dynamic", "scatter", "scatter_update_add"],
-    "control": ["cond", "switch", "fori_loop", "while_loop", "map", "vectorized_map", "associative_scan_reverse",
-                "associative_scan_pairs"],
-}
-
-
-def _group(name: str):
-    cases = {**BASIC, **CORE}
-    names = sorted({n for case in GRADIENT_GROUPS[name] for n in _arguments(cases[case][0])})
-
-    def fn(ops, **t):
-        return ops.concatenate([ops.reshape(cases[c][0](ops, **{n: t[n] for n in _arguments(cases[c][0])}), (-1,))
-                                for c in GRADIENT_GROUPS[name]], axis=0)
-
-    def reference(**t):
-        return np.concatenate([np.reshape(cases[c][1](**{n: t[n] for n in _arguments(cases[c][0])}), -1)
-                               for c in GRADIENT_GROUPS[name]])
-
-    return fn, reference, {n: INPUTS[n] for n in names}
-
-
-@pytest.mark.parametrize("group", list(GRADIENT_GROUPS))
-def test_gradients_match_central_differences(backend_name, group):
-    fn, reference, inputs = _group(group)
-    check_gradients(backend_name, fn, reference, inputs)
-
-
-@pytest.mark.parity
-@needs_all_backends
-@pytest.mark.parametrize("group", list(GRADIENT_GROUPS))
-def test_gradients_agree_across_backends(group):
-    fn, reference, inputs = _group(group)
-    weights = np.random.default_rng(3).normal(size=reference(**inputs).shape)
-    tf_grads = gradients("tensorflow", fn, inputs, weights)
-    theano_grads = gradients(THEANO, fn, inputs, weights)
-    for name in tf_grads:
-        np.testing.assert_allclose(tf_grads[name], theano_grads[name], rtol=0, atol=FLOAT64_ATOL, err_msg=name)
 
 
 REFUSALS = [

@@ -1,6 +1,6 @@
 """Products and linear algebra (:mod:`toolkit.nn.ops_linalg`) on every backend: values against NumPy in float32 and
-float64 (NaN, infinities, empty axes, integer and boolean operands), gradients by central differences, the same
-gradients on TensorFlow and the Theano family, typed refusals, and a sample against ``keras.ops`` itself.
+float64 (NaN, infinities, empty axes, integer and boolean operands), typed refusals, and a sample against
+``keras.ops`` itself (their gradients: tests/test_ops_gradients.py).
 
 Each test builds one function of many ops (a dict of results), so a backend compiles a few graphs, not one per op.
 """
@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import toolkit
-from tests.conftest import PARITY, needs_all_backends
-from tests.op_checks import FLOAT32_RTOL, FLOAT64_RTOL, check_gradients, gradients, run
+from tests.conftest import PARITY
+from tests.op_checks import FLOAT32_RTOL, FLOAT64_RTOL, run
 
 #: Decompositions of float32 matrices lose more than a few roundings (condition numbers of ~10 here).
 LINALG_FLOAT32_RTOL = 2e-4
@@ -256,79 +256,6 @@ def test_integer_boolean_and_empty_operands(backend):
         got = np.asarray(results[name])
         assert (got.shape, got.dtype) == (want.shape, want.dtype), (name, got.shape, got.dtype, want.shape, want.dtype)
         np.testing.assert_allclose(got, want, rtol=FLOAT64_RTOL, err_msg=name)
-
-
-def _flat(o, parts):
-    return o.concatenate([o.reshape(p, (-1,)) for p in parts], axis=0)
-
-
-def _product_parts(o, x, y, w, v):
-    return [o.einsum("ijk,lkj->il", x, y), o.einsum("iij->ji", o.reshape(x, (2, 2, 6))), o.tensordot(x, y, axes=[0, 0]),
-            o.dot(x, y[0]), o.vdot(x, o.transpose(y, (0, 2, 1))), o.inner(x, y[:, :, 0]), o.outer(w, v),
-            o.kron(w, x[0]), o.cross(x[..., :3], y[:, :3, :3]), o.cross(x[..., :2], y[:, :3, :]),
-            o.correlate(v, w, "same"), o.correlate(w, v, "full"), o.trapezoid(x, x=o.exp(x)), o.trapezoid(y, dx=0.5),
-            o.cdist(x, o.transpose(y, (0, 2, 1))), o.einsum("bij,bjk,k->bi", x, y, w)]
-
-
-def _product_parts_reference(x, y, w, v):
-    return [np.einsum("ijk,lkj->il", x, y), np.einsum("iij->ji", x.reshape(2, 2, 6)), np.tensordot(x, y, axes=[0, 0]),
-            np.dot(x, y[0]), np.vdot(x, np.transpose(y, (0, 2, 1))), np.inner(x, y[:, :, 0]), np.outer(w, v),
-            np.kron(w, x[0]), np.cross(x[..., :3], y[:, :3, :3]), _cross(x[..., :2], y[:, :3, :]),
-            np.correlate(v, w, "same"), np.correlate(w, v, "full"), trapz(x, x=np.exp(x)), trapz(y, dx=0.5),
-            np.sqrt(np.sum((x[:, :, None] - np.transpose(y, (0, 2, 1))[:, None]) ** 2, axis=-1)),
-            np.einsum("bij,bjk,k->bi", x, y, w)]
-
-
-def _linalg_parts(o, a, spd, b, m):
-    u, s, vh = o.svd(m, full_matrices=False)
-    q, r = o.qr(m)
-    w, vecs = o.eigh(spd)
-    return [o.det(a), o.inv(a), o.slogdet(a)[1], o.logdet(spd), o.solve(a, b), o.solve_triangular(a, b, lower=True),
-            o.cholesky(spd), o.cholesky(spd, upper=True), s, o.matmul(u * s[None, :], vh), o.matmul(q, r), o.abs(r), w,
-            o.abs(vecs), o.lstsq(m, o.exp(m)), o.norm(m), o.norm(m, "nuc"), o.norm(m, 2), o.norm(m, -2),
-            o.norm(m, 1), o.norm(m, np.inf), o.norm(a, 3, axis=1)]
-
-
-def _linalg_parts_reference(a, spd, b, m):
-    s = np.linalg.svd(m, compute_uv=False)
-    w, vecs = np.linalg.eigh(spd)
-    return [np.linalg.det(a), np.linalg.inv(a), np.linalg.slogdet(a)[1], np.linalg.slogdet(spd)[1],
-            np.linalg.solve(a, b), np.linalg.solve(np.tril(a), b), np.linalg.cholesky(spd),
-            np.swapaxes(np.linalg.cholesky(spd), -1, -2), s, m, m, np.abs(np.linalg.qr(m)[1]), w, np.abs(vecs),
-            np.linalg.lstsq(m, np.exp(m), rcond=None)[0], np.linalg.norm(m), np.linalg.norm(m, "nuc"),
-            np.linalg.norm(m, 2), np.linalg.norm(m, -2), np.linalg.norm(m, 1), np.linalg.norm(m, np.inf),
-            np.linalg.norm(a, 3, axis=1)]
-
-
-PRODUCT_INPUTS = {"x": X, "y": Y, "w": W, "v": V}
-LINALG_INPUTS = {"a": A, "spd": SPD, "b": B, "m": M}
-
-
-def _flat_reference(parts):
-    return lambda **inputs: np.concatenate([np.reshape(p, -1) for p in parts(**inputs)])
-
-
-def test_product_gradients(backend_name):
-    check_gradients(backend_name, lambda o, **t: _flat(o, _product_parts(o, **t)),
-                    _flat_reference(_product_parts_reference), PRODUCT_INPUTS)
-
-
-def test_linear_algebra_gradients(backend_name):
-    """Gradients of the decompositions, through their sign-free parts (singular values, eigenvalues, |Q R|...)."""
-    check_gradients(backend_name, lambda o, **t: _flat(o, _linalg_parts(o, **t)),
-                    _flat_reference(_linalg_parts_reference), LINALG_INPUTS)
-
-
-@pytest.mark.parity
-@needs_all_backends
-def test_gradients_agree_across_backends():
-    for parts, reference, inputs in ((_product_parts, _product_parts_reference, PRODUCT_INPUTS),
-                                     (_linalg_parts, _linalg_parts_reference, LINALG_INPUTS)):
-        weights = np.random.default_rng(3).normal(size=_flat_reference(reference)(**inputs).shape)
-        found = [gradients(name, lambda o, parts=parts, **t: _flat(o, parts(o, **t)), inputs, weights)
-                 for name in PARITY]
-        for name in inputs:
-            np.testing.assert_allclose(found[0][name], found[1][name], rtol=1e-9, atol=1e-12, err_msg=name)
 
 
 @pytest.mark.parametrize("call, error", [

@@ -1,13 +1,12 @@
 """The elementwise math ops (:mod:`toolkit.nn.ops_math`) against NumPy and SciPy on every backend: values in float32
 and float64 on a table with NaN, ±inf and signed zeros, integer and boolean inputs, empty arrays, Keras' call forms
-(Python numbers and lists), gradients against central differences, gradients across backends, typed refusals, and a
-sample of the references checked against ``keras.ops`` itself.
+(Python numbers and lists), typed refusals, and a sample of the references checked against ``keras.ops`` itself
+(their gradients: tests/test_ops_gradients.py).
 
 Each test builds one function that returns every op's result in a dict, so each backend compiles once per test."""
 
 from __future__ import annotations
 
-import functools
 import importlib.util
 
 import numpy as np
@@ -15,8 +14,7 @@ import pytest
 import scipy.special
 
 import toolkit
-from tests.conftest import PARITY, needs_all_backends
-from tests.op_checks import FLOAT32_RTOL, FLOAT64_RTOL, GRADIENT_ATOL, GRADIENT_RTOL, gradients, run
+from tests.op_checks import FLOAT32_RTOL, FLOAT64_RTOL, run
 
 NAN, INF = float("nan"), float("inf")
 #: Values every float op sees: NaN, ±inf, signed zeros, halves (rounding ties), the edges of arccos/arctanh.
@@ -167,90 +165,6 @@ def test_integer_and_boolean_inputs_match_numpy(backend):
             value = np.asarray(reference(inputs))
             expected[name] = value.astype(dtype) if dtype else value
     _check(result, expected, "float64")
-
-
-# name -> (the toolkit's op, the NumPy reference, its inputs): every differentiable op, at points away from kinks,
-# with the corners whose gradient is defined by a convention (sinc at 0, logaddexp at a tie, divide_no_nan by 0).
-P = np.array([0.3, -0.6, 0.75, -0.2])
-Q = np.array([1.3, 0.4, -0.5, 2.2])
-ABOVE_ONE = np.array([1.2, 2.5, 4.0, 1.7])
-GRADIENT_CASES = {
-    **{name: (lambda o, x, name=name: getattr(o, name)(x), UNARY[name], {"x": P})
-       for name in ("arccos", "arcsin", "arcsinh", "arctan", "arctanh", "cosh", "sinh", "tan", "expm1", "log1p",
-                    "erfc", "erfinv", "i0", "floor", "ceil", "round", "trunc", "sign", "cbrt", "exp2", "deg2rad",
-                    "rad2deg", "reciprocal", "fabs", "absolute", "nan_to_num", "angle", "real", "imag", "conj")},
-    **{name: (lambda o, x, name=name: getattr(o, name)(x), UNARY[name], {"x": ABOVE_ONE})
-       for name in ("arccosh", "log2", "log10", "rsqrt")},
-    **{name: (lambda o, x, y, name=name: getattr(o, name)(x, y), BINARY[name], {"x": P, "y": Q})
-       for name in ("arctan2", "hypot", "fmax", "fmin", "fmod", "logaddexp", "logaddexp2", "true_divide",
-                    "divide_no_nan", "nextafter")},
-    "sinc": (lambda o, x: o.sinc(x), np.sinc, {"x": np.array([0.0, 0.3, -1.7, 2.2])}),
-    "logaddexp_tie": (lambda o, x, y: o.logaddexp(x, y), np.logaddexp, {"x": P, "y": P.copy()}),
-    # Keras' convention: no gradient through a zero denominator (the reference is 0 near one, as the op is at it).
-    "divide_no_nan_zero": (lambda o, x, y: o.divide_no_nan(x, y), lambda x, y: np.where(np.abs(y) < 1e-3, 0.0, x / y),
-                           {"x": np.array([1.0, 2.0, -0.5]), "y": np.array([0.0, 2.0, 0.0])}),
-    # The step's gradient for x is 0, also at 0 (the reference is flat around it), where y's is 1.
-    "heaviside": (lambda o, x, y: o.heaviside(x, y), lambda x, y: np.where(np.abs(x) < 1e-3, y, np.heaviside(x, y)),
-                  {"x": np.array([0.0, -0.3, 0.7]), "y": Q[:3]}),
-    "round_decimals": (lambda o, x: o.round(x, 2), lambda x: np.round(x, 2), {"x": P * 0.37}),
-    "ldexp": (lambda o, x: o.ldexp(x, np.array([2, -1, 0, 3], np.int32)),
-              lambda x: np.ldexp(x, np.array([2, -1, 0, 3])), {"x": P}),
-}
-DIFFERENCE_STEP = 1e-6
-
-
-def _gradient_inputs() -> dict[str, np.ndarray]:
-    return {f"{case}.{arg}": value for case, (_, _, args) in GRADIENT_CASES.items() for arg, value in args.items()}
-
-
-def _all_ops(o, **t):
-    """Every gradient case's output, flattened and joined: one compiled gradient covers them all."""
-    outputs = []
-    for case, (fn, _, args) in GRADIENT_CASES.items():
-        outputs.append(o.reshape(fn(o, *(t[f"{case}.{arg}"] for arg in args)), (-1,)))
-    return o.concatenate(outputs, axis=0)
-
-
-def _weights() -> np.ndarray:
-    sizes = sum(np.size(reference(*args.values())) for _, reference, args in GRADIENT_CASES.values())
-    return np.random.default_rng(3).normal(size=sizes)
-
-
-@functools.cache
-def _gradients(backend_name: str) -> dict[str, np.ndarray]:
-    """Every case's float64 gradients on a backend (one compiled gradient), computed once per test process."""
-    return gradients(backend_name, _all_ops, _gradient_inputs(), _weights())
-
-
-def test_gradients_match_central_differences(backend_name):
-    """The float64 gradient of every differentiable op (through a trainer) equals the central differences of the
-    NumPy reference, entry by entry (the ops are elementwise); piecewise-constant ops have gradient 0."""
-    weights = _weights()
-    grads = _gradients(backend_name)
-    offset = 0
-    for case, (_, reference, args) in GRADIENT_CASES.items():
-        size = np.size(reference(*args.values()))
-        w = weights[offset:offset + size].reshape(np.shape(reference(*args.values())))
-        offset += size
-        for arg, value in args.items():
-            numeric = np.zeros_like(value)
-            for index in np.ndindex(value.shape):
-                moved = [{**args}, {**args}]
-                for sign, values in zip((1.0, -1.0), moved):
-                    values[arg] = value.copy()
-                    values[arg][index] += sign * DIFFERENCE_STEP
-                numeric[index] = np.sum((reference(*moved[0].values()) - reference(*moved[1].values())) * w)
-            numeric /= 2 * DIFFERENCE_STEP
-            np.testing.assert_allclose(grads[f"{case}.{arg}"], numeric, rtol=GRADIENT_RTOL, atol=GRADIENT_ATOL,
-                                       err_msg=f"gradient of {case} for {arg}")
-
-
-@needs_all_backends
-def test_gradients_agree_across_backends():
-    """TensorFlow and the Theano-family backend give the same float64 gradients for every differentiable op."""
-    found = [_gradients(name) for name in PARITY]
-    for key in found[0]:
-        np.testing.assert_allclose(found[0][key], found[1][key], rtol=1e-12, atol=1e-14, err_msg=key)
 
 
 REFUSALS = {

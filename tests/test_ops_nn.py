@@ -1,7 +1,7 @@
 """The activations, losses and normalizations (toolkit/nn/ops_nn.py) against NumPy references on every backend:
-values in float32 and float64 (NaN, infinities, empty arrays, integer and boolean inputs), gradients by central
-differences in float64, JAX's gradients at the kinks, the same gradients on TensorFlow and the Theano family, Keras'
-values, and the typed refusals.
+values in float32 and float64 (NaN, infinities, empty arrays, integer and boolean inputs), JAX's gradients at the
+kinks on every backend, Keras' values, and the typed refusals (the gradients away from kinks:
+tests/test_ops_gradients.py).
 
 Each test runs many ops in one compiled function (a dict of results, compared entry by entry, the message naming
 the op): Aesara compiles every distinct graph.
@@ -17,8 +17,7 @@ import numpy as np
 import pytest
 
 import toolkit
-from tests.conftest import PARITY, needs_all_backends
-from tests.op_checks import FLOAT32_RTOL, FLOAT64_RTOL, GRADIENT_ATOL, GRADIENT_RTOL, gradients, run
+from tests.op_checks import FLOAT32_RTOL, FLOAT64_RTOL, gradients, run
 from toolkit.errors import ArgumentError, DTypeError, ShapeError
 from toolkit.nn.ops_nn import EPSILON, SELU_ALPHA, SELU_SCALE
 
@@ -134,26 +133,17 @@ def _per_input(names):
     return fn
 
 
-def test_activation_gradients(backend_name):
-    """The float64 gradient of every activation, entry by entry, equals NumPy's central differences away from the
-    kinks; at the kinks it is JAX's (KINKS)."""
-    names = list(ACTIVATIONS)
-    kink_points = np.array(sorted({x for points in KINKS.values() for x, _ in points}))
-    points = np.concatenate([SMOOTH, kink_points])
-    inputs = {name: points.copy() for name in names}
+def test_activation_gradients_at_kinks(backend_name):
+    """At the kinks every backend gives JAX's gradients (KINKS), where a central difference has no value to give
+    (away from the kinks, tests/test_ops_gradients.py checks every activation against central differences)."""
+    names = list(KINKS)
+    points = np.array(sorted({x for points in KINKS.values() for x, _ in points}))
     weights = np.random.default_rng(0).normal(size=(len(names), len(points)))
-    grads = gradients(backend_name, _per_input(names), inputs, weights)
-    step = 1e-6
+    grads = gradients(backend_name, _per_input(names), {name: points.copy() for name in names}, weights)
     for row, name in enumerate(names):
-        reference = ACTIVATIONS[name][1]
-        numeric = (reference(SMOOTH + step) - reference(SMOOTH - step)) / (2 * step) * weights[row, :len(SMOOTH)]
-        np.testing.assert_allclose(grads[name][:len(SMOOTH)], numeric, rtol=GRADIENT_RTOL, atol=GRADIENT_ATOL,
-                                   err_msg=name)
-        kinks = dict(KINKS.get(name, []))
-        for i, x in enumerate(kink_points):
-            if x in kinks:
-                assert grads[name][len(SMOOTH) + i] == pytest.approx(kinks[x] * weights[row, len(SMOOTH) + i],
-                                                                     rel=1e-12, abs=1e-15), (name, x)
+        for i, (x, expected) in enumerate((x, dict(KINKS[name]).get(x)) for x in points):
+            if expected is not None:
+                assert grads[name][i] == pytest.approx(expected * weights[row, i], rel=1e-12, abs=1e-15), (name, x)
 
 
 def test_kink_gradients_are_jax_ones():
@@ -339,65 +329,6 @@ def test_composite_edge_values(backend):
                 "sparsemax_nan": np.array([[0.25, np.nan, 0.75]])}
     for name, value in expected.items():
         _compare(out[name], value, "float64", name)
-
-
-def test_composite_gradients(backend_name):
-    """The float64 gradient of each differentiable composite, in a random direction per op, equals NumPy's central
-    difference (one trainer for all: each op gets its own copies of the inputs it reads)."""
-    floats = {n: v for n, v in INPUTS.items() if v.dtype.kind == "f"}
-    ints = {n: v for n, v in INPUTS.items() if n not in floats}
-    moved = {n: v + np.random.default_rng(7).normal(size=v.shape) for n, v in floats.items()}  # which inputs matter
-    used = {name: [n for n in floats if not np.array_equal(reference(INPUTS), reference({**INPUTS, n: moved[n]}))]
-            for name, (_, reference) in COMPOSITES.items()}
-    inputs = {f"{name}.{n}": INPUTS[n].copy() for name in COMPOSITES for n in used[name]}
-
-    def fn(ops, **t):
-        results = []
-        for name, (call, _) in COMPOSITES.items():
-            mine = {**ints, **{n: t.get(f"{name}.{n}", INPUTS[n]) for n in floats}}
-            results.append(ops.reshape(call(ops, mine), (-1,)))
-        return ops.concatenate(results)
-
-    sizes = [np.size(reference(INPUTS)) for _, reference in COMPOSITES.values()]
-    weights = np.random.default_rng(5).normal(size=sum(sizes))
-    grads = gradients(backend_name, fn, {**inputs, **ints}, weights)
-    rng, step, start = np.random.default_rng(6), 1e-6, 0
-    for (name, (_, reference)), size in zip(COMPOSITES.items(), sizes):
-        w = weights[start:start + size]
-        start += size
-        direction = {n: rng.normal(size=v.shape) for n, v in floats.items()}
-
-        moved = [{**ints, **{n: v + sign * step * direction[n] for n, v in floats.items()}} for sign in (1.0, -1.0)]
-        numeric = float(np.sum((np.reshape(reference(moved[0]), -1) - np.reshape(reference(moved[1]), -1)) * w)
-                        / (2 * step))
-        analytic = sum(float(np.sum(grads.get(f"{name}.{n}", 0.0) * direction[n])) for n in floats)
-        assert abs(analytic - numeric) <= GRADIENT_ATOL + GRADIENT_RTOL * abs(numeric), (name, analytic, numeric)
-
-
-@pytest.mark.parity
-@needs_all_backends
-def test_gradients_agree_across_backends():
-    """TensorFlow and the Theano family give the same float64 gradients of the activations (kinks included) and
-    of the composites."""
-    names = list(ACTIVATIONS)
-    points = np.concatenate([SMOOTH, [-3.0, -1.0, -0.5, 0.0, 0.5, 1.0, 3.0, 6.0]])
-    weights = np.random.default_rng(2).normal(size=(len(names), len(points)))
-    fn = _per_input(names)
-    results = [gradients(name, fn, {n: points.copy() for n in names}, weights) for name in PARITY]
-    for name in names:
-        np.testing.assert_allclose(results[0][name], results[1][name], rtol=1e-12, atol=1e-15, err_msg=name)
-    cases = ("bce_logits", "cce", "scce", "normalize_l3", "layer_norm", "batch_norm", "sparsemax_rows", "psnr",
-             "ctc_loss")
-    floats = {n: v for n, v in INPUTS.items() if v.dtype.kind == "f"}
-    ints = {n: v for n, v in INPUTS.items() if n not in floats}
-
-    def composites(ops, **t):
-        return ops.concatenate([ops.reshape(COMPOSITES[c][0](ops, t), (-1,)) for c in cases])
-
-    weights = np.random.default_rng(4).normal(size=sum(np.size(COMPOSITES[c][1](INPUTS)) for c in cases))
-    results = [gradients(name, composites, {**floats, **ints}, weights) for name in PARITY]
-    for n in floats:
-        np.testing.assert_allclose(results[0][n], results[1][n], rtol=1e-11, atol=1e-13, err_msg=n)
 
 
 def test_refusals(backend):

@@ -1,6 +1,7 @@
 """Reductions, sorting, quantiles, the nan* family, segments and searching (toolkit.nn.ops_reductions) against NumPy on
-every backend, float32 and float64, with NaN, infinities, -0.0, ties, empty arrays, integers and booleans; gradients
-by central differences; typed refusals; a sample against keras.ops itself.
+every backend, float32 and float64, with NaN, infinities, -0.0, ties, empty arrays, integers and booleans; no
+gradient for NaN entries; typed refusals; a sample against keras.ops itself (the gradients:
+tests/test_ops_gradients.py).
 
 One compiled function computes every value case on a backend (a dict of results, each compared and named), so the
 Theano family compiles a handful of graphs, not one per op.
@@ -14,8 +15,7 @@ import numpy as np
 import pytest
 
 import toolkit
-from tests.conftest import PARITY, needs_all_backends
-from tests.op_checks import FLOAT32_RTOL, FLOAT64_RTOL, check_gradients, gradients, run
+from tests.op_checks import FLOAT32_RTOL, FLOAT64_RTOL, gradients, run
 from toolkit.errors import ArgumentError, DTypeError, ShapeError
 
 _RNG = np.random.default_rng(7)
@@ -271,65 +271,16 @@ def test_negative_zero_and_ties_keep_their_order(backend):
 
 _HOLES = np.eye(3, 5, dtype=bool)
 
-#: Differentiable ops: (the op, NumPy's function, its inputs). Entries are distinct where the op sorts or picks.
-GRADIENT_CASES = {
-    "prod_with_zeros": (lambda o, x: o.prod(x, axis=1), lambda x: np.prod(x, axis=1),
-                        {"x": np.array([[1.5, 0.0, -2.0, 0.7], [0.0, 3.0, 0.0, 1.1], [0.9, -1.3, 2.2, 0.4]])}),
-    "var": (lambda o, x: o.var(x, axis=0), lambda x: np.var(x, axis=0), {"x": _RNG.normal(size=(4, 3))}),
-    "std": (lambda o, x: o.std(x, axis=(0, 1), keepdims=True), lambda x: np.std(x, axis=(0, 1), keepdims=True),
-            {"x": _RNG.normal(size=(4, 3))}),
-    "sort": (lambda o, x: o.sort(x, axis=0), lambda x: np.sort(x, axis=0), {"x": _RNG.normal(size=(5, 3))}),
-    "top_k": (lambda o, x: o.top_k(x, 2)[0], lambda x: np.sort(x, -1)[..., ::-1][..., :2],
-              {"x": _RNG.normal(size=(3, 5))}),
-    "cumprod_with_zeros": (lambda o, x: o.cumprod(x, axis=1), lambda x: np.cumprod(x, axis=1),
-                           {"x": np.array([[1.5, 0.0, -2.0, 0.7, 1.2], [0.8, 3.0, 0.0, 1.1, 0.0]])}),
-    "quantile": (lambda o, x: o.quantile(x, np.array([0.3, 0.5, 0.9]), axis=1),
-                 lambda x: np.quantile(x, [0.3, 0.5, 0.9], axis=1), {"x": _RNG.normal(size=(3, 6))}),
-    # NaN made inside the model (a trainer refuses NaN parameters): its entries get no gradient, the others theirs.
-    "nanvar": (lambda o, x: o.nanvar(o.where(_HOLES, np.nan, x), axis=1),
-               lambda x: np.nanvar(np.where(_HOLES, np.nan, x), axis=1), {"x": _RNG.normal(size=(3, 5))}),
-    "nanstd_nanmean": (lambda o, x: o.nanstd(o.where(_HOLES, np.nan, x)) + o.nanmean(o.where(_HOLES, np.nan, x), 0),
-                       lambda x: np.nanstd(np.where(_HOLES, np.nan, x)) + np.nanmean(np.where(_HOLES, np.nan, x), 0),
-                       {"x": _RNG.normal(size=(3, 5))}),
-    "segment_sum": (lambda o, x: o.segment_sum(x, np.array([1, 0, 1, -1, 2]), 3),
-                    lambda x: _SEGMENT_SUM(x, [1, 0, 1, -1, 2], 3), {"x": _RNG.normal(size=(5, 2))}),
-    "segment_max": (lambda o, x: o.segment_max(x, np.array([1, 0, 1, 1, 0]), 2),
-                    lambda x: _SEGMENT_MAX(x, [1, 0, 1, 1, 0], 2), {"x": _RNG.normal(size=(5, 2))}),
-    "average": (lambda o, x, w: o.average(x, axis=0, weights=w),
-                lambda x, w: np.average(x, axis=0, weights=w),
-                {"x": _RNG.normal(size=(4, 2)), "w": _RNG.uniform(0.5, 1.5, size=4)}),
-}
-
-
-def test_gradients_by_central_differences(backend_name):
-    failures = []
-    for name, (fn, reference, inputs) in GRADIENT_CASES.items():
-        try:
-            check_gradients(backend_name, fn, reference, inputs)
-        except AssertionError as error:
-            failures.append(f"ops.{name}: {error}")
-    assert not failures, "\n".join(failures)
+#: The nan* reductions' gradient around NaN entries (their central differences are in tests/test_ops_gradients.py).
+NAN_GRADIENT_CASE = (lambda o, x: o.nanstd(o.where(_HOLES, np.nan, x)) + o.nanmean(o.where(_HOLES, np.nan, x), 0),
+                     {"x": _RNG.normal(size=(3, 5))})
 
 
 def test_nan_entries_get_no_gradient(backend_name):
     """The nan* reductions leave NaN out of their gradients too: NaN entries get 0, the others finite values."""
-    fn, _, inputs = GRADIENT_CASES["nanstd_nanmean"]
+    fn, inputs = NAN_GRADIENT_CASE
     grads = gradients(backend_name, fn, inputs, np.ones(5))["x"]
     assert np.all(grads[_HOLES] == 0) and np.all(np.isfinite(grads)), grads
-
-
-@pytest.mark.parity
-@needs_all_backends
-def test_gradients_agree_across_backends():
-    found = {}
-    for backend_name in PARITY:
-        found[backend_name] = {name: gradients(backend_name, fn, inputs, np.ones_like(reference(**inputs)))
-                               for name, (fn, reference, inputs) in GRADIENT_CASES.items()}
-    first, second = (found[name] for name in PARITY)
-    for name in GRADIENT_CASES:
-        for key in first[name]:
-            np.testing.assert_allclose(first[name][key], second[name][key], rtol=1e-12, atol=1e-12,
-                                       err_msg=f"ops.{name} gradient of {key}")
 
 
 REFUSALS = {

@@ -1,9 +1,9 @@
 """The window ops (convolutions, pools, attention: :mod:`toolkit.nn.ops_windows`) against NumPy on every backend,
-float32 and float64, 1-D, 2-D and 3-D, both data formats; gradients by central differences and across backends;
-the typed refusals; and a sample against ``keras.ops`` where Keras is installed.
+float32 and float64, 1-D, 2-D and 3-D, both data formats; the typed refusals; the Theano family's C-linker graphs
+with their gradients; and a sample against ``keras.ops`` where Keras is installed (the gradients of the cases:
+tests/test_ops_gradients.py).
 
-Each table of cases runs in one compiled function per backend and dtype (the Theano family compiles every graph),
-and each gradient group is one directional derivative of all its ops together."""
+Each table of cases runs in one compiled function per backend and dtype (the Theano family compiles every graph)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,7 @@ import numpy as np
 import pytest
 
 import toolkit
-from tests.conftest import THEANO, needs_all_backends
-from tests.op_checks import FLOAT32_RTOL, FLOAT64_RTOL, check_gradients, gradients, run
+from tests.op_checks import FLOAT32_RTOL, FLOAT64_RTOL, check_gradients, run
 from toolkit.errors import ArgumentError, ShapeError
 
 RNG = np.random.default_rng(11)
@@ -274,21 +273,6 @@ def test_window_ops_equal_numpy(backend, dtype):
         np.testing.assert_allclose(got, expected, rtol=tolerance, atol=tolerance, equal_nan=True, err_msg=name)
 
 
-#: Gradient groups: each is one directional derivative, in float64, of all its cases' outputs together (flattened
-#: side by side) against central differences of the NumPy references.
-GRADIENT_GROUPS = {
-    "conv": ["conv1d_same_stride", "conv2d_channels_first", "conv2d_grouped_strided", "conv3d_same",
-             "conv2d_dilated"],
-    "depthwise_separable": ["depthwise1d_strided_dilated", "depthwise2d_unequal_strides", "depthwise3d",
-                            "separable2d"],
-    "conv_transpose": ["conv_transpose1d_same_wide_stride", "conv_transpose2d_output_padding",
-                       "conv_transpose2d_same_output_padding_dilated", "conv_transpose3d"],
-    "pools": ["max_pool1d_same", "max_pool2d", "max_pool3d_same", "average_pool2d_same",
-              "average_pool3d_same_channels_first"],
-    "attention": ["attention_gqa_bias_mask", "attention_causal_scale"],
-}
-
-
 def _group(names):
     """The toolkit function and NumPy reference of a gradient group, and the inputs they read."""
     used = _used(names)
@@ -314,24 +298,6 @@ def _used(names) -> list[str]:
     for name in names:
         CASES[name][1](Recording(INPUTS))
     return sorted(seen)
-
-
-@pytest.mark.parametrize("group", GRADIENT_GROUPS)
-def test_window_op_gradients_equal_central_differences(backend_name, group):
-    fn, reference, inputs = _group(GRADIENT_GROUPS[group])
-    check_gradients(backend_name, fn, reference, inputs)
-
-
-@needs_all_backends
-@pytest.mark.parametrize("group", GRADIENT_GROUPS)
-def test_window_op_gradients_agree_across_backends(group):
-    fn, reference, inputs = _group(GRADIENT_GROUPS[group])
-    weights = np.random.default_rng(3).normal(size=reference(**inputs).shape)
-    tf_grads = gradients("tensorflow", fn, inputs, weights)
-    theano_grads = gradients(THEANO, fn, inputs, weights)
-    assert tf_grads.keys() == theano_grads.keys()
-    for name in tf_grads:
-        np.testing.assert_allclose(theano_grads[name], tf_grads[name], rtol=1e-12, atol=1e-12, err_msg=name)
 
 
 #: Cases Keras' TensorFlow backend cannot run on a CPU (its kernels refuse them): channels-first 2-D convolutions and
