@@ -144,9 +144,10 @@ def _gelu(x, approximate=True):
 
 
 def _reductions(op: str, reference: Callable, kinds=ALL, refuses_empty_axis: type | None = None,
-                refuses=None, **kwargs) -> list[Case]:
+                refuses=None, signed_zeros: bool = True, **kwargs) -> list[Case]:
     """``op`` over all axes, axis 0 and axis -1 (over x of the empty kind: an empty result, an empty axis), each
-    with and without keepdims once. ``refuses_empty_axis``: the error of a reduction over an axis of size 0."""
+    with and without keepdims once. ``refuses_empty_axis``: the error of a reduction over an axis of size 0;
+    ``signed_zeros``: as :attr:`Case.signed_zeros` (the maximum of -0.0 and 0.0 is either)."""
     empty = {"empty": refuses_empty_axis} if refuses_empty_axis else {}
     cases = []
     for axis, keepdims in ((None, False), (0, True), (-1, False)):
@@ -154,7 +155,8 @@ def _reductions(op: str, reference: Callable, kinds=ALL, refuses_empty_axis: typ
         refused = {**(refuses or {}), **(empty if axis != 0 else {})}
         cases.append(Case(op, lambda o, x, y, a=axis, k=keepdims: getattr(o, op)(x, axis=a, keepdims=k, **kwargs),
                           _errstate(lambda x, y, a=axis, k=keepdims: reference(x, axis=a, keepdims=k, **kwargs)),
-                          tuple(kind for kind in kinds if kind not in refused), refused, variant))
+                          tuple(kind for kind in kinds if kind not in refused), refused, variant,
+                          signed_zeros=signed_zeros))
     return cases
 
 

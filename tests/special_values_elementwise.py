@@ -126,8 +126,8 @@ def _moments(x, axes, keepdims=False):
 BASIC = [
     *_reductions("sum", _sum),
     *_reductions("mean", _mean),
-    *_reductions("max", _max, refuses_empty_axis=ShapeError),
-    *_reductions("min", _min, refuses_empty_axis=ShapeError),
+    *_reductions("max", _max, refuses_empty_axis=ShapeError, signed_zeros=False),
+    *_reductions("min", _min, refuses_empty_axis=ShapeError, signed_zeros=False),
     *_reductions("logsumexp", _logsumexp, kinds=NUMERIC),
     case("argmax", lambda o, x, y: (o.argmax(x), o.argmax(x, axis=-1), o.argmax(x, axis=0, keepdims=True)),
          lambda x, y: (_int32(np.argmax(_signed(x))), _int32(np.argmax(_signed(x), -1)),

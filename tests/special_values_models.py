@@ -360,7 +360,7 @@ CORE = [
          lambda x, y: (x * 2, -x), kinds=NUMERIC),
     case("map", lambda o, x, y: o.map(lambda row: o.sum(row), x), lambda x, y: np.sum(x, -1, dtype=_sum_dtype(x))),
     case("vectorized_map", lambda o, x, y: o.vectorized_map(lambda row: o.max(row, initial=-INF) * 1.0, x),
-         lambda x, y: np.max(_f(x), -1, initial=-INF), kinds=FLOATS),
+         lambda x, y: np.max(_f(x), -1, initial=-INF), kinds=FLOATS, **ANY_ZERO),
     case("fori_loop", lambda o, x, y: o.fori_loop(0, 3, lambda i, v: v * 2 + i, x),
          lambda x, y: ((x * 2 + 0) * 2 + 1) * 2 + 2, kinds=NUMERIC),
     case("while_loop", lambda o, x, y: o.while_loop(lambda i, v: i < 3, lambda i, v: (i + 1, v * 2), (0, x),

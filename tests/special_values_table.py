@@ -39,16 +39,19 @@ KNOWN: dict[tuple[str, ...], str] = {
                     "of two vectors as a matrix's row)"),
     **dict.fromkeys((("argmax", backend, "float") for backend in ("aesara", "pytensor")),
                     "-0.0 and 0.0 tie (the first wins); Keras' argmax counts -0.0 below 0.0 on every backend"),
-    ("binary_crossentropy", "aesara", "float"): "from_logits with target 0 and logit -inf: 0 where Keras (and "
-                                                "TensorFlow here) give 0 * inf = NaN: the engine rewrites a product "
-                                                "with a 0/1 factor into a switch",
-    ("categorical_crossentropy", "aesara", "float"): "a target of zeros against NaN probabilities: -0.0 where "
-                                                     "Keras gives NaN (the engine's 0 * x rewrite, as above)",
-    **dict.fromkeys(((op, "aesara", "float", "float64") for op in ("depthwise_conv", "separable_conv")),
-                    "a NaN or an infinity in one channel reaches every channel (XLA's CPU compiler "
-                    "turns a float64 feature-grouped convolution into a dense one with a zero-masked kernel)"),
-    ("psnr", "aesara", "float"): "psnr(x, x) with infinite x: inf where Keras gives NaN (inf - inf): the engine "
-                                 "rewrites x - x into 0",
+    **dict.fromkeys((("binary_crossentropy", backend, "float") for backend in ("aesara", "pytensor")),
+                    "from_logits with target 0 and logit -inf: 0 where Keras (and TensorFlow here) give 0 * inf = "
+                    "NaN: the engine rewrites a product with a 0/1 factor into a switch"),
+    **dict.fromkeys((("categorical_crossentropy", backend, "float") for backend in ("aesara", "pytensor")),
+                    "a target of zeros against NaN probabilities: -0.0 where Keras gives NaN (the engine's 0 * x "
+                    "rewrite, as above)"),
+    **dict.fromkeys((("psnr", backend, "float") for backend in ("aesara", "pytensor")),
+                    "psnr(x, x) with infinite x: inf where Keras gives NaN (inf - inf): the engine rewrites x - x "
+                    "into 0"),
+    **dict.fromkeys(((op, backend, "float", "float64") for op in ("depthwise_conv", "separable_conv")
+                     for backend in ("aesara", "pytensor")),
+                    "a NaN or an infinity in one channel reaches every channel (XLA's CPU compiler turns a float64 "
+                    "feature-grouped convolution into a dense one with a zero-masked kernel)"),
     **dict.fromkeys(((f"logsumexp[{variant}]", backend, "empty") for variant in ("axis=None", "axis=-1")
                      for backend in ("tensorflow", "aesara", "pytensor")),
                     "a ShapeError where NumPy, SciPy and JAX give -inf (the log of an empty sum): toolkit/nn/ops.py's "
