@@ -37,12 +37,15 @@ def keras():
 
 
 def _operations(keras):
-    """Operators, keras.ops calls with arguments, indexing, a join and an op of two outputs between layers."""
+    """Operators, keras.ops calls with arguments, indexing, a join and an op of two outputs between layers, and a
+    functional model used as a layer."""
     from keras import layers, ops
 
     keras.utils.set_random_seed(3)
+    inner = keras.Input((5, 4))
+    submodel = keras.Model(inner, layers.Dense(4)(inner) * 0.5, name="submodel")  # a model used as a layer
     x = keras.Input((5, 4))
-    a = layers.Dense(4)(x)
+    a = submodel(x)
     b = a + x
     c = ops.mean(b, axis=1)
     d = b[:, 0]
@@ -101,6 +104,20 @@ def _sequential(keras):
     return model
 
 
+def _two_ways(keras, loss=("mse", "sparse_categorical_crossentropy"), **compile_arguments):
+    """Two named inputs merged, two outputs (a regression head and a classifier)."""
+    from keras import layers, ops
+
+    keras.utils.set_random_seed(6)
+    a, b = keras.Input((5, 4), name="a"), keras.Input((3,), name="b")
+    h = layers.Dense(5, activation="tanh")(layers.Concatenate()([ops.mean(a, axis=1), b]))
+    model = keras.Model([a, b], [layers.Dense(2, name="score")(h),
+                                 layers.Dense(3, activation="softmax", name="kind")(h + b[:, :1])])
+    model.compile(optimizer=keras.optimizers.SGD(LR), loss=list(loss) if isinstance(loss, tuple) else loss,
+                  **compile_arguments)
+    return model
+
+
 MODELS = {"operations": _operations, "transformer": _transformer, "sequential": _sequential}
 
 
@@ -112,6 +129,19 @@ def test_imported_graphs_compute_what_keras_computes(keras, backend, n_devices):
                                        dtype="float64")
         np.testing.assert_allclose(trainer.predict(SEQUENCES), np.asarray(model(SEQUENCES, training=False)),
                                    rtol=0, atol=TOLERANCE)
+
+
+@pytest.mark.parametrize("n_devices", [1, 2], ids=lambda n: f"{n}dev")
+def test_models_of_several_inputs_and_outputs_compute_what_keras_computes(keras, backend, n_devices):
+    """Inputs by their Input layers' names, outputs as Keras' list."""
+    model = _two_ways(keras, loss_weights=[0.5, 2.0])
+    x = {"a": SEQUENCES, "b": SEQUENCES[:, 0, :3]}
+    trainer = toolkit.DataParallel(toolkit.from_keras(model), backend, n_devices, toolkit.optim.SGD(LR),
+                                   dtype="float64")
+    outputs, expected = trainer.predict(x), model([x["a"], x["b"]], training=False)
+    assert len(outputs) == len(expected) == 2
+    for ours, theirs in zip(outputs, expected):
+        np.testing.assert_allclose(ours, np.asarray(theirs), rtol=0, atol=TOLERANCE)
 
 
 def test_a_custom_block_fits_like_keras_fit(keras, backend):
@@ -133,6 +163,15 @@ def _refused(keras, body, message: str, masked: bool = False):
     model = keras.Model(x, body(x))
     with pytest.raises(toolkit.KerasImportError, match=message):
         toolkit.from_keras(model, loss="mse")
+
+
+def test_what_several_outputs_cannot_take_is_refused(keras):
+    with pytest.raises(toolkit.KerasImportError, match="one per output"):
+        toolkit.from_keras(_two_ways(keras, loss="mse"))  # Keras would apply it to the list of outputs as one
+    with pytest.raises(toolkit.KerasImportError, match=r"\['nope'\], which are not outputs"):
+        toolkit.from_keras(_two_ways(keras, loss={"score": "mse", "nope": "mse"}))
+    with pytest.raises(toolkit.KerasImportError, match="metrics compiled for a model of several outputs"):
+        toolkit.from_keras(_two_ways(keras, metrics=["mae"]))
 
 
 def test_what_cannot_be_traced_is_refused(keras):

@@ -384,12 +384,13 @@ def _init_arguments(operation, op: str) -> dict:
     return arguments
 
 
-def graph(keras_model) -> tuple[list[_Call], int]:
+def graph(keras_model) -> tuple[list[_Call], int | list[int]]:
     """The program of ``keras_model``: its steps in an order that computes each input before its use, and the
-    number of its output tensor (tensor 0 is the model's input).
+    number of its output tensor, or a list of them for a model whose outputs are a list (tensors ``0 .. n - 1``
+    are its ``n`` inputs, in the order of ``keras_model.inputs``).
 
     Raises:
-        KerasImportError: not a Sequential or functional model, not one input and one output, or a layer,
+        KerasImportError: not a Sequential or functional model, inputs or outputs given as a dict, or a layer,
             operation or custom layer that cannot be translated (named).
     """
     import keras
@@ -413,9 +414,10 @@ def graph(keras_model) -> tuple[list[_Call], int]:
         raise KerasImportError(f"from_keras takes a keras.Sequential or functional keras.Model, got "
                                f"{type(keras_model).__name__} (a subclassed model's call is Python the toolkit "
                                "cannot read)")
-    if len(keras_model.inputs) != 1 or len(keras_model.outputs) != 1:
-        raise KerasImportError(f"from_keras takes a model of one input and one output; this one has "
-                               f"{len(keras_model.inputs)} inputs and {len(keras_model.outputs)} outputs")
+    if not isinstance(keras_model._inputs_struct, (list, tuple)) and len(keras_model.inputs) > 1 or \
+            not isinstance(keras_model._outputs_struct, (list, tuple)) and len(keras_model.outputs) > 1:
+        raise KerasImportError("from_keras takes a model whose inputs and outputs are one tensor or a list of "
+                               "them (inputs or outputs given as a dict are not supported)")
     nodes = _ordered(keras_model._nodes_by_depth)
     # Keras computes masks with operations of their own in the graph (an Embedding's ``ids != 0``, a merge's OR)
     # and passes them to later layers as ``mask=``; the translators compute masks themselves, so those operations
@@ -424,12 +426,14 @@ def graph(keras_model) -> tuple[list[_Call], int]:
     # order, the first one written wins).
     mask_of = {id(t._keras_mask): id(t) for node in reversed(nodes) for t in node.outputs
                if getattr(t, "_keras_mask", None) is not None}
-    walker, slots = _Walker(1), {id(keras_model.inputs[0]): 0}
+    walker = _Walker(len(keras_model.inputs))
+    slots = {id(tensor): i for i, tensor in enumerate(keras_model.inputs)}
     walker.walk(nodes, slots, mask_of)
-    if id(keras_model.outputs[0]) not in slots:
-        raise KerasImportError("the model's output is not computed from its input by layers and operations, "
+    if any(id(tensor) not in slots for tensor in keras_model.outputs):
+        raise KerasImportError("an output of the model is not computed from its inputs by layers and operations, "
                                "which from_keras cannot translate")
-    return walker.calls, slots[id(keras_model.outputs[0])]
+    outputs = [slots[id(tensor)] for tensor in keras_model.outputs]
+    return walker.calls, outputs if isinstance(keras_model._outputs_struct, (list, tuple)) else outputs[0]
 
 
 __all__ = ["OPERATION_NAMES", "OperationStep", "PickStep", "Step", "WeightStep", "graph", "operation_name"]

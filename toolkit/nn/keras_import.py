@@ -1,11 +1,12 @@
 """Keras models imported as they are (:func:`from_keras`) and trained parameters written back (:func:`to_keras`).
 
-A built Keras 3 model, ``Sequential`` or functional (one input, one output, branches and merges allowed), made of
-the layers in :data:`~toolkit.nn.keras_layers.SUPPORTED` becomes a :class:`~toolkit.Model` whose ``forward`` runs the
-toolkit's layers (``toolkit.layers``: Keras' formulas and parameter shapes) with the Keras model's current weights,
-so it runs on every backend and device count. Parameters are named ``<keras layer name>/<weight>``
-(``dense_1/kernel``); batch normalization's moving statistics are model state. Keras is imported only when these
-functions are called.
+A built Keras 3 model, ``Sequential`` or functional (branches and merges, ``keras.ops`` calls and operators, custom
+layers opened up: :mod:`toolkit.nn.keras_graph`; inputs and outputs one tensor or a list of them:
+:mod:`toolkit.nn.keras_outputs`), made of the layers in :data:`~toolkit.nn.keras_layers.SUPPORTED` becomes a
+:class:`~toolkit.Model` whose ``forward`` runs the toolkit's layers (``toolkit.layers``: Keras' formulas and
+parameter shapes) with the Keras model's current weights, so it runs on every backend and device count. Parameters
+are named ``<keras layer name>/<weight>`` (``dense_1/kernel``); batch normalization's moving statistics are model
+state. Keras is imported only when these functions are called.
 
 The graph is read once, at import: each call of a layer (a Keras node) becomes one step of a program that reads and
 writes numbered tensors, each with its Keras mask, propagated by Keras' rules (``Embedding(mask_zero=True)`` makes
@@ -50,7 +51,7 @@ from typing import Any
 import numpy as np
 
 from toolkit.errors import KerasImportError
-from toolkit.nn import context, keras_graph, keras_losses
+from toolkit.nn import context, keras_graph, keras_losses, keras_outputs
 from toolkit.nn.keras_activations import ACTIVATIONS
 from toolkit.nn.keras_base import Flow, _MaskOf, _Slot
 from toolkit.nn.keras_graph import graph as _graph
@@ -220,9 +221,10 @@ def _translator(layer) -> Callable:
 
 def from_keras(keras_model, loss: Any = None, name: str | None = None) -> Model:
     """A :class:`~toolkit.Model` computing what the built Keras model ``keras_model`` (``Sequential``, or functional
-    with one input and one output) computes, with its current weights as the initial parameters, and its compiled
-    loss (or ``loss``: a Keras loss name or object). Frozen weights (``trainable = False``) are model state that
-    nothing updates; regularizers are added to the training loss as Keras adds them (see the module docstring).
+    with inputs and outputs one tensor or a list of them) computes, with its current weights as the initial
+    parameters, and its compiled loss (or ``loss``: a Keras loss name or object). Frozen weights
+    (``trainable = False``) are model state that nothing updates; regularizers are added to the training loss as
+    Keras adds them (see the module docstring).
 
     Raises:
         KerasImportError: not a built Sequential or functional model, a layer, argument or call not supported
@@ -250,7 +252,9 @@ def from_keras(keras_model, loss: Any = None, name: str | None = None) -> Model:
             penalties += settings.penalties
             seen.add(id(call.layer))
         program.append((apply, call.arguments, settings.activity))
-    score = keras_losses.compiled_loss(keras_model, loss)
+    score = (keras_outputs.compiled_loss if isinstance(output, list) else keras_losses.compiled_loss)(keras_model,
+                                                                                                      loss)
+    inputs = keras_outputs.arrange(keras_outputs.input_names(keras_model))
     initial = _copied(params)
     penalized = bool(penalties) or any(activity is not None for _, _, activity in program)
     handover = _Handover()
@@ -259,7 +263,7 @@ def from_keras(keras_model, loss: Any = None, name: str | None = None) -> Model:
         return _copied(initial)
 
     def forward(ops, p, x):
-        flows, penalty = [Flow(x, None)], 0.0
+        flows, penalty = [Flow(value, None) for value in inputs(x)], 0.0
         for apply, arguments, activity in program:
             flows.append(apply(ops, p, _fill(arguments, flows)))
             if activity is not None and ops.training:
@@ -268,7 +272,7 @@ def from_keras(keras_model, loss: Any = None, name: str | None = None) -> Model:
             for key, l1, l2 in penalties:
                 penalty = penalty + _penalty(ops, p[key], l1, l2)
             handover.give(penalty)
-        return flows[output].value
+        return [flows[i].value for i in output] if isinstance(output, list) else flows[output].value
 
     def loss_fn(ops, outputs, y):
         losses = score(ops, outputs, y)

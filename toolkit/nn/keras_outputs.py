@@ -1,0 +1,118 @@
+"""Multi-input and multi-output Keras models in :func:`toolkit.from_keras`: how the imported model's ``forward``
+takes its inputs and gives its outputs, and its loss, as Keras computes them.
+
+- Inputs: a model of several inputs takes a list (or tuple) of arrays in the order of ``keras_model.inputs``, or a
+  dict by the names of its ``Input`` layers, as Keras' ``fit`` and ``predict`` do.
+- Outputs: a model whose outputs are a list gives a list (``predict`` returns a list of arrays, as Keras').
+- Loss: a list of losses (one per output, in order) or a dict by output name, with ``loss_weights`` (a list or a
+  dict; 1 where not given), as Keras 3 compiles them: the training loss is ``sum_i w_i * mean(loss_i)``, which is
+  the mean over the examples of ``sum_i w_i * loss_i(example)``, so it is computed per example and splits across
+  devices like any loss. Targets are given like the outputs (a list in order, or a dict by output name). One loss
+  for several outputs (Keras would apply it to the list of outputs as one structure) and compiled metrics on a
+  multi-output model (Keras computes them per output) are refused with a :class:`~toolkit.KerasImportError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from toolkit.errors import ArgumentError, KerasImportError
+from toolkit.nn import keras_losses
+
+
+def input_names(keras_model) -> list[str]:
+    """The names of the model's ``Input`` layers, in the order of ``keras_model.inputs``."""
+    return [tensor._keras_history.operation.name for tensor in keras_model.inputs]
+
+
+def arrange(names: list[str]) -> Callable[[Any], list]:
+    """``inputs(x) -> [tensor per input]`` for a model of the inputs ``names``: ``x`` one tensor (one input), a list
+    or tuple in order, or a dict by name.
+
+    Raises (when called):
+        ArgumentError: ``x`` not of that structure.
+    """
+
+    def inputs(x) -> list:
+        if isinstance(x, dict):
+            if sorted(x) != sorted(names):
+                raise ArgumentError(f"the model's inputs are {names}; got a dict of {sorted(x)}")
+            return [x[name] for name in names]
+        if isinstance(x, (list, tuple)):
+            if len(x) != len(names):
+                raise ArgumentError(f"the model has {len(names)} inputs {names}; got a {type(x).__name__} of "
+                                    f"{len(x)}")
+            return list(x)
+        if len(names) != 1:
+            raise ArgumentError(f"the model has {len(names)} inputs {names}: give a list of arrays in that order, or "
+                                "a dict by name")
+        return [x]
+
+    return inputs
+
+
+def _per_output(given, names: list[str], what: str, default=None) -> list:
+    """``given`` (a list in output order, or a dict by output name) as a list in output order."""
+    if isinstance(given, dict):
+        unknown = sorted(set(given) - set(names))
+        if unknown:
+            raise KerasImportError(f"{what} names {unknown}, which are not outputs of the model {names}")
+        return [given.get(name, default) for name in names]
+    if isinstance(given, (list, tuple)) and len(given) == len(names):
+        return list(given)
+    raise KerasImportError(f"{what}={given!r}: a model of the outputs {names} takes one per output, as a list in "
+                           "that order or a dict by output name")
+
+
+def compiled_loss(keras_model, loss: Any = None) -> Callable:
+    """``loss_fn(ops, outputs, y) -> per-example values`` of a model whose outputs are a list: the compiled (or
+    given) loss per output, weighed by the compiled ``loss_weights``.
+
+    Raises:
+        KerasImportError: no loss, one loss for all the outputs, losses or weights not one per output, a loss not
+            translated, compiled metrics, or an output carrying a Keras mask.
+    """
+    config = keras_losses._compile_config(keras_model)
+    names = list(keras_model.output_names)
+    if config.get("metrics") or config.get("weighted_metrics"):
+        raise KerasImportError("metrics compiled for a model of several outputs are not supported (Keras computes "
+                               "them per output): compile it without metrics, and give fit metrics= of your own")
+    if any(getattr(output, "_keras_mask", None) is not None for output in keras_model.outputs):
+        raise KerasImportError("an output of the model carries a Keras mask, which Keras' loss weighs its values by; "
+                               "from_keras does not apply it")
+    loss = config.get("loss") if loss is None else loss
+    if loss is None:
+        raise KerasImportError(f"the Keras model has no loss: pass loss=, one per output {names}")
+    losses = _per_output(loss, names, "loss")
+    weights = config.get("loss_weights")
+    weights = [1.0] * len(names) if weights is None else _per_output(weights, names, "loss_weights", 1.0)
+    dtype = keras_model.compute_dtype
+    terms = [(i, name, keras_losses.translate_loss(fn, dtype), float(w))
+             for i, (name, fn, w) in enumerate(zip(names, losses, weights)) if fn is not None]
+    if not terms:
+        raise KerasImportError(f"loss={loss!r} gives no output a loss")
+
+    def loss_fn(ops, outputs, y):
+        if isinstance(y, dict):
+            if not set(y) <= set(names):
+                raise ArgumentError(f"the targets name {sorted(set(y) - set(names))}, which are not outputs of the "
+                                    f"model {names}")
+            targets = [y.get(name) for name in names]
+        elif isinstance(y, (list, tuple)) and len(y) == len(names):
+            targets = list(y)
+        else:
+            raise ArgumentError(f"the model has the outputs {names}: give the targets as a list in that order, or a "
+                                "dict by output name")
+        total = 0.0
+        for i, name, fn, weight in terms:
+            if targets[i] is None:
+                raise ArgumentError(f"no targets for the output {name!r}, which has a loss")
+            total = total + weight * fn(ops, outputs[i], targets[i])
+        return total
+
+    loss_fn.__name__ = "loss"
+    return loss_fn
+
+
+__all__ = ["arrange", "compiled_loss", "input_names"]
