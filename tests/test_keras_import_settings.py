@@ -334,7 +334,7 @@ REFUSED = {
                            "rms_scaling"},
     "Embedding": {"dtype", "embeddings_constraint", "lora_rank", "quantization_config"},
     **{kind: {"dtype", "activation", "recurrent_activation", "use_bias", "kernel_constraint", "recurrent_constraint",
-              "bias_constraint", "dropout", "recurrent_dropout", "return_sequences", "return_state", "stateful"} |
+              "bias_constraint", "dropout", "recurrent_dropout", "return_state", "stateful"} |
        ({"reset_after"} if kind == "GRU" else set())
        for kind in ("LSTM", "GRU")},
     "Activation": {"dtype"}, "ReLU": {"dtype"},

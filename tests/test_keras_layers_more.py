@@ -155,24 +155,27 @@ def test_normalization_and_dot_predict_and_train_as_keras(keras, backend):
 
 
 def _masked_text(keras):
-    """Padded token ids (Embedding(mask_zero=True)): a bidirectional SimpleRNN over every step, self-attention on
-    its outputs (the query's and value's masks), a bidirectional LSTM's last outputs summed."""
+    """Padded token ids (Embedding(mask_zero=True)): a bidirectional SimpleRNN over every step, a GRU's every step
+    read backwards, self-attention on its outputs (the query's and value's masks), a bidirectional LSTM's last
+    outputs summed."""
     L = keras.layers
     inputs = keras.Input((6,), dtype="int32")
     steps = L.Bidirectional(L.SimpleRNN(3, return_sequences=True))(L.Embedding(10, 4, mask_zero=True)(inputs))
+    steps = L.GRU(3, return_sequences=True, go_backwards=True)(steps)
     attended = L.Attention(use_scale=True)([steps, steps])
     return inputs, L.Dense(2)(L.Bidirectional(L.LSTM(3), merge_mode="sum")(attended))
 
 
 def _sequence(keras):
-    """Every step through a Dense (TimeDistributed), a SimpleRNN read backwards, causal concat attention, and a
-    bidirectional GRU (averaged)."""
+    """Every step through a Dense (TimeDistributed), a SimpleRNN read backwards, causal concat attention, a
+    bidirectional LSTM over every step (multiplied), and a bidirectional GRU (averaged)."""
     L = keras.layers
     inputs = keras.Input((5, 3))
     steps = L.SimpleRNN(4, go_backwards=True, return_sequences=True, activation="relu")(
         L.TimeDistributed(L.Dense(4, activation="tanh"))(inputs))
     attended = L.Attention(score_mode="concat")([steps, steps], use_causal_mask=True)
-    return inputs, L.Dense(2)(L.Bidirectional(L.GRU(2), merge_mode="ave")(attended))
+    steps = L.Bidirectional(L.LSTM(3, return_sequences=True), merge_mode="mul")(attended)
+    return inputs, L.Dense(2)(L.Bidirectional(L.GRU(2), merge_mode="ave")(steps))
 
 
 #: Functional models of recurrent layers, wrappers and attention: (builder, inputs).

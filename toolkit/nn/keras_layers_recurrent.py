@@ -1,11 +1,13 @@
 """How :func:`toolkit.from_keras` translates Keras' recurrent layers and wrappers: ``SimpleRNN``, ``LSTM`` and
-``GRU`` (their last output, forwards or ``go_backwards``; ``SimpleRNN`` also every step's, ``return_sequences``),
+``GRU`` (their last output or every step's, ``return_sequences``; forwards or ``go_backwards``),
 ``Bidirectional`` over any of them (``merge_mode`` concat, sum, ave or mul) and ``TimeDistributed`` over any one-input
 layer the importer translates. Masks follow Keras' rule: a masked step leaves the state as it was. Registered by
 :mod:`toolkit.nn.keras_layers`.
 """
 
 from __future__ import annotations
+
+import inspect
 
 from toolkit.nn import layers
 from toolkit.nn.keras_activations import resolve
@@ -20,7 +22,6 @@ def _checked(layer, prefix: str, shape: tuple):
     _require(layer, not layer.return_state and not layer.stateful, "return_state or stateful")
     _require(layer, layer.use_bias, "use_bias=False")
     _require(layer, not cell.dropout and not cell.recurrent_dropout, "dropout or recurrent_dropout in the cell")
-    _require(layer, kind == "SimpleRNN" or not layer.return_sequences, "return_sequences (only SimpleRNN's)")
     backwards, unroll, units = bool(layer.go_backwards), bool(layer.unroll), cell.units
     zeroed = bool(getattr(layer, "zero_output_for_mask", False))
     variables = layer.get_weights()
@@ -39,6 +40,11 @@ def _checked(layer, prefix: str, shape: tuple):
     _require(layer, getattr(cell, "reset_after", True), "reset_after=False")
     run_loop = layers.lstm if kind == "LSTM" else layers.gru
     weights = dict(zip((f"{prefix}/kernel", f"{prefix}/recurrent", f"{prefix}/bias"), variables))
+    if layer.return_sequences:
+        def every_step(ops, p, x, mask):
+            return gated_sequences(ops, p, x, prefix, kind, units, mask, backwards, unroll, zeroed)
+
+        return weights, every_step
 
     steps = shape[1]
     _require(layer, steps is not None, "a sequence length unknown when the model was built")
@@ -75,6 +81,41 @@ def simple_rnn(ops, p, x, prefix: str, activation, mask=None, go_backwards: bool
     zeros = ops.zeros_like(inputs[0, :, :ops.shape(recurrent)[0]])
     (_, last), outputs = ops.scan(step, (zeros, zeros), (inputs, keep), unroll=unroll)
     return ops.transpose(outputs, (1, 0, 2)) if return_sequences else last
+
+
+def gated_sequences(ops, p, x, prefix: str, kind: str, units: int, mask=None, go_backwards: bool = False,
+                    unroll: bool = False, zero_output_for_mask: bool = False):
+    """Every step's output of Keras' ``LSTM`` or ``GRU`` (``return_sequences=True``; the equations of
+    :func:`toolkit.nn.layers.lstm` and :func:`toolkit.nn.layers.gru`), ``[batch, time, units]`` in the order the
+    steps were read; masks as :func:`simple_rnn`."""
+    kernel, recurrent, bias = (p[f"{prefix}/{k}"] for k in ("kernel", "recurrent", "bias"))
+    gru = kind == "GRU"
+    inputs = ops.transpose(ops.matmul(x, kernel) + (bias[0] if gru else bias), (1, 0, 2))
+    keep = None if mask is None else ops.expand_dims(ops.transpose(ops.cast(mask, ops.dtype)), -1)
+    if go_backwards:
+        inputs, keep = ops.flip(inputs, axis=0), None if keep is None else ops.flip(keep, axis=0)
+
+    def carry(old, new, k):
+        return new if k is None else old + k * (new - old)
+
+    def step(state, xs):
+        (h, c), (a, k) = state, xs
+        if gru:
+            r_in = ops.matmul(h, recurrent) + bias[1]
+            z = ops.sigmoid(a[:, :units] + r_in[:, :units])
+            r = ops.sigmoid(a[:, units:2 * units] + r_in[:, units:2 * units])
+            new_h, new_c = z * h + (1.0 - z) * ops.tanh(a[:, 2 * units:] + r * r_in[:, 2 * units:]), c
+        else:
+            a = a + ops.matmul(h, recurrent)
+            new_c = ops.sigmoid(a[:, units:2 * units]) * c + \
+                ops.sigmoid(a[:, :units]) * ops.tanh(a[:, 2 * units:3 * units])
+            new_h = ops.sigmoid(a[:, 3 * units:]) * ops.tanh(new_c)
+        h, c = carry(h, new_h, k), carry(c, new_c, k)
+        return (h, c), h if k is None or not zero_output_for_mask else k * h
+
+    zeros = ops.zeros_like(inputs[0, :, :units])
+    _, outputs = ops.scan(step, (zeros, zeros), (inputs, keep), unroll=unroll)
+    return ops.transpose(outputs, (1, 0, 2))
 
 
 def _recurrent(layer, shape):
@@ -127,7 +168,7 @@ def _time_distributed(call: _Call):
     check_config(inner)
     steps, rest = call.shape[1], tuple(call.shape[2:])
     _require(layer, steps is not None, "a number of steps unknown when the model was built")
-    inner_first = next(iter(__import__("inspect").signature(inner.call).parameters))
+    inner_first = next(iter(inspect.signature(inner.call).parameters))
     weights, apply = _translator(inner)(_Call(inner, (None, *rest), {inner_first: _Slot(0)}))
 
     def run(ops, p, args):
