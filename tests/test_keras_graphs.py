@@ -5,6 +5,7 @@ equal Keras' within 1e-10 (float64) on every backend and 1 and 2 devices; a few 
 from __future__ import annotations
 
 import importlib.util
+import os
 
 import numpy as np
 import pytest
@@ -19,13 +20,24 @@ SEQUENCES = RNG.normal(size=(4, 5, 4))
 TARGETS = RNG.normal(size=(4, 3))
 #: Keras rounds its learning rate to float32: a power of two is the same number in float64.
 LR = 2.0 ** -4
-#: float64 agreement with Keras: the same formulas, summed in possibly different orders.
+#: float64 agreement with Keras on TensorFlow: the same formulas, summed in possibly different orders.
 TOLERANCE = 1e-10
+#: Keras' other backends compute float64 in float32 (keras.src.backend.common.dtypes.BIT64_TO_BIT32_DTYPE, JAX's
+#: default): compared with the NumPy backend, where Keras runs without TensorFlow (the PyTensor environment), the
+#: toolkit's float64 results are as close as float32 rounding allows (measured: 1e-7).
+FLOAT32_TOLERANCE = 1e-5
+
+
+def _tolerance(keras) -> float:
+    return TOLERANCE if keras.backend.backend() == "tensorflow" else FLOAT32_TOLERANCE
 
 
 @pytest.fixture(scope="module")
 def keras():
-    toolkit.get_backend("tensorflow")  # its logical devices, before Keras starts TensorFlow
+    if importlib.util.find_spec("tensorflow") is not None:
+        toolkit.get_backend("tensorflow")  # its logical devices, before Keras starts TensorFlow
+    else:  # Keras' default backend is TensorFlow: without it, Keras runs on NumPy (inference only)
+        os.environ.setdefault("KERAS_BACKEND", "numpy")
     import keras
 
     floatx, policy = keras.config.floatx(), keras.config.dtype_policy()
@@ -128,7 +140,7 @@ def test_imported_graphs_compute_what_keras_computes(keras, backend, n_devices):
         trainer = toolkit.DataParallel(toolkit.from_keras(model), backend, n_devices, toolkit.optim.SGD(LR),
                                        dtype="float64")
         np.testing.assert_allclose(trainer.predict(SEQUENCES), np.asarray(model(SEQUENCES, training=False)),
-                                   rtol=0, atol=TOLERANCE)
+                                   rtol=0, atol=_tolerance(keras))
 
 
 @pytest.mark.parametrize("n_devices", [1, 2], ids=lambda n: f"{n}dev")
@@ -141,11 +153,13 @@ def test_models_of_several_inputs_and_outputs_compute_what_keras_computes(keras,
     outputs, expected = trainer.predict(x), model([x["a"], x["b"]], training=False)
     assert len(outputs) == len(expected) == 2
     for ours, theirs in zip(outputs, expected):
-        np.testing.assert_allclose(ours, np.asarray(theirs), rtol=0, atol=TOLERANCE)
+        np.testing.assert_allclose(ours, np.asarray(theirs), rtol=0, atol=_tolerance(keras))
 
 
 def test_a_custom_block_fits_like_keras_fit(keras, backend):
     """Two SGD steps of the Transformer block on two devices equal Keras' own fit, written back with to_keras."""
+    if keras.backend.backend() != "tensorflow":
+        pytest.skip(f"Keras' {keras.backend.backend()} backend does not train (compared with Keras on TensorFlow)")
     model = _transformer(keras)
     trainer = toolkit.DataParallel(toolkit.from_keras(model), backend, 2, toolkit.optim.SGD(LR), dtype="float64")
     assert "block/gain" in trainer.params()  # the block's own weight is a trained parameter

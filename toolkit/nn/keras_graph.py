@@ -146,7 +146,7 @@ def _constants(nodes: list) -> list[np.ndarray]:
     """The constant tensors (computed while the graph was built) among the arguments of ``nodes``, in order."""
     import keras
 
-    return [np.asarray(v.numpy()) for node in nodes
+    return [np.asarray(keras.ops.convert_to_numpy(v)) for node in nodes
             for v in keras.tree.flatten((list(node.arguments.args), dict(node.arguments.kwargs)))
             if keras.ops.is_tensor(v) and not isinstance(v, (keras.KerasTensor, keras.Variable))]
 
