@@ -156,6 +156,21 @@ def test_models_of_several_inputs_and_outputs_compute_what_keras_computes(keras,
         np.testing.assert_allclose(ours, np.asarray(theirs), rtol=0, atol=_tolerance(keras))
 
 
+def test_a_graph_of_unknown_length_predicts_any_length(keras, backend):
+    """``Input(shape=(None, 4))`` through layers and keras.ops: one imported model, one trainer, two lengths."""
+    from keras import layers, ops
+
+    keras.utils.set_random_seed(7)
+    x = keras.Input((None, 4))
+    model = keras.Model(x, layers.Dense(2)(ops.max(layers.Dense(3, activation="tanh")(x), axis=1)))
+    trainer = toolkit.DataParallel(toolkit.from_keras(model, loss="mse"), backend, 1, toolkit.optim.SGD(LR),
+                                   dtype="float64")
+    for length in (5, 3):
+        np.testing.assert_allclose(trainer.predict(SEQUENCES[:, :length]),
+                                   np.asarray(model(SEQUENCES[:, :length], training=False)), rtol=0,
+                                   atol=_tolerance(keras))
+
+
 def test_a_custom_block_fits_like_keras_fit(keras, backend):
     """Two SGD steps of the Transformer block on two devices equal Keras' own fit, written back with to_keras."""
     if keras.backend.backend() != "tensorflow":
