@@ -244,6 +244,19 @@ def test_what_cannot_be_traced_is_refused(keras):
         def call(self, x):
             return x * 2.0
 
+    class AddsLoss(layers.Layer):
+        def call(self, x):
+            self.add_loss(ops.sum(x))
+            return x
+
+    class Counts(layers.Layer):
+        def build(self, shape):
+            self.count = self.add_weight(shape=(), initializer="zeros", trainable=False, name="count")
+
+        def call(self, x):
+            self.count.assign_add(1.0)
+            return x * self.count
+
     class Plain(layers.Layer):
         def __init__(self, **kwargs):
             super().__init__(**kwargs)
@@ -258,6 +271,8 @@ def test_what_cannot_be_traced_is_refused(keras):
     _refused(keras, Positions(name="positions"), r"'positions'.*constant from weights")
     _refused(keras, Tied(True, name="tied"), r"'tied'.*constant from weights")
     _refused(keras, Tied(False, name="tied_directly"), r"reads the weight .*kernel.* directly")
+    _refused(keras, AddsLoss(name="adds_loss"), r"'adds_loss'.*cannot be traced.*add_loss")
+    _refused(keras, Counts(name="counts"), r"'counts'.*cannot be traced.*assign_add")
     _refused(keras, Unused(name="unused"), r"'unused'.*\['unused/unused'\] are not read by its graph")
     _refused(keras, lambda x: Plain(name="plain")(layers.Embedding(9, 4, mask_zero=True)(x)),
              r"'plain'.*mask reaches", masked=True)

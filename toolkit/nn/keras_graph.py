@@ -9,12 +9,13 @@ order that computes each tensor before its use.
   lacks, or an argument its op does not take, is a :class:`~toolkit.KerasImportError` naming it.
 - A custom ``Layer`` subclass (one not defined by Keras), or a Keras model used as a layer, is opened up: its
   ``call`` is run on fresh symbolic inputs, which records its inside as a graph of layers and operations, read the
-  same way. Its own weights (``add_weight``) are parameters ``<layer name>/<weight name>`` (:class:`WeightsStep`).
+  same way. Its own weights (``add_weight``) are parameters ``<layer name>/<weight name>`` (:class:`WeightStep`).
   What cannot be traced that way is refused, naming the layer and why: ``call`` failing on symbolic tensors (Python
-  control flow on values), a graph that depends on ``training``, a weight its trace does not reach symbolically
-  (a sub-layer called on a constant, such as positions from ``keras.ops.arange``, would have been computed once with
-  the current weights), a sub-layer's weight read directly (weight tying), a Keras mask reaching it, and an
-  ``activity_regularizer`` on it.
+  control flow on values, a weight assigned, ``add_loss``), a graph that depends on ``training``, a constant the
+  trace computed from weights (a sub-layer called on a constant, such as positions from ``keras.ops.arange``, or an
+  operation on a sub-layer's weight alone: found by tracing again with other weights), a weight the trace does not
+  read, a sub-layer's weight read directly (weight tying), a Keras mask reaching a layer that takes one, and an
+  ``activity_regularizer`` on it. Python values the layer computes from static shapes are fixed at import.
 """
 
 from __future__ import annotations
@@ -282,7 +283,8 @@ class _Walker:
             function = Function(inputs, outputs)
         except Exception as error:  # any failure of the user's call on symbolic tensors
             raise _refuse(layer, "its call cannot be traced on symbolic Keras tensors, which from_keras needs to "
-                                 "read it as a graph of layers and keras.ops (Python control flow on values?): "
+                                 "read it as a graph of layers and keras.ops (Python control flow on values, a "
+                                 "weight assigned, add_loss?): "
                                  f"{_first_line(error)}") from error
         return outputs, _ordered(function._nodes_by_depth)
 
