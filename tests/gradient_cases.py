@@ -108,6 +108,9 @@ SHAPES = {
     "take.flat": (("t",), lambda o, t: o.take(t, np.array([5, 23, 0, 5])), lambda t: t.ravel()[[5, 23, 0, 5]]),
     "take_along_axis": (("x",), lambda o, x: o.take_along_axis(x, _IDS, axis=1),
                         lambda x: np.take_along_axis(x, _IDS, axis=1)),
+    # Two gathers of one tensor: their gradients once failed to compile in Aesara (local_IncSubtensor_serialize).
+    "take_along_axis.twice": (("x",), lambda o, x: o.take_along_axis(x, _IDS, 1) * o.take_along_axis(x, _IDS[::-1], 1),
+                              lambda x: np.take_along_axis(x, _IDS, 1) * np.take_along_axis(x, _IDS[::-1], 1)),
     "transpose": (("t",), lambda o, t: o.transpose(t, (-1, 0, -2)), lambda t: np.transpose(t, (2, 0, 1))),
 }
 #: Basic reductions and matmul (ops.Ops).
@@ -304,6 +307,9 @@ NN = {
         "softsign": lambda z: z / (1.0 + np.abs(z)),
         "sparse_plus": lambda z: np.where(z <= -1, 0.0, np.where(z < 1, (z + 1) ** 2 / 4, z)),
         "sparse_sigmoid": lambda z: np.clip((z + 1.0) / 2.0, 0.0, 1.0)}.items()},
+    "elu.alpha": (("z",), lambda o, z: o.elu(z, alpha=0.5), lambda z: _expm1_branch(z, 0.5)),
+    "leaky_relu.slope": (("z",), lambda o, z: o.leaky_relu(z, negative_slope=0.01),
+                         lambda z: np.where(z >= 0, z, 0.01 * z)),
     "celu": (("z",), lambda o, z: o.celu(z, 2.0), lambda z: np.maximum(z, 0.0) + 2.0 * np.expm1(np.minimum(z, 0) / 2)),
     "threshold": (("z",), lambda o, z: o.threshold(z, 0.5, -2.0), lambda z: np.where(z > 0.5, z, -2.0)),
     "squareplus": (("z",), lambda o, z: o.squareplus(z, b=3), lambda z: (z + np.sqrt(z * z + 3.0)) / 2.0),

@@ -55,9 +55,17 @@ class TheanoShapeOps:
 
     def _take_along_axis(self, x, indices, axis):
         axis = axis % x.ndim
-        shape = [i if a == axis else (s if s != 1 else i)
-                 for a, (s, i) in enumerate(zip(shape_of(x), shape_of(indices)))]
-        return tt.specify_shape(tt.take_along_axis(x, indices, axis=axis), shape)
+        sizes = shape_of(x)
+        shape = [i if a == axis else (s if s != 1 else i) for a, (s, i) in enumerate(zip(sizes, shape_of(indices)))]
+        # One gather from the flattened x at positions made of the indices and constant offsets of the other axes:
+        # the gradients of two engine take_along_axis of one tensor fail to compile in Aesara
+        # (local_IncSubtensor_serialize asserts on their advanced-indexing types); gathers from a vector do not.
+        strides = [int(np.prod(sizes[a + 1:], dtype=np.int64)) for a in range(x.ndim)]
+        offsets = sum(np.arange(n).reshape([-1 if b == a else 1 for b in range(x.ndim)]) * strides[a]
+                      for a, n in enumerate(shape) if a != axis and sizes[a] != 1)
+        positions = tt.as_tensor_variable(np.asarray(offsets, np.int64)) + indices.astype("int64") * strides[axis]
+        gathered = tt.take(x.flatten(), positions)
+        return tt.specify_shape(tt.broadcast_to(gathered, shape), shape)
 
     def _ones_like(self, x):
         return tt.ones(int64_shape(x), dtype=x.dtype)
