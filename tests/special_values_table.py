@@ -18,10 +18,6 @@ CASES: list[Case] = [*ELEMENTWISE, *SHAPES, *BASIC, *MATH, *ARRAYS, *REDUCTIONS,
 #: Differences not fixed yet, ``(case id, backend, kind[, dtype]): why`` (no dtype: both): each must still differ
 #: (the test fails when one is fixed, so the entry leaves with the fix).
 KNOWN: dict[tuple[str, ...], str] = {
-    **dict.fromkeys((("matmul", "tensorflow", kind) for kind in ("float", "int")),
-                    "a vector times a vector: a raw InvalidArgumentError (backends/tensorflow/ops.py's matmul "
-                    "indexes the product of two vectors as a matrix's row)"),
-    ("matmul", "tensorflow", "bool"): "a raw InvalidArgumentError: TensorFlow has no boolean MatMul kernel",
     ("argmax", "tensorflow", "float"): "-0.0 and 0.0 tie (the first wins); Keras' argmax counts -0.0 below 0.0 "
                                        "on every backend",
     **dict.fromkeys((("all_finite", "tensorflow", kind) for kind in ("int", "bool")),
@@ -33,10 +29,6 @@ KNOWN: dict[tuple[str, ...], str] = {
     **dict.fromkeys((("floor_divide", backend, "float") for backend in ("tensorflow", "aesara", "pytensor")),
                     "-0.5 // inf is -0.0 (the floor of the quotient) where NumPy and JAX give -1 (their divmod: the "
                     "remainder takes the divisor's sign, inf)"),
-    **dict.fromkeys((("matmul", backend, kind) for backend in ("aesara", "pytensor")
-                     for kind in ("float", "int", "bool")),
-                    "a vector times a vector: a raw IndexError (backends/theano/ops.py's matmul indexes the product "
-                    "of two vectors as a matrix's row)"),
     **dict.fromkeys((("argmax", backend, "float") for backend in ("aesara", "pytensor")),
                     "-0.0 and 0.0 tie (the first wins); Keras' argmax counts -0.0 below 0.0 on every backend"),
     **dict.fromkeys((("binary_crossentropy", backend, "float") for backend in ("aesara", "pytensor")),

@@ -72,10 +72,15 @@ class TensorFlowOps(TensorFlowElementwiseOps, TensorFlowShapeOps, TensorFlowMath
         check_matmul(self.native_shape(x1), self.native_shape(x2))
         a = x1[None, :] if x1.shape.rank == 1 else x1
         b = x2[:, None] if x2.shape.rank == 1 else x2
-        out = tf.linalg.matmul(a, b)
+        if a.dtype == tf.bool:  # no boolean MatMul kernel: NumPy's product of booleans (an or of ands) in int32
+            out = tf.linalg.matmul(tf.cast(a, tf.int32), tf.cast(b, tf.int32)) > 0
+        else:
+            out = tf.linalg.matmul(a, b)
         if x2.shape.rank == 1:
             out = out[..., 0]
-        return out[..., 0, :] if x1.shape.rank == 1 else out
+        if x1.shape.rank == 1:  # the added row axis: the last one left where x2 is a vector too
+            out = out[..., 0] if x2.shape.rank == 1 else out[..., 0, :]
+        return out
 
     def _scan(self, step, init, xs, length, reverse, unroll):
         # One tf.while_loop, so tracing and Grappler see the step once; the step is traced twice in all: the first

@@ -118,7 +118,9 @@ class TheanoOps(TheanoElementwiseOps, TheanoShapeOps, TheanoMathOps, TheanoArray
             out = tt.reshape(out, (*batch, shape_of(a)[-2], shape_of(b)[-1]))  # sizes from the inputs: static
         if x2.ndim == 1:
             out = out[..., 0]
-        return out[..., 0, :] if x1.ndim == 1 else out
+        if x1.ndim == 1:  # the added row axis: the last one left where x2 is a vector too
+            out = out[..., 0] if x2.ndim == 1 else out[..., 0, :]
+        return out
 
     def _index(self, native, key):
         return tt.specify_shape(native[key], indexed_shape(tuple(native.type.shape), key))  # slices forget sizes
