@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 import toolkit
@@ -128,3 +130,17 @@ def check_fused_step_follows_outside_writes(backend, n: int, path) -> None:
         assert max_abs_diff(values, composed.optimizer_state()[slot]) <= FLOAT64_ATOL
     for replica in fused.replica_params():
         assert max_abs_diff(replica, fused.params()) == 0.0
+
+
+@contextlib.contextmanager
+def keras_in_float64(keras):
+    """Keras' floatx and global dtype policy float64 inside the block, both restored after. Keras freezes its global
+    dtype policy from floatx the first time any layer reads it (an earlier test may have), so both are set."""
+    floatx, policy = keras.config.floatx(), keras.config.dtype_policy()
+    keras.config.set_floatx("float64")
+    keras.config.set_dtype_policy("float64")
+    try:
+        yield keras
+    finally:
+        keras.config.set_floatx(floatx)
+        keras.config.set_dtype_policy(policy)

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import toolkit
+from tests.helpers import keras_in_float64
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("keras") is None,
                                 reason='needs keras (pip install "multigpu-toolkit[tensorflow]")')
@@ -40,12 +41,8 @@ def keras():
         os.environ.setdefault("KERAS_BACKEND", "numpy")
     import keras
 
-    floatx, policy = keras.config.floatx(), keras.config.dtype_policy()
-    keras.config.set_floatx("float64")
-    keras.config.set_dtype_policy("float64")
-    yield keras
-    keras.config.set_floatx(floatx)
-    keras.config.set_dtype_policy(policy)
+    with keras_in_float64(keras):
+        yield keras
 
 
 def _operations(keras):

@@ -13,7 +13,7 @@ import pytest
 
 import toolkit
 from tests.conftest import needs_all_backends
-from tests.helpers import max_abs_diff
+from tests.helpers import keras_in_float64, max_abs_diff
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("keras") is None,
                                 reason='needs keras (pip install "multigpu-toolkit[tensorflow]")')
@@ -33,14 +33,8 @@ def keras():
     toolkit.get_backend("tensorflow")  # its logical devices, before Keras starts TensorFlow
     import keras
 
-    # Keras freezes its global dtype policy from floatx the first time any layer reads it (an earlier test may have),
-    # so both are set here, and both restored.
-    floatx, policy = keras.config.floatx(), keras.config.dtype_policy()
-    keras.config.set_floatx("float64")
-    keras.config.set_dtype_policy("float64")
-    yield keras
-    keras.config.set_floatx(floatx)
-    keras.config.set_dtype_policy(policy)
+    with keras_in_float64(keras):
+        yield keras
 
 
 def _convnet(keras, dropout=0.3):

@@ -14,6 +14,7 @@ import pytest
 
 import toolkit
 from tests import keras_walk_more as more
+from tests.helpers import keras_in_float64
 from toolkit.nn.keras_layers import SUPPORTED
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("keras") is None,
@@ -35,12 +36,8 @@ def keras():
     toolkit.get_backend("tensorflow")  # its logical devices, before Keras starts TensorFlow
     import keras
 
-    floatx, policy = keras.config.floatx(), keras.config.dtype_policy()
-    keras.config.set_floatx("float64")
-    keras.config.set_dtype_policy("float64")
-    yield keras
-    keras.config.set_floatx(floatx)
-    keras.config.set_dtype_policy(policy)
+    with keras_in_float64(keras):
+        yield keras
 
 
 def _weights_diff(keras, trainer, model) -> float:

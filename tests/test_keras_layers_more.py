@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import toolkit
+from tests.helpers import keras_in_float64
 from toolkit.nn.keras_activations import ACTIVATIONS
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("keras") is None,
@@ -35,12 +36,8 @@ def keras():
         toolkit.get_backend("tensorflow")  # its logical devices, before Keras starts TensorFlow
     import keras
 
-    floatx, policy = keras.config.floatx(), keras.config.dtype_policy()
-    keras.config.set_floatx("float64")
-    keras.config.set_dtype_policy("float64")
-    yield keras
-    keras.config.set_floatx(floatx)
-    keras.config.set_dtype_policy(policy)
+    with keras_in_float64(keras):
+        yield keras
 
 
 def _predict(model, x) -> np.ndarray:

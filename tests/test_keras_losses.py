@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import toolkit
+from tests.helpers import keras_in_float64
 from tests.op_checks import gradients, run
 from toolkit.nn import keras_losses
 
@@ -39,12 +40,8 @@ def keras():
     if keras.backend.backend() != "tensorflow":
         # keras.ops.mean on JAX promotes float64 with "float32" to float32 (Keras 3.15): no float64 reference there.
         pytest.skip(f"the float64 reference is Keras on TensorFlow; this Keras runs on {keras.backend.backend()}")
-    floatx, policy = keras.config.floatx(), keras.config.dtype_policy()
-    keras.config.set_floatx("float64")
-    keras.config.set_dtype_policy("float64")
-    yield keras
-    keras.config.set_floatx(floatx)
-    keras.config.set_dtype_policy(policy)
+    with keras_in_float64(keras):
+        yield keras
 
 
 def _softmax(z):
