@@ -96,3 +96,19 @@ def failures(checks: Mapping[str, Callable[[], None]]) -> dict[str, str]:
         except AssertionError as error:
             failed[name] = str(error).strip()
     return failed
+
+
+def one_device_equals_many(backend_name: str, model: toolkit.Model, x: np.ndarray, y: np.ndarray,
+                           learning_rate: float, devices: int) -> np.ndarray:
+    """The same float64 gradients and the same SGD step for the parameter ``w`` on 1 device and on ``devices``
+    (with a batch they do not divide: uneven shards); returns the 1-device gradient, checked finite and non-zero."""
+    grads, params = [], []
+    for n in (1, devices):
+        trainer = toolkit.DataParallel(model, backend_name, n, toolkit.optim.SGD(learning_rate), dtype="float64")
+        grads.append(trainer.gradients(x, y)["w"])
+        trainer.step(x, y)
+        params.append(trainer.params()["w"])
+    np.testing.assert_allclose(grads[0], grads[-1], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(params[0], params[-1], rtol=1e-12, atol=1e-12)
+    assert np.all(np.isfinite(grads[0])) and np.any(grads[0] != 0)
+    return grads[0]

@@ -14,7 +14,7 @@ import pytest
 
 import toolkit
 from tests.conftest import MAX_DEVICES
-from tests.op_checks import FLOAT32_RTOL, FLOAT64_RTOL, gradients, run
+from tests.op_checks import FLOAT32_RTOL, FLOAT64_RTOL, gradients, one_device_equals_many, run
 from toolkit.errors import ArgumentError, ComputeError, DTypeError, ShapeError
 
 RNG = np.random.default_rng(11)
@@ -303,12 +303,4 @@ def test_array_ops_in_a_data_parallel_step(backend_name):
     model = toolkit.Model(lambda rng: {"w": rng.normal(size=(3, 4))}, _feature_ops,
                           lambda ops, out, y: ops.mean(ops.square(out - y), axis=1))
     x, y = np.random.default_rng(5).normal(size=(5, 3)), np.ones((5, 1))
-    grads, params = [], []
-    for n in (1, MAX_DEVICES):
-        trainer = toolkit.DataParallel(model, backend_name, n, toolkit.optim.SGD(1e-3), dtype="float64")
-        grads.append(trainer.gradients(x, y)["w"])
-        trainer.step(x, y)
-        params.append(trainer.params()["w"])
-    np.testing.assert_allclose(grads[0], grads[-1], rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(params[0], params[-1], rtol=1e-12, atol=1e-12)
-    assert np.all(np.isfinite(grads[0])) and np.any(grads[0] != 0)
+    one_device_equals_many(backend_name, model, x, y, 1e-3, MAX_DEVICES)

@@ -14,7 +14,7 @@ import pytest
 
 import toolkit
 from tests.conftest import MAX_DEVICES, THEANO, needs_all_backends
-from tests.op_checks import FLOAT32_RTOL, FLOAT64_RTOL, check_gradients, gradients, run
+from tests.op_checks import FLOAT32_RTOL, FLOAT64_RTOL, check_gradients, gradients, one_device_equals_many, run
 from toolkit.errors import ArgumentError, ComputeError, ShapeError
 from toolkit.tolerances import FLOAT64_ATOL
 
@@ -189,16 +189,9 @@ def test_custom_gradient_in_a_data_parallel_step(backend_name):
                              lambda ops, out, y: ops.mean(ops.square(out - y), axis=1))
 
     x, y = np.random.default_rng(5).normal(size=(5, 3)), np.zeros((5, 4))
-    grads, params = [], []
-    for n in (1, MAX_DEVICES):
-        trainer = toolkit.DataParallel(model(_custom_model), backend_name, n, toolkit.optim.SGD(1e-2), dtype="float64")
-        grads.append(trainer.gradients(x, y)["w"])
-        trainer.step(x, y)
-        params.append(trainer.params()["w"])
-    np.testing.assert_allclose(grads[0], grads[-1], rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(params[0], params[-1], rtol=1e-12, atol=1e-12)
+    grad = one_device_equals_many(backend_name, model(_custom_model), x, y, 1e-2, MAX_DEVICES)
     plain = toolkit.DataParallel(model(_plain_model), backend_name, 1, toolkit.optim.SGD(1e-2), dtype="float64")
-    np.testing.assert_allclose(grads[0], SCALE * plain.gradients(x, y)["w"], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(grad, SCALE * plain.gradients(x, y)["w"], rtol=1e-12, atol=1e-12)
 
 
 def test_custom_gradient_inside_a_loop(backend_name):

@@ -17,7 +17,7 @@ import scipy.signal
 
 import toolkit
 from tests.conftest import MAX_DEVICES, THEANO, needs_all_backends
-from tests.op_checks import FLOAT32_RTOL, FLOAT64_RTOL, check_gradients, gradients, run
+from tests.op_checks import FLOAT32_RTOL, FLOAT64_RTOL, check_gradients, gradients, one_device_equals_many, run
 from toolkit.errors import ArgumentError, DTypeError, ShapeError
 from toolkit.nn.ops import Ops
 
@@ -324,15 +324,7 @@ def test_signal_ops_in_a_data_parallel_step(backend_name):
     model = toolkit.Model(lambda rng: {"w": rng.normal(size=(3, 6))}, _spectral_model,
                           lambda ops, out, y: ops.mean(ops.square(out - y), axis=1))
     x, y = np.random.default_rng(5).normal(size=(5, 3)), np.ones((5, 1))
-    grads, params = [], []
-    for n in (1, MAX_DEVICES):
-        trainer = toolkit.DataParallel(model, backend_name, n, toolkit.optim.SGD(1e-6), dtype="float64")
-        grads.append(trainer.gradients(x, y)["w"])
-        trainer.step(x, y)
-        params.append(trainer.params()["w"])
-    np.testing.assert_allclose(grads[0], grads[-1], rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(params[0], params[-1], rtol=1e-12, atol=1e-12)
-    assert np.all(np.isfinite(grads[0])) and np.any(grads[0] != 0)
+    one_device_equals_many(backend_name, model, x, y, 1e-6, MAX_DEVICES)
 
 
 
