@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from toolkit.errors import DTypeError
+from toolkit.errors import ShapeError as ToolkitShapeError
 
 from .environment import import_framework, imported
 
@@ -129,6 +130,83 @@ class JaxOp(Op):
 @jax_funcify.register(JaxOp)
 def _jax_op(op, **kwargs):
     return op.function()
+
+
+class JaxFunction(JaxOp):
+    """A JAX function of a table (``functions()``: name -> a function of arrays and static options returning a tuple
+    of arrays) as an op, made with the function's name and options. Output shapes and dtypes come from
+    ``jax.eval_shape`` (inputs of static shape); its gradient is ``jax.vjp`` of the same function
+    (:class:`JaxFunctionGradient`). Subclasses give the table."""
+
+    __props__ = ("name", "options")
+
+    @staticmethod
+    def functions() -> dict:
+        raise NotImplementedError
+
+    def __init__(self, name: str, *options) -> None:
+        self.name, self.options = name, tuple(options)
+        self._functions: dict = {}
+
+    def bound(self):
+        """The table's function with this op's options bound: arrays in, a tuple of arrays out."""
+        fn, options = self.functions()[self.name], self.options
+        return lambda *xs: fn(*xs, *options)
+
+    def function(self):
+        if "forward" not in self._functions:
+            fn = self.bound()
+            self._functions["forward"] = lambda *xs: as_outputs(fn(*xs))
+        return self._functions["forward"]
+
+    def make_node(self, *inputs):
+        inputs = [tt.as_tensor_variable(x) for x in inputs]
+        if any(None in x.type.shape for x in inputs):
+            raise ToolkitShapeError(f"ops.{self.name} needs inputs of static shape, got "
+                                    f"{[x.type.shape for x in inputs]}")
+        specs = [jax.ShapeDtypeStruct(x.type.shape, x.dtype) for x in inputs]
+        outputs = jax.eval_shape(self.bound(), *specs)
+        return Apply(self, inputs, [tt.tensor(dtype=str(o.dtype), shape=o.shape) for o in outputs])
+
+    def infer_shape(self, fgraph, node, shapes):
+        return [tuple(o.type.shape) for o in node.outputs]
+
+    def L_op(self, inputs, outputs, output_grads):
+        cotangents = [tt.zeros_like(o) if isinstance(g.type, DisconnectedType) else g
+                      for o, g in zip(outputs, output_grads)]
+        grads = JaxFunctionGradient(self, len(inputs))(*inputs, *cotangents)
+        return list(grads) if isinstance(grads, (list, tuple)) else [grads]
+
+    pullback = L_op  # PyTensor 3's name for L_op
+
+
+class JaxFunctionGradient(JaxOp):
+    """The vector-Jacobian product of a :class:`JaxFunction` for its inputs (``jax.vjp`` of the same function); the
+    inputs are the function's, then one cotangent per output. Not differentiable again."""
+
+    __props__ = ("op", "count")
+
+    def __init__(self, op: JaxFunction, count: int) -> None:
+        self.op, self.count = op, count  # the forward op and how many inputs it has
+        self._functions: dict = {}
+
+    def make_node(self, *inputs):
+        inputs = [tt.as_tensor_variable(x) for x in inputs]
+        return Apply(self, inputs, [x.type() for x in inputs[:self.count]])
+
+    def function(self):
+        if "vjp" not in self._functions:
+            fn, count = self.op.bound(), self.count
+
+            def vjp(*values):
+                primals, cotangents = values[:count], values[count:]
+                return as_outputs(tuple(jax.vjp(fn, *primals)[1](tuple(cotangents))))
+
+            self._functions["vjp"] = vjp
+        return self._functions["vjp"]
+
+    def infer_shape(self, fgraph, node, shapes):
+        return shapes[:len(node.outputs)]
 
 
 def as_outputs(values: tuple):

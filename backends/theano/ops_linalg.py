@@ -5,9 +5,7 @@ the same function; the products are composites of the neutral layer."""
 
 from __future__ import annotations
 
-from toolkit.errors import ShapeError
-
-from .graphs import Apply, DisconnectedType, JaxOp, as_outputs, jax, tt
+from .graphs import JaxFunction, jax
 
 
 def _functions() -> dict:
@@ -29,72 +27,11 @@ def _functions() -> dict:
     }
 
 
-class _Linalg(JaxOp):
-    """A ``jax.numpy.linalg`` function of :func:`_functions` as an op: the JAX linker calls it in its compiled step,
-    the C linker on the host. Output shapes come from ``jax.eval_shape`` (inputs of static shape). Its gradient is
-    :class:`_LinalgGradient`."""
+class _Linalg(JaxFunction):
+    """A ``jax.numpy.linalg`` function of :func:`_functions` as an op (its gradient ``jax.vjp`` of the same
+    function)."""
 
-    __props__ = ("name", "options")
-
-    def __init__(self, name: str, *options) -> None:
-        self.name, self.options = name, tuple(options)
-        self._functions: dict = {}
-
-    def function(self):
-        if "forward" not in self._functions:
-            fn, options = _functions()[self.name], self.options
-            self._functions["forward"] = lambda *xs: as_outputs(fn(*xs, *options))
-        return self._functions["forward"]
-
-    def make_node(self, *inputs):
-        inputs = [tt.as_tensor_variable(x) for x in inputs]
-        if any(None in x.type.shape for x in inputs):
-            raise ShapeError(f"ops.{self.name} needs inputs of static shape, got {[x.type.shape for x in inputs]}")
-        specs = [jax.ShapeDtypeStruct(x.type.shape, x.dtype) for x in inputs]
-        fn, options = _functions()[self.name], self.options
-        outputs = jax.eval_shape(lambda *xs: fn(*xs, *options), *specs)
-        return Apply(self, inputs, [tt.tensor(dtype=str(o.dtype), shape=o.shape) for o in outputs])
-
-    def infer_shape(self, fgraph, node, shapes):
-        return [tuple(o.type.shape) for o in node.outputs]
-
-    def L_op(self, inputs, outputs, output_grads):
-        cotangents = [tt.zeros_like(o) if isinstance(g.type, DisconnectedType) else g
-                      for o, g in zip(outputs, output_grads)]
-        grads = _LinalgGradient(self, len(inputs))(*inputs, *cotangents)
-        return list(grads) if isinstance(grads, (list, tuple)) else [grads]
-
-    pullback = L_op  # PyTensor 3's name for L_op
-
-
-class _LinalgGradient(JaxOp):
-    """The vector-Jacobian product of a :class:`_Linalg` for its inputs (``jax.vjp`` of the same function). Not
-    differentiable again."""
-
-    __props__ = ("op", "count")
-
-    def __init__(self, op: _Linalg, count: int) -> None:
-        self.op, self.count = op, count  # the forward op and how many inputs it has
-        self._functions: dict = {}
-
-    def make_node(self, *inputs):
-        inputs = [tt.as_tensor_variable(x) for x in inputs]
-        return Apply(self, inputs, [x.type() for x in inputs[:self.count]])
-
-    def function(self):
-        if "vjp" not in self._functions:
-            fn, options, count = _functions()[self.op.name], self.op.options, self.count
-
-            def vjp(*values):
-                primals, cotangents = values[:count], values[count:]
-                _, pullback = jax.vjp(lambda *xs: fn(*xs, *options), *primals)
-                return as_outputs(tuple(pullback(tuple(cotangents))))
-
-            self._functions["vjp"] = vjp
-        return self._functions["vjp"]
-
-    def infer_shape(self, fgraph, node, shapes):
-        return shapes[:len(node.outputs)]
+    functions = staticmethod(_functions)
 
 
 class TheanoLinalgOps:
