@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
@@ -10,6 +11,7 @@ import textwrap
 
 import pytest
 
+import toolkit
 from tests.conftest import THEANO, needs_all_backends, needs_backend
 
 FRAMEWORKS = ("tensorflow", "aesara", "pytensor", "jax", "jaxlib")
@@ -39,23 +41,79 @@ def test_import_toolkit_imports_no_framework():
     assert json.loads(result.stdout) == []
 
 
-def test_public_submodules_are_attributes_of_a_plain_import():
+def public_names(module) -> list[str]:
+    """A module's public names: its ``__all__``, or else the functions and classes written in it."""
+    if hasattr(module, "__all__"):
+        return list(module.__all__)
+    return [name for name, value in vars(module).items()
+            if not name.startswith("_") and getattr(value, "__module__", None) == module.__name__]
+
+
+def test_public_submodules_are_modules_and_attributes_without_a_framework():
     result = run_python(f"""
-        import json, sys
+        import importlib, json, sys
         import toolkit
-        toolkit.models.mlp([4, 3]); toolkit.layers.dense; toolkit.datasets.digits; toolkit.optim.Adam(0.1)
-        toolkit.distributed.process_slice; toolkit.ops.Ops; toolkit.tolerances.FLOAT64_ATOL; toolkit.workloads.WORKLOADS
-        from toolkit import layers, models, optim, distributed
+        toolkit.models.mlp([4, 3]); toolkit.optim.schedules.CosineDecay(0.1, 10)  # attributes, loaded on first use
         assert set(toolkit.SUBMODULES) <= set(dir(toolkit))
+        import toolkit.distributed
+        from toolkit.layers import dense
+        from toolkit.optim import Adam
+        from toolkit import layers, models, optim, distributed
+        imported = []
+        for name in (*toolkit.SUBMODULES, "optim.schedules"):
+            module = importlib.import_module(f"toolkit.{{name}}")
+            assert module.__name__ == f"toolkit.{{name}}" and module.__file__, module
+            for item in getattr(module, "__all__", None) or [  # else the functions and classes written there
+                    n for n, v in vars(module).items()
+                    if not n.startswith("_") and getattr(v, "__module__", None) == module.__name__]:
+                scope = {{}}
+                exec(f"from toolkit.{{name}} import {{item}}", scope)
+                assert scope[item] is getattr(module, item)
+                imported.append(f"{{name}}.{{item}}")
         try:
             toolkit.no_such_thing
         except AttributeError as error:
             print(error)
+        print(json.dumps(imported))
         print(json.dumps([m for m in {FRAMEWORKS!r} if m in sys.modules]))
     """)
     assert result.returncode == 0, result.stderr
-    error, frameworks = result.stdout.strip().splitlines()
-    assert error == "module 'toolkit' has no attribute 'no_such_thing'" and json.loads(frameworks) == []
+    error, imported, frameworks = result.stdout.strip().splitlines()
+    assert error == "module 'toolkit' has no attribute 'no_such_thing'"
+    assert {"distributed.initialize", "layers.dense", "optim.Adam", "optim.schedules.CosineDecay", "workloads.Workload",
+            "checkpoint.load_checkpoint", "datasets.digits"} <= set(json.loads(imported))
+    assert json.loads(frameworks) == []
+
+
+#: Where each public submodule's names are written (``toolkit.datasets``, ``tolerances`` and ``registry`` are
+#: written where they are published).
+PRESENTS = {
+    "callbacks": "toolkit.training.callbacks", "checkpoint": "toolkit.training.checkpoint",
+    "distributed": "toolkit.processes.distributed", "layers": "toolkit.nn.layers", "models": "toolkit.nn.models",
+    "metrics": "toolkit.training.metrics", "ops": "toolkit.nn.ops", "optim": "toolkit.training.optim",
+    "optim.schedules": "toolkit.training.schedules", "workloads": "toolkit.command.workloads",
+}
+#: Public-looking names of those modules that users are not meant to call: the backends' runtime across processes,
+#: and the batch orders the commands draw.
+INTERNAL = {
+    "distributed": {"beacon", "bounded", "lost", "unreachable", "watched"},
+    "workloads": {"draw_batches", "epoch_batches"},
+}
+
+
+@pytest.mark.parametrize("name", sorted(PRESENTS))
+def test_a_public_submodule_gives_every_public_name_of_its_implementation(name):
+    """A name added to the module where it is written (a layer, a callback, an optimizer) reaches the public module,
+    as the very same object, or is declared internal above."""
+    public, written = importlib.import_module(f"toolkit.{name}"), importlib.import_module(PRESENTS[name])
+    missing = set(public_names(written)) - set(public.__all__) - INTERNAL.get(name, set())
+    assert not missing, f"toolkit.{name} does not give {sorted(missing)} of {written.__name__}"
+    assert set(toolkit.SUBMODULES) | {"optim.schedules"} >= set(PRESENTS)
+    for item in public.__all__:
+        if item == "schedules":  # toolkit.optim.schedules: a public module itself
+            assert public.schedules is importlib.import_module("toolkit.optim.schedules")
+        else:
+            assert getattr(public, item) is getattr(written, item), item
 
 
 def test_a_model_typed_into_stdin_trains_quietly(backend_name):

@@ -17,8 +17,8 @@ import pytest
 import toolkit
 from tests.conftest import THEANO, needs_all_backends, needs_backend
 from tests.helpers import FEATURES, SMALL_MLP, batch, max_abs_diff
-from toolkit import checkpoint as checkpoint_module
 from toolkit.tolerances import FLOAT64_ATOL
+from toolkit.training import checkpoint as checkpoint_module  # where the file's layout names are, private ones too
 from toolkit.training.trainer import NAN_POLICIES
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -12,9 +12,10 @@ The package is grouped by what a reader looks for:
 - ``backends/``: each framework's translation (installed as ``toolkit.backends``; ``backends/`` in the repository);
 - ``backend.py`` and ``registry.py``: the interface every backend implements, and finding backends by name.
 
-The public submodules are attributes of ``toolkit`` (loaded on first use): ``toolkit.ops``, ``toolkit.layers``,
-``toolkit.models``, ``toolkit.datasets``, ``toolkit.optim``, ``toolkit.metrics``, ``toolkit.callbacks``,
-``toolkit.distributed``, ``toolkit.tolerances``, ``toolkit.workloads``, ``toolkit.registry``, ``toolkit.checkpoint``.
+The public submodules (:data:`SUBMODULES`) are modules of their own, ``import toolkit.distributed`` and
+``from toolkit.layers import dense`` as in any package, and attributes of ``toolkit`` loaded on first use, so that
+``import toolkit`` stays quick; none imports a framework. Most of them give the public names of a module of the
+grouping above (``toolkit.layers`` those of ``toolkit.nn.layers``), where those names are written and documented.
 """
 
 from __future__ import annotations
@@ -54,28 +55,14 @@ from toolkit.training.model_parallel import ModelParallel, Part, PartedModel
 
 __version__ = "0.1.0"
 
-#: Public submodules, reachable as ``toolkit.<name>`` without importing them first (none imports a framework).
-SUBMODULES = {
-    "callbacks": "toolkit.training.callbacks",
-    "checkpoint": "toolkit.training.checkpoint",
-    "datasets": "toolkit.datasets",
-    "distributed": "toolkit.processes.distributed",
-    "layers": "toolkit.nn.layers",
-    "metrics": "toolkit.training.metrics",
-    "models": "toolkit.nn.models",
-    "ops": "toolkit.nn.ops",
-    "optim": "toolkit.training.optim",
-    "registry": "toolkit.registry",
-    "tolerances": "toolkit.tolerances",
-    "workloads": "toolkit.command.workloads",
-}
+#: The public submodules: ``toolkit.<name>`` is a module; as an attribute of ``toolkit`` it is imported on first use.
+SUBMODULES = ("callbacks", "checkpoint", "datasets", "distributed", "layers", "metrics", "models", "ops", "optim",
+              "registry", "tolerances", "workloads")
 
 
 def __getattr__(name: str) -> Any:
     if name in SUBMODULES:
-        module = importlib.import_module(SUBMODULES[name])
-        globals()[name] = module
-        return module
+        return importlib.import_module(f"{__name__}.{name}")  # the import binds it as an attribute of this module
     raise AttributeError(f"module 'toolkit' has no attribute {name!r}")
 
 

@@ -1,0 +1,10 @@
+"""The neutral op interface model code is written against (``from toolkit.ops import Ops, Tensor``, for annotations).
+
+A model's ``forward(ops, params, x)`` and ``loss(ops, outputs, y)`` receive an :class:`Ops` of the backend that
+runs them and :class:`Tensor` values; :mod:`toolkit.nn.ops` and :mod:`toolkit.nn.tensor` define and document both.
+"""
+
+from toolkit.nn.ops import Ops
+from toolkit.nn.tensor import Tensor
+
+__all__ = ["Ops", "Tensor"]
