@@ -8,8 +8,12 @@ import toolkit
 from toolkit import registry
 
 
-def test_available_backends_are_known_names():
-    assert set(toolkit.available_backends()) <= set(registry.REGISTRY)
+def test_available_backends_are_those_whose_modules_are_all_installed_in_registry_order(monkeypatch):
+    specs = [registry.BackendSpec(name, f"toolkit.backends.{name}", requires, requires, name)
+             for name, requires in (("first", ("json",)), ("partial", ("json", "no_such_framework_xyz")),
+                                    ("missing", ("no_such_framework_xyz",)), ("last", ("json", "csv")))]
+    monkeypatch.setattr(registry, "REGISTRY", {spec.name: spec for spec in specs})
+    assert toolkit.available_backends() == ["first", "last"]
 
 
 def test_unknown_backend_names_the_known_ones():
