@@ -16,18 +16,12 @@ import pytest
 
 from tests.conftest import INSTALLED
 from tests.helpers import max_abs_diff
-from toolkit.command.bench import (
-    DISPATCH_SCALING_BOUND,
-    PEAK_FRACTION_TARGET,
-    SCALING_BOUND,
-    SCHEMA,
-    SCHEMA_VERSION,
-    Batches,
-    fractions,
-    make_batches,
-    markdown,
-    ratios,
-)
+from toolkit.command.bench import markdown
+from toolkit.command.bench.measure import Batches, make_batches
+from toolkit.command.bench.natives import natives
+from toolkit.command.bench.schema import SCHEMA, SCHEMA_VERSION
+from toolkit.command.bench.statistics import fractions, ratios
+from toolkit.command.bench.targets import DISPATCH_SCALING_BOUND, PEAK_FRACTION_TARGET, SCALING_BOUND
 from toolkit.command.main import main
 from toolkit.registry import REGISTRY
 from toolkit.tolerances import FLOAT64_ATOL
@@ -112,7 +106,6 @@ def test_products_alone_run_every_product_and_both_of_its_gradients(backend_name
     """The call that times a step's matmuls and convolutions alone computes, for each, the gradients for both
     operands: every product is linear in each operand, so <cotangent, output> = <grad_a, a> = <grad_b, b>, and a
     matmul's output is NumPy's."""
-    import importlib
 
     import toolkit
     from toolkit.command.flops import forward_products, products_alone
@@ -124,7 +117,7 @@ def test_products_alone_run_every_product_and_both_of_its_gradients(backend_name
     found = forward_products(model, trainer.backend, trainer.params(), trainer.state(), x, y, "float64")
     assert [p.kind for p in found] == ["conv"] * 6 + ["matmul"]  # stem, 2 + 2 + shortcut, head
     assert found[3].options == (("strides", 2), ("padding", "same"), ("dilation_rate", 1))
-    native = importlib.import_module(f"{REGISTRY[backend_name].package}.native")
+    native = natives(backend_name)
     seen = {}
 
     def make(products, operands, cotangents, dtype):
@@ -228,7 +221,6 @@ def test_bench_natives_carry_model_state_like_the_toolkit(backend_name, tmp_path
 def test_all_or_nothing_natives_keep_everything_after_a_non_finite_step(backend_name):
     """The natives with the toolkit's guarantee (``*-checked``) write nothing when the loss, a gradient or the new
     state is not finite, and train like the plain natives otherwise; the plain natives write the NaNs."""
-    import importlib
 
     import toolkit
     from tests.helpers import bn_digits_mlp
@@ -237,8 +229,7 @@ def test_all_or_nothing_natives_keep_everything_after_a_non_finite_step(backend_
     x, y = rng.normal(size=(32, 64)), rng.integers(0, 10, size=32).astype(LABEL_DTYPE)
     x[16:, 3] = np.nan  # the second batch
     trainer = toolkit.DataParallel(bn_digits_mlp(), backend_name, 1, toolkit.optim.SGD(0.0625), dtype="float64")
-    native = importlib.import_module(f"{REGISTRY[backend_name].package}.native")
-    runners = native.runners(trainer.model, trainer.params(), trainer.state(), Batches(x, y, 16),
+    runners = natives(backend_name).runners(trainer.model, trainer.params(), trainer.state(), Batches(x, y, 16),
                              trainer.devices, trainer.backend, "float64", 0.0625)
     checked = {name for name in runners if name.endswith("-checked")}
     assert checked == {name for name in CANDIDATES[backend_name][0] if name.endswith("-checked")}

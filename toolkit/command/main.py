@@ -8,9 +8,11 @@ exit status 1 with a readable diff.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -131,6 +133,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@contextlib.contextmanager
+def _progress_bar(args, description: str, total: int) -> Iterator[Callable[[str], None] | None]:
+    """A transient progress bar on stderr for ``total`` units of work, given as a callback ``progress(text)`` that marks
+    one unit done and shows ``text``; None, no bar, with ``--quiet`` or ``--json`` or where stderr is not a terminal."""
+    if args.quiet or args.json or not sys.stderr.isatty():
+        yield None
+        return
+    from rich.progress import Progress
+
+    with Progress(transient=True) as bar:
+        task = bar.add_task(description, total=total)
+        yield lambda text: bar.update(task, advance=1, description=text)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -190,18 +206,9 @@ def _run(args, workload) -> dict[str, Any]:
 
     config = {"model": args.model, "backends": args.backends, "devices": args.devices, "dtype": args.dtype,
               "optimizer": args.optimizer, "lr": args.lr, "steps": args.steps, "batch": args.batch, "seed": args.seed}
-    total = args.steps
-    if args.quiet or args.json or not sys.stderr.isatty():
+    with _progress_bar(args, "training", args.steps) as progress:
         results = run_comparison(workload, args.backends, args.devices, args.dtype, args.optimizer, args.lr,
-                                 args.steps, args.batch, args.seed)
-    else:
-        from rich.progress import Progress
-
-        with Progress(transient=True) as bar:
-            task = bar.add_task("training", total=total)
-            results = run_comparison(workload, args.backends, args.devices, args.dtype, args.optimizer, args.lr,
-                                     args.steps, args.batch, args.seed,
-                                     progress=lambda text: bar.update(task, advance=1, description=text))
+                                 args.steps, args.batch, args.seed, progress=progress)
     return {**results, "toolkit_version": __version__, "config": config}
 
 
@@ -307,7 +314,7 @@ def _parity_against(args) -> int:
 
 
 def _bench(args) -> int:
-    from toolkit.command.bench import run_bench
+    from toolkit.command.bench import print_report, run_bench
     from toolkit.command.workloads import load_workload
     from toolkit.errors import BackendUnavailableError
     from toolkit.registry import REGISTRY
@@ -334,68 +341,9 @@ def _bench(args) -> int:
     config = {"models": args.model, "backends": args.backends, "devices": args.devices, "dtype": args.dtype,
               "lr": args.lr, "batch": args.batch, "steps": args.steps, "rounds": args.rounds, "seed": args.seed,
               "peak_size": args.peak_size}
-    if args.quiet or args.json or not sys.stderr.isatty():
-        results = run_bench(config, args.timeout)
-    else:
-        from rich.progress import Progress
-
-        with Progress(transient=True) as bar:
-            task = bar.add_task("measuring", total=1 + len(args.model) * len(args.devices))
-
-            def advance(text: str) -> None:
-                bar.update(task, description=f"measuring {text}", advance=0 if text.startswith("the machine") else 1)
-
-            results = run_bench(config, args.timeout, progress=advance)
-    return _emit(args, "bench.json", results, lambda: _print_bench(results))
-
-
-def _print_bench(results: dict[str, Any]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    from toolkit.command.bench import LABELS, peak_sentence
-
-    config, machine = results["config"], results["machine"]
-    console = Console(width=None if sys.stdout.isatty() else 170)
-    used = {(u["model"], u["backend"], u["candidate"], u["devices"]): u["devices_used"] for u in results["runs"]}
-    for model in dict.fromkeys(r["model"] for r in results["runs"]):
-        mine = [r for r in results["runs"] if r["model"] == model]
-        first = mine[0]
-        runs = Table(title=f"{model}, SGD, {config['dtype']}, batch {first['batch']}, {first['gflop_per_step']:.4g} "
-                           f"GFLOP a step: step time, median of {config['rounds']} rounds of {first['steps']} steps")
-        for column in ("devices", "backend", "code", "median", "min-max", "first step", "memory MiB", "GFLOP/s",
-                       "of peak", "vs toolkit"):
-            runs.add_column(column, justify="left" if column == "code" else "right")
-        for run in mine:
-            memory = "-" if run["step_peak_mb"] is None else f"{run['first_peak_mb']:.0f}/{run['step_peak_mb']:.0f}"
-            runs.add_row(str(run["devices"]), run["backend"], run["label"], f"{run['median_ms']:.3f} ms",
-                         f"{run['min_ms']:.2f}-{run['max_ms']:.2f}", f"{run['compile_s']:.2f} s", memory,
-                         f"{run['gflops']:.2f}", f"{run['peak_fraction']:.1%}",
-                         "-" if run["param_diff"] is None else f"{run['param_diff']:.1e}")
-        console.print(runs)
-        ratios = Table(title=f"{model}: ratios (lower is faster; < 1: the toolkit is faster), with a 90% bootstrap "
-                             "interval")
-        for column in ("backend", "toolkit", "over", "ratio", "interval", "target", "verdict"):
-            ratios.add_column(column, justify="right" if column in ("ratio", "interval", "target") else "left")
-        for r in (r for r in results["ratios"] if r["model"] == model):
-            baseline_used = used[(model, r["backend"], r["baseline"], r["baseline_devices"])]
-            over = (f"{LABELS.get(r['baseline'], r['baseline'])}, {baseline_used} dev"
-                    if r["baseline"] != r["candidate"] else f"itself on {r['baseline_devices']} device")
-            ratios.add_row(r["backend"], f"{LABELS.get(r['candidate'], r['candidate'])}, {r['devices']} dev", over,
-                           f"{r['ratio']:.2f}", f"{r['low']:.2f}-{r['high']:.2f}",
-                           "-" if r["target"] is None else f"<= {r['target']}",
-                           {None: "", "not met": "NOT MET"}.get(r["verdict"], r["verdict"]))
-        console.print(ratios)
-    console.print(peak_sentence(results))
-    for f in results["fractions"]:
-        judged = "" if f["target"] is None else f" (target >= {f['target']:.0%}: {f['verdict']})"
-        print(f"{f['model']}, {f['backend']} toolkit on 1 device: {f['fraction']:.1%} of the best peak "
-              f"({f['low']:.1%}-{f['high']:.1%}){judged}")
-    print(f"machine: {machine['cpu']}, {machine['cores']} cores, {machine['platform']}, "
-          + ", ".join(f"{k} {v}" for k, v in machine["versions"].items()))
-    print("vs toolkit: max |difference| / max |value| of the parameters and model state after the same steps (a "
-          "check that the codes compared do the same training); memory: peak resident MiB added during the "
-          "warm-up cycle / during a timed round")
+    with _progress_bar(args, "measuring", 1 + len(args.model) * len(args.devices)) as progress:
+        results = run_bench(config, args.timeout, progress=progress)
+    return _emit(args, "bench.json", results, lambda: print_report(results))
 
 
 def _launch(args) -> int:

@@ -1,46 +1,26 @@
-"""Native Theano-family and JAX training for ``multigpu bench`` (see :mod:`toolkit.command.bench`), on one device
-(neither Aesara nor PyTensor has multi-device training of its own to compare with):
+"""The bench's model in plain JAX, ``jax-jit``: :class:`JaxOps`, whose methods are single ``jax.numpy`` and ``jax.lax``
+calls, a ``jax.value_and_grad`` of the mean loss and an SGD update in one ``jax.jit`` with the parameters and state
+donated. The ceiling for any JAX-linker path: no engine graph in between. Also the JAX matmul that measures the
+machine's peak, and a step's matmuls and convolutions alone in JAX.
 
-- ``function-jax`` and ``function-c``: a plain ``function`` training step with ``updates`` (``aesara.function`` or
-  ``pytensor.function``), as Theano users wrote it, with the JAX linker and the C linker. The model's math is the
-  toolkit model's, written with :class:`~.ops.TheanoOps`, whose methods build the same graph a user would;
-  parameters and model state are ``shared`` variables updated in place by the function.
-- ``jax-jit``: the same model written directly in JAX: :class:`JaxOps`, whose methods are single ``jax.numpy`` and
-  ``jax.lax`` calls, a ``jax.value_and_grad`` of the mean loss and an SGD update in one ``jax.jit`` with the
-  parameters and state donated. The ceiling for any JAX-linker path: no engine graph in between.
+Imported (by :mod:`toolkit.command.bench.natives.theano`) once the engine has started JAX with the logical devices
+asked for and float64 enabled.
 """
 
 from __future__ import annotations
 
 import functools
-import warnings
 
+import jax
+import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
-from toolkit.command.bench import Batches
+from toolkit.command.bench.measure import Batches
 from toolkit.nn.context import MIX32_STEPS, UNIFORM_BITS
 from toolkit.nn.model import batch
 from toolkit.nn.ops import ARGUMENTS, Ops
 from toolkit.nn.shapes import check_conv, check_matmul, window
-
-from . import engine
-from .environment import import_framework
-from .ops import TheanoOps
-
-theano, jax = import_framework()
-
-import jax.numpy as jnp  # noqa: E402
-from jax import lax  # noqa: E402
-
-tt = theano.tensor
-
-#: The toolkit's candidates: name -> options for get_backend (the C linker has one device: bench runs it at n = 1).
-TOOLKIT_OPTIONS = {"toolkit": {}, "toolkit-c": {"linker": "c"}}
-#: The engine's modes of each linker.
-MODES = engine.MODES
-#: The library whose matmul measures the machine's peak for this backend (:mod:`toolkit.command.flops`): JAX, the
-#: engine of Aesara's device path.
-PEAK_LIBRARY = "jax"
 
 
 def matmul(a: np.ndarray, b: np.ndarray):
@@ -66,51 +46,6 @@ def products(found: list, operands: list, cotangents: list, dtype: str):
 
     run, placed = jax.jit(gradients), jax.device_put((operands, cotangents), device)
     return lambda: jax.block_until_ready(run(*placed))
-
-
-class FunctionWithUpdates:
-    """``f = theano.function([x, y], loss, updates=[(p, p - lr * grad), (s, new s)])``, called once per batch.
-    With ``all_or_nothing=True`` each update is ``switch(finite, new, old)``: written only if the loss, every
-    gradient and the new state are finite, the guarantee the toolkit's step gives (``nan_policy``)."""
-
-    devices_used = 1
-
-    def __init__(self, model, params, state, batches: Batches, linker: str, dtype: str, lr: float,
-                 all_or_nothing: bool = False) -> None:
-        ops = TheanoOps(dtype, linker)
-        with theano.config.change_flags(floatX=dtype):  # what a float32 user sets; keeps constants in dtype
-            self._shared = {name: theano.shared(np.asarray(value, dtype), name=name)
-                            for name, value in {**params, **state}.items()}
-            # Every batch has the same shape, so the inputs' types give it: JAX needs static reshape sizes.
-            x = tt.tensor(dtype=batches.x.dtype.name, shape=(batches.size, *batches.x.shape[1:]), name="x")
-            y = tt.tensor(dtype=batches.y.dtype.name, shape=(batches.size, *batches.y.shape[1:]), name="y")
-            # Shared variables have no static shape in their type; the model sees its parameters with theirs.
-            typed = {name: tt.specify_shape(var, np.shape(value))
-                     for (name, var), value in zip(self._shared.items(), {**params, **state}.values())}
-            losses, new_state, _ = model.train_losses(ops, {k: typed[k] for k in params},
-                                                      batch(x, None, {k: typed[k] for k in state}), y)
-            loss = tt.mean(losses)
-            trained = [self._shared[k] for k in params]
-            step, grads = np.asarray(lr, dtype), theano.grad(loss, trained)
-            updates = [(p, p - step * g) for p, g in zip(trained, grads)]
-            updates += [(self._shared[k], value) for k, value in new_state.items()]
-            if all_or_nothing:
-                finite = ops.call(type(ops).all_finite, [loss, *grads, *new_state.values()])
-                updates = [(var, tt.switch(finite, new, var)) for var, new in updates]
-            with warnings.catch_warnings():
-                warnings.filterwarnings("ignore", message="Skipping `CheckAndRaise` Op", category=UserWarning)
-                self._function = theano.function([x, y], loss, updates=updates, mode=MODES[linker])
-        self._batches, self._next = batches, 0
-
-    def run(self, steps: int) -> float:
-        for _ in range(steps):
-            x, y = self._batches[self._next]
-            self._next = (self._next + 1) % len(self._batches)
-            loss = float(self._function(x, y))
-        return loss
-
-    def params(self) -> dict[str, np.ndarray]:
-        return {name: np.asarray(var.get_value()) for name, var in self._shared.items()}
 
 
 class JaxJit:
@@ -393,14 +328,3 @@ for _name, _method in list(vars(JaxOps).items()):
 for _name in sorted(JaxOps.__abstractmethods__):
     setattr(JaxOps, _name, _outside_the_baseline(_name))
 JaxOps.__abstractmethods__ = frozenset()
-
-def runners(model, params, state, batches: Batches, devices, backend, dtype: str, lr: float) -> dict:
-    """The native runners, in the one-device process only: they have one device (plain Aesara has no multi-device
-    training), and the toolkit on ``n`` devices is compared with them through its scaling ratio (with per-replica
-    batch statistics, ``n`` devices do not train like one, so their parameters could not be compared there)."""
-    if len(devices) > 1:
-        return {}
-    natives = {f"function-{linker}{'-checked' * checked}": FunctionWithUpdates(model, params, state, batches, linker,
-                                                                               dtype, lr, all_or_nothing=checked)
-               for linker in MODES for checked in (False, True)}
-    return {**natives, "jax-jit": JaxJit(model, params, state, batches, dtype, lr)}

@@ -9,7 +9,7 @@ parameters, batches and devices (see :mod:`toolkit.command.bench`).
 - ``function`` and ``function-xla`` (one device): the guides' custom step without a strategy, a ``tf.function`` of a
   GradientTape step and a Keras optimizer, without and with ``jit_compile=True``.
 
-The model's math is the toolkit model's, written with :class:`~backends.tensorflow.ops.TensorFlowOps`, whose methods
+The model's math is the toolkit model's, written with the TensorFlow backend's ops (``backend.ops``), whose methods
 are single TensorFlow calls; the loop, the distribution, the gradients and the update are TensorFlow's and Keras'.
 Model state (batch normalization's moving statistics) is non-trainable variables, assigned after each step; under
 ``MirroredStrategy`` the replicas' new values are averaged, as Keras' ``BatchNormalization`` does with its
@@ -20,15 +20,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from toolkit.backends.tensorflow import environment
-from toolkit.backends.tensorflow.ops import TensorFlowOps
-from toolkit.command.bench import Batches
+import toolkit
+from toolkit.command.bench.measure import Batches
 from toolkit.nn import context
 from toolkit.nn.model import batch
+from toolkit.registry import REGISTRY
 
-tf = environment.import_framework()
+tf = REGISTRY["tensorflow"].environment().import_framework()  # configured: logical devices, quiet logs
 
 import keras  # noqa: E402  (after TensorFlow is configured)
+
+__all__ = ["PEAK_LIBRARY", "TOOLKIT_OPTIONS", "matmul", "products", "runners"]
 
 #: The toolkit's candidates: name -> options for get_backend.
 TOOLKIT_OPTIONS = {"toolkit": {}}
@@ -42,6 +44,11 @@ def matmul(a: np.ndarray, b: np.ndarray):
         ta, tb = tf.constant(a), tf.constant(b)
     product = tf.function(lambda p, q: tf.linalg.matmul(p, q))
     return lambda: product(ta, tb).numpy()
+
+
+def _ops(dtype: str):
+    """The TensorFlow backend's ops for ``dtype``: the model's math as single TensorFlow calls."""
+    return toolkit.get_backend("tensorflow").ops(dtype)
 
 
 def _dataset(batches: Batches):
@@ -62,7 +69,7 @@ class MirroredCustomLoop:
     """``MirroredStrategy`` custom training loop with SGD."""
 
     def __init__(self, model, params, state, batches: Batches, native_names, dtype, lr) -> None:
-        ops, global_batch = TensorFlowOps(dtype), batches.size
+        ops, global_batch = _ops(dtype), batches.size
         self.strategy = strategy = _strategy(native_names)
         with strategy.scope():
             self._vars = _variables(params, dtype)
@@ -107,7 +114,7 @@ class FunctionStep:
 
     def __init__(self, model, params, state, batches: Batches, native_name, dtype, lr, jit_compile: bool,
                  all_or_nothing: bool = False) -> None:
-        ops, self._batches, self._next = TensorFlowOps(dtype), batches, 0
+        ops, self._batches, self._next = _ops(dtype), batches, 0
         with tf.device(native_name):
             self._vars = _variables(params, dtype)
             self._state = _variables(state, dtype, trainable=False)
@@ -189,7 +196,7 @@ class KerasFit:
     """``model.fit`` under ``MirroredStrategy`` with SGD; ``compile`` keeps its defaults (``jit_compile="auto"``)."""
 
     def __init__(self, model, params, state, batches: Batches, native_names, dtype, lr) -> None:
-        ops = TensorFlowOps(dtype)
+        ops = _ops(dtype)
         integer_labels = batches.y.dtype.kind in "iu"
 
         class Loss(keras.losses.Loss):  # a Loss subclass: a plain function's loss would compute in float32
@@ -216,7 +223,7 @@ def products(found: list, operands: list, cotangents: list, dtype: str):
     """A call that runs a step's matmuls and convolutions alone (:func:`toolkit.command.flops.products_alone`) with
     TensorFlow on its first CPU device: one ``tf.function`` of their forward and a GradientTape's gradients for both
     operands of each (TensorFlow's eager call returns when the work is done)."""
-    ops = TensorFlowOps(dtype)
+    ops = _ops(dtype)
     with tf.device("/CPU:0"):
         operands = [tuple(tf.constant(v) for v in pair) for pair in operands]
         cotangents = [tf.constant(c) for c in cotangents]

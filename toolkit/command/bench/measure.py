@@ -1,0 +1,254 @@
+"""What one ``multigpu bench`` worker measures: one model at one device count, in a process of its own with that many
+logical devices (or the machine's matmul peak). Every candidate (the toolkit's trainers and the natives) starts from
+the same parameters and state and trains with SGD on the same cycle of batches: its first step and warm-up cycle,
+then the candidates take turns for the rounds; then their parameters are compared with the toolkit's."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from toolkit.command.bench.natives import natives
+from toolkit.command.bench.schema import LABELS
+from toolkit.errors import ModelStateError
+
+
+class Runner(Protocol):
+    """A candidate: a training loop on the cycle of batches, from the toolkit's initial parameters and state."""
+
+    def run(self, steps: int) -> float:
+        """Train ``steps`` steps on the next batches of the cycle; the last step's loss."""
+
+    def params(self) -> dict[str, np.ndarray]:
+        """The parameters and model state now, by name, as NumPy arrays."""
+
+    # Optional attribute ``devices_used``: how many devices it trains on, if not all of the process's.
+
+
+@dataclass(frozen=True)
+class Batches:
+    """A cycle of equal-size batches, in training order: batch ``i`` is rows ``i*size .. (i+1)*size`` of x and y."""
+
+    x: np.ndarray
+    y: np.ndarray
+    size: int
+
+    def __len__(self) -> int:
+        return len(self.y) // self.size
+
+    def __getitem__(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        return self.x[i * self.size:(i + 1) * self.size], self.y[i * self.size:(i + 1) * self.size]
+
+
+#: Why a model cannot be benched: the natives run it as plain framework code, without the toolkit's per-example
+#: keys, so they would not draw the same noise.
+NO_NATIVES = ("{model} draws noise (dropout), which the native baselines cannot draw like the toolkit (its "
+              "per-example keys), so they would not train the same steps; bench it without dropout (as "
+              "transformer-bench) or measure it with multigpu compare")
+
+
+def make_batches(x: np.ndarray, y: np.ndarray, size: int, count: int, seed: int, dtype: str) -> Batches:
+    """``count`` batches of ``size`` rows drawn without replacement within each batch; floats cast to ``dtype``,
+    integers (labels, token ids) to the toolkit's label dtype, as the trainers cast them.
+
+    Raises:
+        ValueError: ``x`` is a dict of inputs, or ``size`` exceeds the examples there are.
+    """
+    from toolkit.command.workloads import draw_batches
+    from toolkit.training.trainer import LABEL_DTYPE
+
+    if isinstance(x, dict):
+        raise ValueError("bench supports models with one input array, not a dict of inputs")
+    index = np.concatenate(draw_batches(len(y), size, count, seed))
+    x, y = np.asarray(x)[index], np.asarray(y)[index]
+    x, y = (a.astype(LABEL_DTYPE) if a.dtype.kind in "iub" else a.astype(dtype) for a in (x, y))
+    return Batches(x, y, size)
+
+
+class _ToolkitRunner:
+    """The toolkit's trainer on the cycle of batches. ``compiled_s`` adds up the time spent inside the backend's
+    compiled step (:meth:`toolkit.backend.Backend.compile_fused_step`; None where the trainer composes its steps):
+    the rest of a step is the toolkit's own host work (the batch checks, the examples' keys, the split), reported
+    beside the step time."""
+
+    def __init__(self, trainer, batches: Batches) -> None:
+        self._trainer, self._batches, self._next = trainer, batches, 0
+        self.compiled_s = None
+        fused = (trainer._fused_steps or {}).get(())
+        if fused is not None:
+            self.compiled_s = 0.0
+
+            def timed(*args):
+                began = time.perf_counter()
+                try:
+                    return fused(*args)
+                finally:
+                    self.compiled_s += time.perf_counter() - began
+
+            trainer._fused_steps[()] = timed
+
+    def run(self, steps: int) -> float:
+        for _ in range(steps):
+            loss = self._trainer.step(*self._batches[self._next])
+            self._next = (self._next + 1) % len(self._batches)
+        return loss
+
+    def params(self) -> dict[str, np.ndarray]:
+        return self._trainer.params()
+
+
+def _relative_diff(values: dict, reference: dict) -> float:
+    """max |value - reference| over every array of ``reference``, over the largest |reference| entry."""
+    scale = max(float(np.max(np.abs(v))) for v in reference.values()) or 1.0
+    return max(float(np.max(np.abs(np.asarray(values[k], np.float64) - np.asarray(v, np.float64))))
+               for k, v in reference.items()) / scale
+
+
+def measure(config: dict[str, Any]) -> list[dict[str, Any]] | dict[str, Any]:
+    """What one worker process measures (:func:`toolkit.command.bench.run.run_bench` starts it).
+
+    Args:
+        config: the bench's config with this process's ``model``, ``devices``, ``batch`` and ``steps``, or with
+            ``peak`` true for the machine's matmul peak.
+
+    Returns:
+        One result per candidate (``runs`` of :mod:`toolkit.command.bench.schema`), or the peak.
+
+    Raises:
+        ValueError: the model draws noise, which the natives cannot draw like the toolkit.
+    """
+    if config.get("peak"):
+        return measure_peak(config)
+    try:
+        return _measure(config)
+    except ModelStateError as error:  # raised by a native, which runs the model without per-example keys
+        raise ValueError(NO_NATIVES.format(model=config["model"])) from error
+
+
+def measure_peak(config: dict[str, Any]) -> dict[str, Any]:
+    """The machine's matmul peak in the bench's dtype (:func:`toolkit.command.flops.matmul_peak`), through NumPy and
+    each backend's library, on one device."""
+    import toolkit
+    from toolkit.command.flops import matmul_peak
+
+    toolkit.use_logical_devices(1)
+    products = {}
+    for name in config["backends"]:
+        native = natives(name)
+        products[native.PEAK_LIBRARY] = native.matmul
+    return {"size": config["peak_size"], "dtype": config["dtype"],
+            "gflops": matmul_peak(products, config["dtype"], config["peak_size"])}
+
+
+class _PeakMemory:
+    """The process's peak resident memory above its level at :meth:`start` (Linux: ``clear_refs`` resets the peak;
+    elsewhere every reading is None)."""
+
+    def __init__(self) -> None:
+        self._base: float | None = None
+
+    @staticmethod
+    def _status(field: str) -> float:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return float(line.split()[1]) / 1024.0  # kB -> MiB
+        raise OSError(f"no {field} in /proc/self/status")
+
+    def start(self) -> None:
+        try:
+            Path("/proc/self/clear_refs").write_text("5")  # 5: reset the peak resident set size to the current
+            self._base = self._status("VmRSS")
+        except OSError:
+            self._base = None
+
+    def excess(self) -> float | None:
+        return None if self._base is None else max(0.0, self._status("VmHWM") - self._base)
+
+
+def _measure(config: dict[str, Any]) -> list[dict[str, Any]]:
+    import toolkit
+    from toolkit.command.flops import forward_products, products_alone, step_flops
+    from toolkit.command.workloads import load_workload
+    from toolkit.training.optim import SGD
+
+    n, dtype, lr, steps, seed = config["devices"], config["dtype"], config["lr"], config["steps"], config["seed"]
+    toolkit.use_logical_devices(n)
+    workload = load_workload(config["model"])
+    x_train, y_train, _, _ = workload.data(seed)
+    batches = make_batches(x_train, y_train, config["batch"], steps, seed, dtype)
+    runners: dict[tuple[str, str], Runner] = {}
+    for name in config["backends"]:
+        native = natives(name)
+        backend = toolkit.get_backend(name)
+        for candidate, options in native.TOOLKIT_OPTIONS.items():
+            variant = toolkit.get_backend(name, **options)
+            if len(variant.select_devices("all")) >= n:
+                trainer = toolkit.DataParallel(workload.model, variant, n, SGD(lr), dtype=dtype, seed=seed)
+                runners[(name, candidate)] = _ToolkitRunner(trainer, batches)
+        first = runners[(name, "toolkit")]._trainer
+        for candidate, runner in native.runners(workload.model, first.params(), first.state(), batches,
+                                                backend.select_devices(n), backend, dtype, lr).items():
+            runners[(name, candidate)] = runner
+    first = runners[(config["backends"][0], "toolkit")]._trainer
+    found = forward_products(workload.model, first.backend, first.params(), first.state(), *batches[0], dtype, seed)
+    gflop = step_flops(sum(p.flops for p in found)) / 1e9
+    memory = _PeakMemory()
+    compile_s, warmup, first_peak, step_peak = {}, {}, {}, {key: None for key in runners}
+    times: dict[tuple[str, str], list[float]] = {key: [] for key in runners}
+    host: dict[tuple[str, str], list[float]] = {key: [] for key in runners}  # each round's host work a step
+    for key, runner in runners.items():
+        memory.start()
+        began = time.perf_counter()
+        runner.run(1)
+        compile_s[key] = time.perf_counter() - began
+        if steps > 1:
+            runner.run(steps - 1)
+        warmup[key], first_peak[key] = time.perf_counter() - began, memory.excess()
+    keys = list(runners)
+    for round_ in range(config["rounds"]):
+        turn = round_ % len(keys)
+        for key in keys[turn:] + keys[:turn]:
+            memory.start()
+            compiled = getattr(runners[key], "compiled_s", None)
+            began = time.perf_counter()
+            runners[key].run(steps)
+            times[key].append((time.perf_counter() - began) / steps * 1e3)
+            if compiled is not None:
+                host[key].append(times[key][-1] - (runners[key].compiled_s - compiled) / steps * 1e3)
+            used = memory.excess()
+            if used is not None:
+                step_peak[key] = max(used, step_peak[key] or 0.0)
+    # The step's products alone, with each backend's library, after the rounds (flops.products_alone).
+    alone = {}
+    if n == 1 and workload.compute_bound:
+        for name in config["backends"]:
+            alone[name] = products_alone(found, natives(name).products, dtype, seed=seed) * 1e3
+    results = []
+    for (name, candidate), runner in runners.items():
+        toolkit_runner = runners[(name, "toolkit")]
+        reference = {**toolkit_runner.params(), **toolkit_runner._trainer.state()}
+        results.append({
+            "model": config["model"], "batch": config["batch"], "steps": steps, "devices": n,
+            "devices_used": getattr(runner, "devices_used", n), "backend": name, "candidate": candidate,
+            "label": LABELS.get(candidate, candidate), "median_ms": statistics.median(times[(name, candidate)]),
+            "min_ms": min(times[(name, candidate)]), "max_ms": max(times[(name, candidate)]),
+            "round_ms": times[(name, candidate)], "compile_s": compile_s[(name, candidate)],
+            "warmup_s": warmup[(name, candidate)], "first_peak_mb": first_peak[(name, candidate)],
+            "step_peak_mb": step_peak[(name, candidate)], "gflop_per_step": gflop,
+            "host_ms": statistics.median(host[(name, candidate)]) if host[(name, candidate)] else None,
+            "compute_bound": workload.compute_bound, "products_alone_ms": alone.get(name),
+            "param_diff": None if candidate == "toolkit" else _relative_diff(_values(runner), reference),
+        })
+    return results
+
+
+def _values(runner: Runner) -> dict[str, np.ndarray]:
+    """A runner's parameters and model state (the toolkit's runner gives its parameters; natives give both)."""
+    if isinstance(runner, _ToolkitRunner):
+        return {**runner.params(), **runner._trainer.state()}
+    return runner.params()

@@ -1,0 +1,95 @@
+"""Native Theano-family training for ``multigpu bench``, with the engine of the backend benched (Aesara or PyTensor),
+on one device (neither has multi-device training of its own to compare with):
+
+- ``function-jax`` and ``function-c``: a plain ``function`` training step with ``updates`` (``aesara.function`` or
+  ``pytensor.function``), as Theano users wrote it, with the JAX linker and the C linker. The model's math is the
+  toolkit model's, written with the backend's ops (``backend.ops``), whose methods build the same graph a user
+  would; parameters and model state are ``shared`` variables updated in place by the function;
+- ``jax-jit``: the same model written directly in JAX (:mod:`toolkit.command.bench.natives.plain_jax`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import warnings
+
+import numpy as np
+
+import toolkit
+from toolkit.command.bench.measure import Batches
+from toolkit.command.bench.natives.plain_jax import JaxJit, matmul, products
+from toolkit.nn.model import batch
+from toolkit.registry import REGISTRY
+
+__all__ = ["PEAK_LIBRARY", "TOOLKIT_OPTIONS", "matmul", "products", "runners"]
+
+#: The toolkit's candidates: name -> options for get_backend (the C linker has one device: bench runs it at n = 1).
+TOOLKIT_OPTIONS = {"toolkit": {}, "toolkit-c": {"linker": "c"}}
+#: The library whose matmul measures the machine's peak for this backend (:mod:`toolkit.command.flops`): JAX, the
+#: engine of the device path.
+PEAK_LIBRARY = "jax"
+
+
+def _engine(name: str):
+    """Backend ``name``'s engine module (already started by the backend) and its compilation mode of each linker."""
+    spec = REGISTRY[name]
+    framework, _ = spec.environment().import_framework()
+    return framework, importlib.import_module(f"{spec.package}.engine").MODES
+
+
+class FunctionWithUpdates:
+    """``f = theano.function([x, y], loss, updates=[(p, p - lr * grad), (s, new s)])``, called once per batch.
+    With ``all_or_nothing=True`` each update is ``switch(finite, new, old)``: written only if the loss, every
+    gradient and the new state are finite, the guarantee the toolkit's step gives (``nan_policy``)."""
+
+    devices_used = 1
+
+    def __init__(self, model, params, state, batches: Batches, engine: str, linker: str, dtype: str, lr: float,
+                 all_or_nothing: bool = False) -> None:
+        theano, modes = _engine(engine)
+        tt, ops = theano.tensor, toolkit.get_backend(engine, linker=linker).ops(dtype)
+        with theano.config.change_flags(floatX=dtype):  # what a float32 user sets; keeps constants in dtype
+            self._shared = {name: theano.shared(np.asarray(value, dtype), name=name)
+                            for name, value in {**params, **state}.items()}
+            # Every batch has the same shape, so the inputs' types give it: JAX needs static reshape sizes.
+            x = tt.tensor(dtype=batches.x.dtype.name, shape=(batches.size, *batches.x.shape[1:]), name="x")
+            y = tt.tensor(dtype=batches.y.dtype.name, shape=(batches.size, *batches.y.shape[1:]), name="y")
+            # Shared variables have no static shape in their type; the model sees its parameters with theirs.
+            typed = {name: tt.specify_shape(var, np.shape(value))
+                     for (name, var), value in zip(self._shared.items(), {**params, **state}.values())}
+            losses, new_state, _ = model.train_losses(ops, {k: typed[k] for k in params},
+                                                      batch(x, None, {k: typed[k] for k in state}), y)
+            loss = tt.mean(losses)
+            trained = [self._shared[k] for k in params]
+            step, grads = np.asarray(lr, dtype), theano.grad(loss, trained)
+            updates = [(p, p - step * g) for p, g in zip(trained, grads)]
+            updates += [(self._shared[k], value) for k, value in new_state.items()]
+            if all_or_nothing:
+                finite = ops.call(type(ops).all_finite, [loss, *grads, *new_state.values()])
+                updates = [(var, tt.switch(finite, new, var)) for var, new in updates]
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message="Skipping `CheckAndRaise` Op", category=UserWarning)
+                self._function = theano.function([x, y], loss, updates=updates, mode=modes[linker])
+        self._batches, self._next = batches, 0
+
+    def run(self, steps: int) -> float:
+        for _ in range(steps):
+            x, y = self._batches[self._next]
+            self._next = (self._next + 1) % len(self._batches)
+            loss = float(self._function(x, y))
+        return loss
+
+    def params(self) -> dict[str, np.ndarray]:
+        return {name: np.asarray(var.get_value()) for name, var in self._shared.items()}
+
+
+def runners(model, params, state, batches: Batches, devices, backend, dtype: str, lr: float) -> dict:
+    """The native runners, in the one-device process only: they have one device (plain Aesara has no multi-device
+    training), and the toolkit on ``n`` devices is compared with them through its scaling ratio (with per-replica
+    batch statistics, ``n`` devices do not train like one, so their parameters could not be compared there)."""
+    if len(devices) > 1:
+        return {}
+    natives = {f"function-{linker}{'-checked' * checked}": FunctionWithUpdates(
+                   model, params, state, batches, backend.name, linker, dtype, lr, all_or_nothing=checked)
+               for linker in _engine(backend.name)[1] for checked in (False, True)}
+    return {**natives, "jax-jit": JaxJit(model, params, state, batches, dtype, lr)}

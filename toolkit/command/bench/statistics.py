@@ -1,0 +1,100 @@
+"""The numbers ``multigpu bench`` reports from its step times: ratios between candidates and fractions of the
+machine's peak, each with a bootstrap interval over the rounds and a verdict against its target."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from toolkit.command.bench.targets import (
+    DISPATCH_SCALING_BOUND,
+    PEAK_FRACTION_TARGET,
+    SCALING_BOUND,
+    SCALING_DEVICES,
+    target_for,
+)
+
+#: The bootstrap behind each ratio's interval: resamples of the rounds, the interval's percentiles (a 90% interval),
+#: and a fixed seed so the same measurements always give the same interval.
+BOOTSTRAP_RESAMPLES, INTERVAL_PERCENTILES, BOOTSTRAP_SEED = 2000, (5.0, 95.0), 0
+
+
+def ratio_interval(candidate: Sequence[float], baseline: Sequence[float], paired: bool) -> tuple[float, float]:
+    """The bootstrap interval of ``median(candidate) / median(baseline)`` over rounds (:data:`INTERVAL_PERCENTILES`).
+
+    ``paired``: the two were measured in the same rounds of one process (taking turns), so a round is resampled as a
+    pair and what slowed the whole machine during a round cancels; otherwise each side is resampled on its own.
+    """
+    a, b = np.asarray(candidate, np.float64), np.asarray(baseline, np.float64)
+    rng = np.random.default_rng(BOOTSTRAP_SEED)
+    picks = rng.integers(0, len(a), size=(BOOTSTRAP_RESAMPLES, len(a)))
+    other = picks if paired and len(a) == len(b) else rng.integers(0, len(b), size=(BOOTSTRAP_RESAMPLES, len(b)))
+    samples = np.median(a[picks], axis=1) / np.median(b[other], axis=1)
+    low, high = np.percentile(samples, INTERVAL_PERCENTILES)
+    return float(low), float(high)
+
+
+def verdict(low: float, high: float, target: float | None) -> str | None:
+    """"met", "not met" or "within noise" for a ratio whose interval is ``[low, high]`` (None without a target)."""
+    if target is None:
+        return None
+    return "met" if high <= target else "not met" if low > target else "within noise"
+
+
+def ratios(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per model: every toolkit candidate over every native of its backend in the same process, and each candidate
+    that uses all the process's devices over its own one-device run (scaling); with the targets of :data:`TARGETS`
+    and the scaling bounds where they apply, each with its bootstrap interval and verdict."""
+    found = {(r.get("model", ""), r["backend"], r["candidate"], r["devices"]): r for r in runs}
+    out = []
+
+    def add(model, backend, devices, candidate, baseline, baseline_devices, target):
+        top, bottom = found[(model, backend, candidate, devices)], found[(model, backend, baseline, baseline_devices)]
+        low, high = ratio_interval(top["round_ms"], bottom["round_ms"], paired=devices == baseline_devices)
+        out.append({"model": model, "backend": backend, "devices": devices, "candidate": candidate,
+                    "baseline": baseline, "baseline_devices": baseline_devices,
+                    "ratio": top["median_ms"] / bottom["median_ms"], "low": low, "high": high, "target": target,
+                    "verdict": verdict(low, high, target)})
+
+    for (model, backend, candidate, devices), run in found.items():
+        if not candidate.startswith("toolkit"):
+            continue
+        for other_model, other, baseline, other_devices in found:
+            if (other_model, other, other_devices) == (model, backend, devices) and not baseline.startswith("toolkit"):
+                add(model, backend, devices, candidate, baseline, devices,
+                    target_for(backend, candidate, baseline, devices, run.get("compute_bound", False)))
+    for (model, backend, candidate, devices), run in found.items():
+        if devices > 1 and (model, backend, candidate, 1) in found and run.get("devices_used", devices) == devices:
+            target = None
+            if candidate == "toolkit" and devices == SCALING_DEVICES:
+                target = SCALING_BOUND if run.get("compute_bound", False) else DISPATCH_SCALING_BOUND
+            add(model, backend, devices, candidate, candidate, 1, target)
+    return out
+
+
+def fractions(runs: Sequence[dict[str, Any]], best_peak_gflops: float) -> list[dict[str, Any]]:
+    """On each compute-bound model, every backend's one-device toolkit step as a fraction of the best matmul peak,
+    with a bootstrap interval over its rounds; the faster backend's is judged against :data:`PEAK_FRACTION_TARGET`
+    (the other is reported, with no target)."""
+    candidates = [r for r in runs if r.get("compute_bound") and r["candidate"] == "toolkit" and r["devices"] == 1]
+    rng = np.random.default_rng(BOOTSTRAP_SEED)
+    out = []
+    for run in candidates:
+        rounds = np.asarray(run["round_ms"], np.float64)
+        medians = np.median(rounds[rng.integers(0, len(rounds), size=(BOOTSTRAP_RESAMPLES, len(rounds)))], axis=1)
+        share = run["gflop_per_step"] / (medians / 1e3) / best_peak_gflops
+        low, high = np.percentile(share, INTERVAL_PERCENTILES)
+        alone = run.get("products_alone_gflops")
+        out.append({"model": run["model"], "backend": run["backend"], "candidate": run["candidate"],
+                    "fraction": run["peak_fraction"], "low": float(low), "high": float(high), "target": None,
+                    "verdict": None, "products_alone_fraction": None if alone is None else alone / best_peak_gflops,
+                    "of_products_alone": None if alone is None else run["gflops"] / alone})
+    for model in {f["model"] for f in out}:
+        best = max((f for f in out if f["model"] == model), key=lambda f: f["fraction"])
+        best["target"] = PEAK_FRACTION_TARGET
+        # Higher is better here: "met" when the whole interval reaches the target.
+        best["verdict"] = ("met" if best["low"] >= PEAK_FRACTION_TARGET else
+                           "not met" if best["high"] < PEAK_FRACTION_TARGET else "within noise")
+    return out

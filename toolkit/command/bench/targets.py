@@ -1,0 +1,48 @@
+"""What ``multigpu bench`` holds the toolkit to: its step time against each native of its framework, its scaling
+from one device to several, and its share of the machine's peak on the compute-bound models."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Target:
+    """A speed target: ``candidate``'s step time over ``baseline``'s of the same backend and process is at most
+    ``bound``, at ``devices`` (None: every count), on every model or only the compute-bound ones."""
+
+    backend: str
+    candidate: str
+    baseline: str
+    devices: tuple[int, ...] | None
+    bound: float
+    compute_bound_only: bool = False
+
+
+#: The speed targets. The Theano family (Aesara, PyTensor) has no native multi-device training, so its
+#: baselines have one device; the hand-written ``jax.jit`` step is the ceiling of the JAX linker, whose graph
+#: translation may cost up to 15%.
+TARGETS = (
+    Target("tensorflow", "toolkit", "mirrored-ctl", None, 1.05),
+    Target("tensorflow", "toolkit", "function", (1,), 1.05),
+    Target("tensorflow", "toolkit", "function-xla", (1,), 1.05),
+    *(target for engine in ("aesara", "pytensor") for target in (
+        Target(engine, "toolkit", "function-jax", (1,), 1.05),
+        Target(engine, "toolkit-c", "function-c", (1,), 1.05),
+        Target(engine, "toolkit", "jax-jit", (1,), 1.15, compute_bound_only=True),
+    )),
+)
+#: Scaling: the toolkit's step time on SCALING_DEVICES devices over one device at the same global batch, on the
+#: compute-bound models (the devices share the machine's cores, so this is the splitting and reduction overhead) and,
+#: looser, on the dispatch-bound ones (where each device's part is a fixed cost of its own).
+SCALING_DEVICES, SCALING_BOUND, DISPATCH_SCALING_BOUND = 4, 1.15, 1.3
+#: The share of the machine's measured matmul peak that the faster backend's toolkit step reaches on one device on
+#: the compute-bound models.
+PEAK_FRACTION_TARGET = 0.6
+
+
+def target_for(backend: str, candidate: str, baseline: str, devices: int, compute_bound: bool) -> float | None:
+    """The bound of :data:`TARGETS` on ``candidate`` over ``baseline`` at ``devices`` devices, or None."""
+    return next((t.bound for t in TARGETS if (t.backend, t.candidate, t.baseline) == (backend, candidate, baseline)
+                 and (t.devices is None or devices in t.devices) and (compute_bound or not t.compute_bound_only)),
+                None)
