@@ -401,6 +401,11 @@ CORE = {
                   lambda v: v * 1.5 * 2.5 * 3.5),
     "map": (("x",), lambda o, x: o.map(lambda row: o.sum(row * row), x), lambda x: np.sum(x * x, axis=1)),
     "scan": (("m", "v"), _scan, _np_scan),
+    # A running logaddexp from -1000: the engines' JAX softplus (logaddexp's log1p(exp(d)), rewritten) had a NaN
+    # gradient for d < -709, where a branch it does not take overflows, and a loop is differentiated by JAX.
+    "scan.logaddexp": (("m",), lambda o, m: o.scan(lambda c, row: (o.logaddexp(c, row),) * 2,
+                                                   np.full(3, -1000.0), m)[1],
+                       lambda m: np.logaddexp.accumulate(np.concatenate([np.full((1, 3), -1000.0), m]))[1:]),
     "scatter": (("v",), lambda o, v: o.scatter(np.array([[0, 1], [2, 3], [0, 1]]), v[:3], (3, 4)),
                 lambda v: _scattered(np.zeros((3, 4)), np.array([[0, 1], [2, 3], [0, 1]]), v[:3])),
     "scatter_update": (("x", "v"), lambda o, x, v: o.scatter_update(x, np.array([[2, 1], [0, 3]]), v[:2]),
@@ -510,8 +515,8 @@ NON_DIFFERENTIABLE = {
         "kaiser")},
     **{name: "a Python value (a shape, a size, a rank or a truth value), not an array"
        for name in ("shape", "size", "ndim", "is_tensor", "training")},
-    "floor_divide": "an integral value (floor(x1 / x2)): piecewise constant, and TensorFlow's FloorDiv has no "
-                    "gradient (floor, the same function, is in the table with gradient 0)",
+    "floor_divide": "an integral value (NumPy's divmod quotient): piecewise constant (floor, a function of the "
+                    "same kind, is in the table with gradient 0)",
     "ones_like": "its values do not depend on the input's (only its shape)",
     "zeros_like": "its values do not depend on the input's (only its shape)",
     "unique": "distinct values, with integer indices and counts: a set operation, not a training op",

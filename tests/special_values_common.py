@@ -57,10 +57,6 @@ class Case:
     in_dtype: bool = False
     #: Zeros must have the reference's sign (off for ops whose zeros' sign Keras' backends do not agree on).
     signed_zeros: bool = True
-    #: Compiled in a function of its own: on Aesara's JAX linker, ``max`` and ``argmax`` (or ``min`` and ``argmin``)
-    #: of one tensor over one axis in one function become its MaxAndArgmax, which fails to trace
-    #: (TracerIntegerConversionError); the other cases take maxima of the same inputs.
-    alone: bool = False
 
     @property
     def id(self) -> str:

@@ -42,6 +42,10 @@ ELEMENTWISE = [
     binary("divide", np.divide, floating=True),
     binary("floor_divide", np.floor_divide, kinds=NUMERIC),
     binary("mod", np.mod, kinds=NUMERIC, options=ANY_ZERO),
+    # By x, whose entries include zeros of both signs (and of integers: NumPy's 0), NaN and infinities.
+    case("floor_divide", lambda o, x, y: o.floor_divide(y, x), lambda x, y: np.floor_divide(y, x), kinds=NUMERIC,
+         variant="by x"),
+    case("mod", lambda o, x, y: o.mod(y, x), lambda x, y: np.mod(y, x), kinds=NUMERIC, variant="by x", **ANY_ZERO),
     binary("power", np.power, kinds=FLOATS),
     # A negative integer power has no integer value (NumPy raises): integers get non-negative exponents.
     case("power", lambda o, x, y: o.power(x, o.abs(y)), lambda x, y: np.power(x, np.abs(y)), kinds=("int",),
@@ -132,7 +136,7 @@ BASIC = [
     case("argmax", lambda o, x, y: (o.argmax(x), o.argmax(x, axis=-1), o.argmax(x, axis=0, keepdims=True)),
          lambda x, y: (_int32(np.argmax(_signed(x))), _int32(np.argmax(_signed(x), -1)),
                        _int32(np.argmax(_signed(x), 0, keepdims=True))),
-         kinds=("float", "int", "bool"), refuses={"empty": ShapeError}, alone=True),
+         kinds=("float", "int", "bool"), refuses={"empty": ShapeError}),
     case("cumsum", lambda o, x, y: (o.cumsum(x), o.cumsum(x, axis=0), o.cumsum(y, axis=-1)),
          lambda x, y: (np.cumsum(x, dtype=_sum_dtype(x)), np.cumsum(x, 0, dtype=_sum_dtype(x)),
                        np.cumsum(y, -1, dtype=_sum_dtype(y)))),

@@ -18,36 +18,6 @@ CASES: list[Case] = [*ELEMENTWISE, *SHAPES, *BASIC, *MATH, *ARRAYS, *REDUCTIONS,
 #: Differences not fixed yet, ``(case id, backend, kind[, dtype]): why`` (no dtype: both): each must still differ
 #: (the test fails when one is fixed, so the entry leaves with the fix).
 KNOWN: dict[tuple[str, ...], str] = {
-    ("argmax", "tensorflow", "float"): "-0.0 and 0.0 tie (the first wins); Keras' argmax counts -0.0 below 0.0 "
-                                       "on every backend",
-    **dict.fromkeys((("all_finite", "tensorflow", kind) for kind in ("int", "bool")),
-                    "a raw InvalidArgumentError: tf.math.is_finite has no integer or boolean kernel"),
-    **dict.fromkeys(((f"{op}[{variant}]", "tensorflow", "bool") for op in ("max", "min")
-                     for variant in ("axis=None", "axis=0,keepdims", "axis=-1")),
-                    "a raw InvalidArgumentError: TensorFlow has no boolean Max/Min kernel (amax and amin take "
-                    "any and all)"),
-    **dict.fromkeys((("floor_divide", backend, "float") for backend in ("tensorflow", "aesara", "pytensor")),
-                    "-0.5 // inf is -0.0 (the floor of the quotient) where NumPy and JAX give -1 (their divmod: the "
-                    "remainder takes the divisor's sign, inf)"),
-    **dict.fromkeys((("argmax", backend, "float") for backend in ("aesara", "pytensor")),
-                    "-0.0 and 0.0 tie (the first wins); Keras' argmax counts -0.0 below 0.0 on every backend"),
-    **dict.fromkeys((("binary_crossentropy", backend, "float") for backend in ("aesara", "pytensor")),
-                    "from_logits with target 0 and logit -inf: 0 where Keras (and TensorFlow here) give 0 * inf = "
-                    "NaN: the engine rewrites a product with a 0/1 factor into a switch"),
-    **dict.fromkeys((("categorical_crossentropy", backend, "float") for backend in ("aesara", "pytensor")),
-                    "a target of zeros against NaN probabilities: -0.0 where Keras gives NaN (the engine's 0 * x "
-                    "rewrite, as above)"),
-    **dict.fromkeys((("psnr", backend, "float") for backend in ("aesara", "pytensor")),
-                    "psnr(x, x) with infinite x: inf where Keras gives NaN (inf - inf): the engine rewrites x - x "
-                    "into 0"),
-    **dict.fromkeys(((op, backend, "float", "float64") for op in ("depthwise_conv", "separable_conv")
-                     for backend in ("aesara", "pytensor")),
-                    "a NaN or an infinity in one channel reaches every channel (XLA's CPU compiler turns a float64 "
-                    "feature-grouped convolution into a dense one with a zero-masked kernel)"),
-    **dict.fromkeys(((f"logsumexp[{variant}]", backend, "empty") for variant in ("axis=None", "axis=-1")
-                     for backend in ("tensorflow", "aesara", "pytensor")),
-                    "a ShapeError where NumPy, SciPy and JAX give -inf (the log of an empty sum): toolkit/nn/ops.py's "
-                    "logsumexp takes the maximum without initial=-inf"),
 }
 #: Public ops with no case, and why.
 EXCLUDED: dict[str, str] = {

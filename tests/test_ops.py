@@ -178,15 +178,19 @@ def test_ones_and_zeros_like_take_keras_dtype(backend):
     assert out["same"].dtype == np.float64 and out["same"].shape == (1, 3)
 
 
-def test_float_floor_division_by_one_floors(backend):
-    """Aesara and PyTensor rewrote a float ``x // 1.0`` into ``x`` (1.5 // 1.0 gave 1.5)."""
+def test_float_floor_division_is_numpys_divmod(backend):
+    """Aesara and PyTensor rewrote a float ``x // 1.0`` into ``x`` (1.5 // 1.0 gave 1.5); ``floor(x1 / x2)`` rounds
+    the quotient before the floor (``1.0 // 0.1`` gave 10, NumPy's divmod 9, as Python's)."""
     from tests.op_checks import run
 
-    x = np.array([1.5, -1.5, 2.0, -0.25])
-    out = run(backend, lambda ops, x: {"one": x // 1.0, "two": ops.floor_divide(x, 2.0), "mod": x % 1.0}, {"x": x})
+    x = np.array([1.5, -1.5, 2.0, -0.25, 1.0, -1.0])
+    out = run(backend, lambda ops, x: {"one": x // 1.0, "two": ops.floor_divide(x, 2.0), "mod": x % 1.0,
+                                       "tenth": x // 0.1, "tenth_mod": x % 0.1}, {"x": x})
     np.testing.assert_array_equal(out["one"], np.floor_divide(x, 1.0))
     np.testing.assert_array_equal(out["two"], np.floor_divide(x, 2.0))
     np.testing.assert_array_equal(out["mod"], np.mod(x, 1.0))
+    np.testing.assert_array_equal(out["tenth"], np.floor_divide(x, 0.1))
+    np.testing.assert_array_equal(out["tenth_mod"], np.mod(x, 0.1))
 
 
 def test_a_cast_to_a_dtype_the_engine_lacks_is_refused_by_name(backend_name):

@@ -70,24 +70,20 @@ def _results(backend_name: str, kind: str, dtype: str) -> tuple[dict, dict]:
 
     backend = toolkit.get_backend(backend_name)
     cases = [case for case in CASES if kind in case.kinds or kind in case.refuses]
-    results, errors = {}, {}
-    for batch in [[case for case in cases if not case.alone]] + [[case] for case in cases if case.alone]:
-        try:
-            found, refused = _run_cases(backend, batch, kind, dtype)
-        except Exception as error:  # noqa: BLE001 - a case fails when run: each alone, so the failure is that case's
-            found, refused, together, alone_fails = {}, {}, error, False
-            for case in batch:
-                try:
-                    one, raised = _run_cases(backend, [case], kind, dtype)
-                except Exception as error:  # noqa: BLE001
-                    one, raised, alone_fails = {}, {case.id: error}, True
-                found.update(one)
-                refused.update(raised)
-            if not alone_fails:  # every case runs alone but not together (a rewrite across ops): named too
-                refused[TOGETHER] = together
-        results.update(found)
-        errors.update(refused)
-    return results, errors
+    try:
+        return _run_cases(backend, cases, kind, dtype)
+    except Exception as error:  # noqa: BLE001 - a case fails when run: each alone, so the failure is that case's
+        results, errors, alone_fails = {}, {}, False
+        for case in cases:
+            try:
+                found, refused = _run_cases(backend, [case], kind, dtype)
+            except Exception as alone:  # noqa: BLE001
+                found, refused, alone_fails = {}, {case.id: alone}, True
+            results.update(found)
+            errors.update(refused)
+        if not alone_fails:  # every case runs alone but not together (a rewrite across ops): named too
+            errors[TOGETHER] = error
+        return results, errors
 
 
 def _tolerance(dtype: np.dtype) -> float:

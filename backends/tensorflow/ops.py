@@ -120,7 +120,9 @@ class TensorFlowOps(TensorFlowElementwiseOps, TensorFlowShapeOps, TensorFlowMath
         return _rebuilt(carry, carry_parts), [each(y, lambda _: next(arrays).stack()) for y in first]
 
     def all_finite(self, xs):
-        return tf.reduce_all([tf.reduce_all(tf.math.is_finite(x)) for x in xs])
+        # Integers and booleans are finite: tf.math.is_finite has no kernel for them.
+        finite = [tf.reduce_all(tf.math.is_finite(x)) for x in xs if x.dtype.is_floating]
+        return tf.reduce_all(finite) if finite else tf.constant(True)
 
     def _hash_uniform(self, keys, counters):
         x = tf.bitwise.bitwise_xor(keys, counters)

@@ -24,10 +24,10 @@ class TensorFlowElementwiseOps:
     def divide(self, x1, x2):
         return tf.math.divide(x1, x2)
 
-    def floor_divide(self, x1, x2):
+    def _floor_divide(self, x1, x2):
         return tf.math.floordiv(x1, x2)
 
-    def mod(self, x1, x2):
+    def _mod(self, x1, x2):
         return tf.math.floormod(x1, x2)
 
     def power(self, x1, x2):

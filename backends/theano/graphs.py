@@ -1,8 +1,11 @@
 """What the Theano family's op modules share: the engine's symbols (under names that hold for Aesara and PyTensor),
-static-shape helpers (the graph must keep sizes the compiled step reads), NaN-propagating maxima, and :class:`JaxOp`,
-an op whose computation is a JAX function."""
+static-shape helpers (the graph must keep sizes the compiled step reads), NaN-propagating maxima, :class:`JaxOp`,
+an op whose computation is a JAX function, and the JAX conversions of engine ops whose own conversion gives wrong
+values (:func:`_fix_jax_conversions`)."""
 
 from __future__ import annotations
+
+import importlib
 
 import numpy as np
 
@@ -222,6 +225,49 @@ def on_host(function, inputs, outputs, cache) -> None:
         results = cache["jit"](*inputs)
     for storage, value in zip(outputs, results if len(outputs) > 1 else (results,)):
         storage[0] = np.asarray(value)
+
+
+def _fix_jax_conversions() -> None:
+    """JAX conversions that replace the engine's own where those give wrong values under the JAX linker:
+
+    - ``Softplus`` (both engines): the engine's piecewise form (``exp(x)`` below -37, ``log1p(exp(x))``, ``x +
+      exp(-x)`` above 18, ``x`` above 33.3) as ``jnp.where`` of every branch, whose ``jax.vjp`` is NaN wherever a
+      branch not taken overflows (``0 * inf``): the gradient of a loop (``ops.scan``, differentiated by JAX) through
+      ``ops.logaddexp`` or a log-sigmoid of a large ``|x|``. The same branches, each on an argument clamped to its
+      own range: the same values, and a finite gradient.
+    - Aesara's ``MaxAndArgmax`` (a maximum and an argmax of one tensor over one axis, merged into one node): its
+      conversion transposes by a traced array of axes (TracerIntegerConversionError). Static axes here.
+    """
+    jnp = jax.numpy
+
+    @jax_funcify.register(imported("scalar", "Softplus"))
+    def jax_funcify_Softplus(op, **kwargs):
+        def softplus(x):
+            return jnp.where(x < -37.0, jnp.exp(jnp.minimum(x, -37.0)),
+                             jnp.where(x < 18.0, jnp.log1p(jnp.exp(jnp.minimum(x, 18.0))),
+                                       jnp.where(x < 33.3, x + jnp.exp(-jnp.maximum(x, 18.0)), x)))
+
+        return softplus
+
+    max_and_argmax = getattr(importlib.import_module(f"{theano.__name__}.tensor.math"), "MaxAndArgmax", None)
+    if max_and_argmax is None:  # PyTensor has separate Max and Argmax ops
+        return
+
+    @jax_funcify.register(max_and_argmax)
+    def jax_funcify_MaxAndArgmax(op, node=None, **kwargs):
+        axes, dtype = op.axis, node.outputs[1].dtype
+
+        def maxandargmax(x):
+            reduced = tuple(range(x.ndim)) if axes is None else tuple(int(a) for a in axes)
+            kept = [a for a in range(x.ndim) if a not in reduced]
+            last = jnp.transpose(x, (*kept, *reduced))  # the reduced axes last, flattened into one
+            flat = last.reshape(last.shape[:len(kept)] + (-1,))
+            return jnp.max(x, axis=reduced), jnp.argmax(flat, axis=-1).astype(dtype)
+
+        return maxandargmax
+
+
+_fix_jax_conversions()
 
 
 def checked_cast(x, dtype: str):

@@ -20,13 +20,13 @@ class TheanoElementwiseOps:
     def divide(self, x1, x2):
         return true_divide(x1, x2)
 
-    def floor_divide(self, x1, x2):
+    def _floor_divide(self, x1, x2):
         if x1.dtype.startswith("float"):
             # floor(x1 / x2), as TensorFlow's FloorDiv: the engines rewrite a float x // 1 into x (1.5 // 1.0 was 1.5).
             return tt.floor(true_divide(x1, x2))
         return floor_divide(x1, x2)
 
-    def mod(self, x1, x2):
+    def _mod(self, x1, x2):
         return tt.mod(x1, x2)
 
     def power(self, x1, x2):

@@ -152,6 +152,8 @@ class _Conv(JaxOp):
                                                   dimension_numbers=numbers, transpose_kernel=True)
             else:
                 def conv(inputs, kernel):
+                    if groups > 1 and inputs.dtype == np.float64:
+                        return _grouped_by_offsets(inputs, kernel, strides, padding, dilation, groups)
                     return jax.lax.conv_general_dilated(inputs, kernel, strides, padding, rhs_dilation=dilation,
                                                         dimension_numbers=numbers, feature_group_count=groups)
 
@@ -165,6 +167,27 @@ class _Conv(JaxOp):
         return _ConvGradient(self)(*inputs, output_grads[0])
 
     pullback = L_op  # PyTensor 3's name for L_op
+
+
+def _grouped_by_offsets(inputs, kernel, strides, padding, dilation, groups: int):
+    """A float64 grouped convolution as one product of the input's strided slices, one per window offset (stacked),
+    with the kernel, batched over the groups. XLA's CPU compiler has no float64 grouped kernel: it makes the
+    convolution dense with a kernel masked by zeros between groups, so a NaN or an infinity in one channel (0 * inf)
+    reached every output channel. Here no product crosses a group."""
+    x = jax.numpy.pad(inputs, ((0, 0), *padding, (0, 0)))
+    window, (per_group, channels) = kernel.shape[:-2], kernel.shape[-2:]
+    out = _out_sizes(x.shape[1:-1], window, strides, dilation, [(0, 0)] * len(window))
+    parts = []
+    for offset in itertools.product(*map(range, window)):
+        start = (0, *(o * d for o, d in zip(offset, dilation)), 0)
+        limit = (x.shape[0], *(b + (m - 1) * s + 1 for b, m, s in zip(start[1:-1], out, strides)), x.shape[-1])
+        parts.append(jax.lax.slice(x, start, limit, (1, *strides, 1)))
+    patches = jax.numpy.stack(parts, axis=-2)  # [n, *out, offsets, channels in]
+    patches = patches.reshape(*patches.shape[:-1], groups, per_group)
+    # Output channel g * (channels / groups) + j belongs to group g.
+    weights = kernel.reshape(len(parts), per_group, groups, channels // groups)
+    found = jax.numpy.einsum("...wgi,wigo->...go", patches, weights)
+    return found.reshape(*found.shape[:-2], channels)
 
 
 class _VectorJacobian(JaxOp):

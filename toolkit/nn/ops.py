@@ -254,14 +254,20 @@ class Ops(ops_elementwise.ElementwiseOps, ops_shapes.ShapeOps, ops_math.MathOps,
                                  "give initial")
             kept = tuple(1 if a in axes else s for a, s in enumerate(shape) if keepdims or a not in axes)
             return self.broadcast_to(self.cast(self.wrap(self._native(initial, x.dtype)), x.dtype), kept)
-        found = (self._max if name == "max" else self._min)(x, axes, keepdims) if axes else x
+        if not axes:
+            found = x
+        elif x.dtype == "bool":  # any and all: TensorFlow has no boolean Max or Min kernel
+            found = (self.any if name == "max" else self.all)(x, axis=axes, keepdims=keepdims)
+        else:
+            found = (self._max if name == "max" else self._min)(x, axes, keepdims)
         if initial is None:
             return found
         return (self.maximum if name == "max" else self.minimum)(found, self._native(initial, x.dtype))
 
     def argmax(self, x, axis: int | None = None, keepdims: bool = False):
         """Index of the first maximum along ``axis`` (of the flattened array when None), int32 (``keras.ops.argmax``;
-        NaN counts as the largest value, as in NumPy and JAX).
+        NaN counts as the largest value, as in NumPy and JAX, and ``-0.0`` as smaller than ``0.0``, as Keras on
+        every backend).
 
         Raises:
             ShapeError: an axis of size 0.
@@ -270,7 +276,18 @@ class Ops(ops_elementwise.ElementwiseOps, ops_shapes.ShapeOps, ops_math.MathOps,
         axes = self._axes(x, axis, "argmax")
         if any(self.shape(x)[a] == 0 for a in axes):
             raise ShapeError(f"argmax over an axis of size 0 (x of shape {self.shape(x)}, axis={axis!r})")
-        return self._argmax(x, None if axis is None else axes[0], keepdims)
+        return self._argmax(self._zeros_ordered(x), None if axis is None else axes[0], keepdims)
+
+    def _zeros_ordered(self, x: Tensor) -> Tensor:
+        """Floating ``x`` with ``-0.0`` made the negative of the dtype's smallest normal number (float16 and
+        bfloat16 in float32), so that an ordering counts it below ``0.0``: Keras' argmax and argmin on every
+        backend (the smallest normal, not a subnormal, survives CPUs that flush subnormals to zero)."""
+        if np.dtype(x.dtype).kind != "f":
+            return x
+        if x.dtype in ("float16", "bfloat16"):
+            x = self.cast(x, "float32")
+        negative_zero = self.logical_and(x == 0.0, self.signbit(x))
+        return self.where(negative_zero, -float(np.finfo(x.dtype).tiny), x)
 
     def cumsum(self, x, axis: int | None = None, dtype: str | None = None):
         """Running sum along ``axis`` (of the flattened array when None), in ``dtype`` (default ``x``'s; booleans
@@ -299,7 +316,12 @@ class Ops(ops_elementwise.ElementwiseOps, ops_shapes.ShapeOps, ops_math.MathOps,
     def logsumexp(self, x, axis: Axis = None, keepdims: bool = False):
         """``log(sum(exp(x), axis))``, computed stably (the maximum is taken out first, its gradient stopped by
         construction: it cancels). As ``keras.ops.logsumexp``, an infinite maximum is not taken out, so that a
-        ``+inf`` entry gives ``+inf`` and a row of ``-inf`` gives ``-inf`` (not ``inf - inf``, NaN)."""
+        ``+inf`` entry gives ``+inf`` and a row of ``-inf`` gives ``-inf`` (not ``inf - inf``, NaN); over an empty
+        axis it is ``-inf``, the log of an empty sum (NumPy's, SciPy's and JAX's)."""
+        x = self._floating(x)
+        if any(self.shape(x)[a] == 0 for a in _reduced_axes(axis, self.shape(x))):
+            # Static: the engines rewrite log(sum(exp(x))) around a maximum, which an empty axis does not have.
+            return self.max(x, axis=axis, keepdims=keepdims, initial=-float("inf"))
         peak = self.max(x, axis=axis, keepdims=True)
         peak = self.where(self.abs(peak) < float("inf"), peak, 0.0)
         total = self.log(self.sum(self.exp(x - peak), axis=axis, keepdims=True)) + peak

@@ -195,7 +195,7 @@ class ArrayOps(ABC):  # noqa: B024  (its two backend hooks have defaults: a back
 
     def _floor(self, x):
         """Floor of a float tensor from the primitives (``x - mod(x, 1)``: exact for floats)."""
-        return x - self.mod(x, 1.0)
+        return x - self._mod(x, 1.0)
 
     def logspace(self, start, stop, num=50, endpoint=True, base=10, dtype=None, axis=0):
         """``base ** linspace(start, stop, ...)`` (``keras.ops.logspace``)."""
@@ -553,7 +553,7 @@ class ArrayOps(ABC):  # noqa: B024  (its two backend hooks have defaults: a back
             axis = _normalized_axis(axis, x.ndim, "roll")
             size = self._size(x, axis, "roll")
             positions = self._filled(np.arange(size, dtype=INT_DTYPE))
-            return self.take(x, self.mod(positions - self._tensor(shift, INT_DTYPE), size) if size else positions,
+            return self.take(x, self._mod(positions - self._tensor(shift, INT_DTYPE), size) if size else positions,
                              axis=axis)
         shifts, axes = np.broadcast_arrays(np.asarray(shift), np.asarray(axis))
         if shifts.dtype.kind not in "iu" or axes.dtype.kind not in "iu" or shifts.ndim > 1:

@@ -20,7 +20,7 @@ Axis = int | Sequence[int] | None
 
 #: How each primitive's array arguments are converted (the letters of :data:`toolkit.nn.ops.ARGUMENTS`).
 ARGUMENTS: dict[str, str] = {
-    **dict.fromkeys(("add", "_subtract", "multiply", "floor_divide", "mod", "power", "maximum", "minimum", "greater",
+    **dict.fromkeys(("add", "_subtract", "multiply", "_floor_divide", "_mod", "power", "maximum", "minimum", "greater",
                      "greater_equal", "less", "less_equal", "equal", "not_equal"), "ee"),
     "divide": "ff", "logical_and": "bb", "logical_or": "bb", "logical_not": "b", "_where": "bee",
     **dict.fromkeys(("negative", "abs", "square", "relu"), "e"),
@@ -52,10 +52,60 @@ class ElementwiseOps(ABC):
     def multiply(self, x1, x2): """``x1 * x2``."""
     @abstractmethod
     def divide(self, x1, x2): """``x1 / x2``, a true division (integers divide into the computation dtype)."""
+    def floor_divide(self, x1, x2):
+        """``x1 // x2``, rounded towards minus infinity as NumPy's ``divmod`` gives it (``keras.ops.floor_divide``
+        on NumPy and JAX): floats from the exact remainder (``1.0 // 0.1`` is 9, ``-0.5 // inf`` is -1; a zero
+        quotient has the sign of ``x1 / x2``), ``x // 0`` is ``x / 0`` for floats and 0 for integers."""
+        x1, x2, kind = self._division_operands(x1, x2)
+        if kind == "f":
+            return self._float_divmod(x1, x2)[0]
+        if kind == "b":
+            return self._floor_divide(x1, x2)
+        by_zero = x2 == 0
+        return self.where(by_zero, 0, self._floor_divide(x1, self.where(by_zero, 1, x2)))
+
+    def mod(self, x1, x2):
+        """``x1 % x2`` with the sign of the divisor, as NumPy's ``divmod`` (``keras.ops.mod``): ``x1 - (x1 // x2) *
+        x2`` exactly (``-0.5 % inf`` is inf); ``x % 0`` is NaN for floats and 0 for integers."""
+        x1, x2, kind = self._division_operands(x1, x2)
+        if kind == "f":
+            return self._float_divmod(x1, x2)[1]
+        if kind == "b":
+            return self._mod(x1, x2)
+        by_zero = x2 == 0
+        return self.where(by_zero, 0, self._mod(x1, self.where(by_zero, 1, x2)))
+
+    def _division_operands(self, x1, x2) -> tuple[Tensor, Tensor, str]:
+        dtype = self._result_dtype([x1, x2])
+        return self._tensor(x1, dtype), self._tensor(x2, dtype), np.dtype(dtype).kind
+
+    def _truncated_remainder(self, x1, x2):
+        """C's ``fmod`` of floats, exact: the remainder of ``|x1| / |x2|`` with ``x1``'s sign (NaN for a zero or NaN
+        divisor, or an infinite ``x1``)."""
+        remainder = self._mod(self.abs(x1), self.abs(x2))  # of two non-negatives: exactly fmod's magnitude
+        return self.where(x1 < 0, -remainder, remainder)
+
+    def _float_divmod(self, x1, x2):
+        """``(x1 // x2, x1 % x2)`` of floats as NumPy's ``npy_divmod``: the quotient of ``x1`` less its exact
+        remainder, so it is an integer before rounding (``floor(x1 / x2)`` rounds the quotient first: ``floor(1.0 /
+        0.1)`` is 10)."""
+        remainder = self._truncated_remainder(x1, x2)
+        quotient = (x1 - remainder) / x2
+        # The remainder takes the divisor's sign: one divisor more, one less in the quotient.
+        other_sign = self.logical_and(remainder != 0, (x2 < 0) != (remainder < 0))
+        remainder = self.where(other_sign, remainder + x2, remainder)
+        quotient = self.where(other_sign, quotient - 1.0, quotient)
+        floor = self.floor(quotient)  # of a near-integer: the nearest integer, as NumPy rounds it
+        floor = self.where(quotient - floor > 0.5, floor + 1.0, floor)
+        # A zero quotient has the sign of x1 / x2 (|x1 / x2| < 1 there: truncated, it is that signed zero).
+        ratio = x1 / x2
+        floor = self.where(quotient == 0, self.trunc(ratio), floor)
+        return self.where(x2 == 0, ratio, floor), remainder
+
     @abstractmethod
-    def floor_divide(self, x1, x2): """``x1 // x2`` (NumPy: rounds towards minus infinity)."""
+    def _floor_divide(self, x1, x2): """The framework's floor division, operands promoted (not by integer 0)."""
     @abstractmethod
-    def mod(self, x1, x2): """``x1 % x2`` (NumPy: the sign of the divisor)."""
+    def _mod(self, x1, x2): """The framework's remainder with the divisor's sign (not by integer 0)."""
     @abstractmethod
     def power(self, x1, x2): """``x1 ** x2``."""
     @abstractmethod

@@ -238,10 +238,10 @@ class MathOps(ABC):
             if decimals >= 0 or kind == "b":
                 return x
             step = 10 ** (-decimals)
-            low = self.floor_divide(x, step)
+            low = self._floor_divide(x, step)
             rest = x - low * step
             half = step // 2  # 10**k is even: a tie is rest == half, rounded to the even multiple
-            up = self.logical_or(rest > half, self.logical_and(rest == half, self.mod(low, 2) == 1))
+            up = self.logical_or(rest > half, self.logical_and(rest == half, self._mod(low, 2) == 1))
             return self.where(up, low + 1, low) * step
         if decimals == 0:
             return self._rint(x)
@@ -266,8 +266,7 @@ class MathOps(ABC):
             x1, x2 = self._as(x1, "int32"), self._as(x2, "int32")
         if self._kind(x1) == "i":
             x2 = self.where(x2 == 0, 1, x2)  # an integer remainder by 0 is 0, as NumPy's (TensorFlow would raise)
-        remainder = self.mod(self.abs(x1), self.abs(x2))  # of two non-negatives: exactly fmod's magnitude
-        return self.where(x1 < 0, -remainder, remainder)
+        return self._truncated_remainder(x1, x2)
 
     # --- composites: exponentials and logarithms -----------------------------------------------------------------
     def logaddexp(self, x1, x2):
@@ -328,7 +327,7 @@ class MathOps(ABC):
         x1, x2 = self._integers("lcm", x1, x2)
         divisor = self._gcd(x1, x2)
         safe = self.where(divisor == 0, 1, divisor)
-        return self.where(divisor == 0, 0, self.abs(self.floor_divide(x1, safe) * x2))
+        return self.where(divisor == 0, 0, self.abs(self._floor_divide(x1, safe) * x2))
 
     def bitwise_and(self, x, y):
         """The bits of ``x`` and ``y`` (integers; booleans give ``logical_and``)."""

@@ -251,8 +251,17 @@ class NNOps(ABC):
         """
         x1, x2 = self._same_shape("psnr", x1, x2)
         max_val = self.wrap(self._native(max_val, x2.dtype))
-        error = self.mean(self.square(x1 - x2))
+        error = self.mean(self.square(self._difference(x1, x2)))
         return (20.0 / math.log(10.0)) * self.log(max_val) - (10.0 / math.log(10.0)) * self.log(error)
+
+    def _difference(self, x1, x2):
+        """``x1 - x2`` with IEEE's values also where ``x1`` and ``x2`` are one array: the Theano family's engines
+        rewrite ``x - x`` into 0, which is NaN for an infinite or NaN ``x``. Where an operand is not finite, the
+        difference is spelled out without a subtraction (NaN for NaN or equal infinities, else the infinity)."""
+        finite = self.logical_and(self.isfinite(x1), self.isfinite(x2))
+        undefined = self.logical_or(self.logical_or(self.isnan(x1), self.isnan(x2)), x1 == x2)
+        infinite = self.where(undefined, float("nan"), self.where(self.isinf(x1), x1, -x2))
+        return self.where(finite, x1 - x2, infinite)
 
     # --- normalization ---------------------------------------------------------------------------------------------
     def normalize(self, x, axis=-1, order: int = 2, epsilon: float | None = None):
@@ -443,7 +452,7 @@ class NNOps(ABC):
 
         def log_add(x1, x2):
             """``log(exp(x1) + exp(x2))`` of finite values (every score here is >= about ``LOG_EPSILON`` times the
-            length). Not ``ops.logaddexp``: inside ``ops.scan`` on Aesara its gradient is NaN."""
+            length): fewer ops than ``ops.logaddexp``, whose care for infinities these scores do not need."""
             larger = self.maximum(x1, x2)
             return larger + self.log(self.exp(x1 - larger) + self.exp(x2 - larger))
 

@@ -12,7 +12,8 @@ The rules every op here keeps on every backend (NumPy's, and Keras' where it has
   (``var``, ``quantile``, ``average``...) of integers are in the computation dtype, indices are int32;
 - NaN is the largest value: ``argsort``/``sort`` put it last, ``top_k`` first, a maximum, minimum, variance or
   quantile over a NaN is NaN; the ``nan*`` ops leave NaN out (NaN where there is nothing else, and -1 for
-  ``nanargmax``/``nanargmin`` of an all-NaN slice, as JAX). ``0.0`` and ``-0.0`` are equal (kept in their order);
+  ``nanargmax``/``nanargmin`` of an all-NaN slice, as JAX). ``0.0`` and ``-0.0`` are equal (kept in their order),
+  but to ``argmax``/``argmin``, which count ``-0.0`` below ``0.0`` as Keras does on every backend;
 - ties keep the order of the input: ``argsort`` is stable, ``top_k`` and ``argmin`` give the lower index first.
 """
 
@@ -225,7 +226,8 @@ class ReductionOps(ABC):
 
     def argmin(self, x, axis: int | None = None, keepdims: bool = False):
         """Index of the first minimum along ``axis`` (of the flattened array when None), int32
-        (``keras.ops.argmin``). NaN counts as the smallest value (its first one wins), as NumPy and JAX."""
+        (``keras.ops.argmin``). NaN counts as the smallest value (its first one wins), as NumPy and JAX, and ``-0.0``
+        as smaller than ``0.0``, as Keras on every backend."""
         x = self._tensor(x)
         kind = _kind(x.dtype)
         if kind == "b":
