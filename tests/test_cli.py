@@ -55,7 +55,11 @@ def test_compare_writes_table_json_and_plots(tmp_path, capsys):
         assert "params" not in run
     for entry in results["divergence"]:
         assert len(entry["max_abs_param_diff"]) == 3 and max(entry["max_abs_param_diff"]) < 1e-5
-    for name in ("loss.png", "divergence.png", "step_time.png"):
+    # every pair of the 4 runs, by what differs; none parts in 3 steps
+    assert sorted(p["kind"] for p in results["pairs"]) == ["both", "both", "framework", "framework", "order", "order"]
+    assert [k["kind"] for k in results["kind_summary"]] == ["framework", "order", "both"]
+    assert all(p["split_step"] is None for p in results["pairs"]) and "where runs part" in printed
+    for name in ("loss.png", "divergence.png", "step_time.png", "pairs.png"):
         assert (out / name).read_bytes()[:8] == PNG_MAGIC
 
 
@@ -243,6 +247,8 @@ def test_bad_requests_are_one_line_and_exit_2(argv, words, capsys, tmp_path):
 @pytest.mark.parametrize("argv, words", [
     (["compare", "--devices", "1,x"], "multigpu compare: error: argument --devices: expected distinct device counts"),
     (["compare", "--devices", "2048"], "from 1 to 64"),
+    (["compare", "--seeds", "3-1"], "argument --seeds: the range '3-1' in '3-1' runs backwards"),
+    (["compare", "--seeds", "0,x"], "expected seeds like 0-9 or 0,3,7-9"),
     (["bench", "--dtype", "float16"], "multigpu bench: error: argument --dtype: invalid choice: 'float16'"),
     (["compare", "--no-such-option"], "unrecognized arguments: --no-such-option"),
     ([], "multigpu: error: the following arguments are required: command"),

@@ -12,6 +12,23 @@ The results are a plain dict (``results.json``), schema ``multigpu-toolkit/compa
   step), ``param_scale`` (max |param| of the first backend at the end);
 - ``within`` (since version 2): one per backend and pair of device counts: ``backend``, ``devices`` (the two counts),
   ``max_abs_param_diff`` (per step): how far a backend parts from itself when only the summation order changes.
+
+Since version 3, seeds are an axis (:mod:`toolkit.command.seeds`) and every pair of runs is compared parameter by
+parameter (:mod:`toolkit.command.divergence`):
+
+- ``config`` also holds ``seeds`` (the list run; ``seed`` is its first), ``init_seed``, ``data_seed`` and
+  ``noise_seed`` (a value fixed for every seed, or null: the seed's own), ``split_bound``;
+- each run, and each ``divergence`` and ``within`` entry, has ``seed`` (its seed of the axis); each run has ``seeds``
+  (``init``, ``data``, ``noise``: what that seed seeded). ``runs`` holds every backend, device count and seed;
+- ``pairs``: every pair of runs of one seed (:func:`toolkit.command.divergence.pair_record`: ``kind``
+  framework/order/both, ``max_rel_param_diff`` per step, ``rel_param_diff`` per parameter, ``split_step``,
+  ``param_split_steps``, ``first_parted``) with its ``seed``, and ``split_bound``, the bound they part past;
+- ``pair_summary`` and ``kind_summary``: the pairs over seeds, and per kind (the framework pairs beside the order
+  pairs, their baseline) (:func:`~toolkit.command.divergence.summarize_pairs`, ``summarize_kinds``);
+- ``statistics``: per metric, the gap between two backends (and between two device counts of one backend) against
+  the spread over seeds, paired by seed, with a t interval (:func:`toolkit.command.seed_stats.seed_statistics`).
+
+``params.npz`` holds the first seed's final parameters; ``params-seed-<S>.npz`` each other seed's.
 """
 
 from __future__ import annotations
@@ -26,13 +43,16 @@ from typing import Any
 
 import numpy as np
 
+from toolkit.command.divergence import SPLIT_BOUND, pair_record, relative_divergence, summarize_kinds, summarize_pairs
+from toolkit.command.seed_stats import seed_statistics
+from toolkit.command.seeds import RunSeeds, run_seeds, seed_trainer
 from toolkit.command.workloads import Workload, draw_batches
 from toolkit.nn.models import accuracy
 from toolkit.training.data_parallel import DataParallel
 from toolkit.training.optim import SGD, Adam, AdamW, Optimizer, RMSprop
 
 SCHEMA = "multigpu-toolkit/compare"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 OPTIMIZERS: dict[str, Callable[[float], Optimizer]] = {
     "sgd": lambda lr: SGD(lr),
@@ -54,34 +74,45 @@ def _peak_rss_mb() -> float:
 def run_comparison(workload: Workload, backends: Sequence[str], device_counts: Sequence[int], dtype: str,
                    optimizer: str, lr: float, steps: int, batch: int, seed: int,
                    progress: Callable[[str], None] | None = None,
-                   batches: Sequence[np.ndarray] | None = None) -> dict[str, Any]:
+                   batches: Sequence[np.ndarray] | None = None, init_seed: int | None = None,
+                   data_seed: int | None = None, noise_seed: int | None = None,
+                   split_bound: float = SPLIT_BOUND) -> dict[str, Any]:
     """Train ``workload`` for ``steps`` steps on every backend and device count, on the same batches: ``batches``
     (row indices of the training data, one array per step; ``steps`` and ``batch`` are then ignored), or ``steps``
     batches of ``batch`` rows from :func:`~toolkit.command.workloads.draw_batches`.
 
+    ``seed`` seeds the initial parameters, the data and the per-example noise, except those that ``init_seed``,
+    ``data_seed`` or ``noise_seed`` set (:mod:`toolkit.command.seeds`).
+
     Every run takes its step in turn (lockstep), so that after each step the parameters of any two runs can be
     compared: the two backends on one device count (``divergence``), and one backend on two device counts
     (``within``: the same math in another summation order, the rounding-only divergence a cross-backend one is
-    judged against)."""
-    x_train, y_train, x_test, y_test = workload.data(seed)
+    judged against); and every pair of runs parameter by parameter (``pairs``: where they part, past
+    ``split_bound``)."""
+    (seeds,) = run_seeds([seed], init_seed, data_seed, noise_seed)
+    x_train, y_train, x_test, y_test = workload.data(seeds.data)
     if batches is None:
-        batches = draw_batches(len(x_train), batch, steps, seed)
+        batches = draw_batches(len(x_train), batch, steps, seeds.data)
     steps = len(batches)
-    trainers = {(name, n): DataParallel(workload.model, name, n, OPTIMIZERS[optimizer](lr), dtype=dtype, seed=seed)
+    trainers = {(name, n): _trainer(workload, name, n, OPTIMIZERS[optimizer](lr), dtype, seeds)
                 for n in device_counts for name in backends}
     records = {key: {"losses": [], "times": []} for key in trainers}
     cross = [((backends[0], n), (backends[1], n)) for n in device_counts] if len(backends) >= 2 else []
     same = [((name, a), (name, b)) for name in backends for a, b in itertools.combinations(device_counts, 2)]
     pairs = cross + same
     gaps: dict[tuple, list[float]] = {pair: [] for pair in pairs}
+    every = list(itertools.combinations(trainers, 2))
+    relative: dict[tuple, list[dict[str, float]]] = {pair: [] for pair in every}
     for step, index in enumerate(batches):
         for key, trainer in trainers.items():
             began = time.perf_counter()
             records[key]["losses"].append(trainer.step(x_train[index], y_train[index]))
             records[key]["times"].append((time.perf_counter() - began) * 1e3)
-        params = {key: trainer.params() for key, trainer in trainers.items()} if pairs else {}
+        params = {key: trainer.params() for key, trainer in trainers.items()} if every else {}
         for first, second in pairs:
             gaps[(first, second)].append(_max_abs_diff(params[first], params[second]))
+        for first, second in every:
+            relative[(first, second)].append(relative_divergence(params[first], params[second]))
         if progress:
             progress(f"step {step + 1}/{steps}")
     runs = []
@@ -92,28 +123,74 @@ def run_comparison(workload: Workload, backends: Sequence[str], device_counts: S
         score = None
         if workload.classifier:
             score = accuracy(trainer.predict(x_test), y_test)  # inference: moving statistics, no dropout
-        runs.append({"backend": name, "devices": n, "device_names": [str(d) for d in trainer.devices],
+        runs.append({"backend": name, "devices": n, "seed": seed, "seeds": seeds.as_dict(),
+                     "device_names": [str(d) for d in trainer.devices],
                      "losses": records[(name, n)]["losses"], "step_times_ms": times, "first_step_ms": times[0],
                      "median_ms": statistics.median(steady), "p10_ms": deciles[0], "p90_ms": deciles[-1],
                      "peak_rss_mb": _peak_rss_mb(), "accuracy": score, "params": trainer.params()})
     divergence = [{"devices": first[1], "backends": list(backends[:2]), "max_abs_param_diff": gaps[(first, second)],
-                   "param_scale": max(float(np.max(np.abs(v))) for v in trainers[first].params().values())}
+                   "param_scale": max(float(np.max(np.abs(v))) for v in trainers[first].params().values()),
+                   "seed": seed}
                   for first, second in cross]
-    within = [{"backend": first[0], "devices": [first[1], second[1]], "max_abs_param_diff": gaps[(first, second)]}
-              for first, second in same]
-    return {"schema": SCHEMA, "version": SCHEMA_VERSION, "runs": runs, "divergence": divergence, "within": within}
+    within = [{"backend": first[0], "devices": [first[1], second[1]], "max_abs_param_diff": gaps[(first, second)],
+               "seed": seed} for first, second in same]
+    compared = [{**pair_record(first, second, relative[(first, second)], split_bound), "seed": seed}
+                for first, second in every]
+    return _with_summaries({"schema": SCHEMA, "version": SCHEMA_VERSION, "runs": runs, "divergence": divergence,
+                            "within": within, "pairs": compared, "split_bound": split_bound})
+
+
+def run_over_seeds(workload: Workload, backends: Sequence[str], device_counts: Sequence[int], dtype: str,
+                   optimizer: str, lr: float, steps: int, batch: int, seeds: Sequence[int],
+                   init_seed: int | None = None, data_seed: int | None = None, noise_seed: int | None = None,
+                   split_bound: float = SPLIT_BOUND,
+                   progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """:func:`run_comparison` once per seed of ``seeds`` (each seed seeding what ``init_seed``, ``data_seed`` and
+    ``noise_seed`` leave to it), the runs, divergences and pairs of every seed together, and the statistics over
+    seeds (``statistics``, ``pair_summary``, ``kind_summary``)."""
+    run_seeds(seeds, init_seed, data_seed, noise_seed)  # checks them all before anything trains
+    found = []
+    for i, seed in enumerate(seeds):
+        tell = None if progress is None else (lambda text, i=i, seed=seed:
+                                              progress(f"seed {seed} ({i + 1}/{len(seeds)}), {text}"))
+        found.append(run_comparison(workload, backends, device_counts, dtype, optimizer, lr, steps, batch, seed,
+                                    progress=tell, init_seed=init_seed, data_seed=data_seed, noise_seed=noise_seed,
+                                    split_bound=split_bound))
+    merged = {key: [entry for result in found for entry in result[key]]
+              for key in ("runs", "divergence", "within", "pairs")}
+    return _with_summaries({"schema": SCHEMA, "version": SCHEMA_VERSION, **merged, "split_bound": split_bound})
+
+
+def _with_summaries(results: dict[str, Any]) -> dict[str, Any]:
+    return {**results, "pair_summary": summarize_pairs(results["pairs"]),
+            "kind_summary": summarize_kinds(results["pairs"]), "statistics": seed_statistics(results["runs"])}
+
+
+def _trainer(workload: Workload, backend: str, devices: int, optimizer: Optimizer, dtype: str,
+             seeds: RunSeeds) -> DataParallel:
+    """A trainer whose per-example noise is keyed by ``seeds.noise``, starting from ``seeds.init``'s parameters."""
+    trainer = DataParallel(workload.model, backend, devices, optimizer, dtype=dtype, seed=seeds.noise)
+    seed_trainer(trainer, workload.model, seeds)
+    return trainer
 
 
 #: The file, beside results.json, that holds every run's final parameters (``multigpu parity --against`` reads it).
 PARAMS_FILE = "params.npz"
 
 
-def save_params(results: dict[str, Any], folder: Path) -> Path:
-    """Every run's final parameters in ``folder/params.npz``, as ``backend/devices/name``."""
-    path = Path(folder) / PARAMS_FILE
-    np.savez(path, **{f"{run['backend']}/{run['devices']}/{name}": value
-                      for run in results["runs"] for name, value in run["params"].items()})
-    return path
+def save_params(results: dict[str, Any], folder: Path) -> list[Path]:
+    """Every run's final parameters, as ``backend/devices/name``: the first seed's in ``folder/params.npz``, each
+    other seed ``S``'s in ``folder/params-seed-S.npz``. Returns the files written."""
+    by_seed: dict[int, list[dict[str, Any]]] = {}
+    for run in results["runs"]:
+        by_seed.setdefault(run.get("seed", 0), []).append(run)
+    written = []
+    for i, (seed, runs) in enumerate(by_seed.items()):
+        path = Path(folder) / (PARAMS_FILE if i == 0 else f"params-seed-{seed}.npz")
+        np.savez(path, **{f"{run['backend']}/{run['devices']}/{name}": value
+                          for run in runs for name, value in run["params"].items()})
+        written.append(path)
+    return written
 
 
 def load_params(results_json: Path) -> dict[tuple[str, int], dict[str, np.ndarray]]:

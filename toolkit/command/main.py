@@ -48,9 +48,21 @@ def _backends(text: str) -> list[str]:
     return names
 
 
+def _seeds(text: str) -> list[int]:
+    from toolkit.command.seeds import parse_seeds
+
+    try:
+        return parse_seeds(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from error
+
+
 def build_parser() -> argparse.ArgumentParser:
     from toolkit.command.compare import OPTIMIZERS
+    from toolkit.command.divergence import SPLIT_BOUND
     from toolkit.command.flops import PEAK_MATMUL_SIZE
+    from toolkit.command.seed_stats import INTERVAL_LEVEL
+    from toolkit.command.seeds import DEFAULT_SEED
     from toolkit.command.workloads import BENCH_MODELS, WORKLOADS
     from toolkit.registry import available_backends
 
@@ -75,13 +87,34 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--steps", type=int, default=steps_default,
                          help="training steps per backend and device count (default %(default)s)")
         sub.add_argument("--batch", type=int, default=128, help="global batch size (default %(default)s)")
-        sub.add_argument("--seed", type=int, default=0,
-                         help="seeds the initial parameters and the batches (default %(default)s)")
+        sub.add_argument("--seed", type=int, default=None,
+                         help=f"seeds the initial parameters, the data (its train/test split and the batches) and the "
+                              f"dropout noise (default {DEFAULT_SEED})")
+        for part, what in (("init", "the initial parameters"), ("data", "the train/test split and the batches"),
+                           ("noise", "the per-example noise (dropout)")):
+            sub.add_argument(f"--{part}-seed", type=int, default=None,
+                             help=f"seeds {what} alone, the same for every seed of --seeds (default: the seed)")
         sub.add_argument("--quiet", action="store_true", help="no progress bar, no table: one line at the end")
         sub.add_argument("--json", action="store_true", help="print the results as JSON on stdout")
 
-    compare = commands.add_parser("compare", help="train one model on every backend and device count, report")
+    compare = commands.add_parser(
+        "compare", help="train one model on every backend and device count, report",
+        description="Train one model on every backend and device count in lockstep; report the losses, step times, "
+                    "test accuracy and where the runs part. For research comparisons: --seeds 0-9 runs every seed "
+                    "and gives, per metric, the gap between backends paired by seed with its "
+                    f"{INTERVAL_LEVEL:.0%} t interval against the spread over seeds; every pair of runs is compared "
+                    "parameter by parameter after every step, the two backends on one device count beside each "
+                    "backend against itself on another (the summation order alone), with the step where each pair "
+                    "parts (--split-bound). Writes results.json, params.npz and plots to --out.")
     run_options(compare, "1,2,4", 30)
+    compare.add_argument("--seeds", type=_seeds, default=None, metavar="LIST",
+                         help="seeds as an axis: every backend and device count runs once per seed, e.g. 0-9 or "
+                              "0,3,7-9 (not with --seed); the tables and results.json then give, per metric, the "
+                              f"gap between backends paired by seed with its {INTERVAL_LEVEL * 100:.0f}%% t interval, "
+                              "against the spread over seeds")
+    compare.add_argument("--split-bound", type=float, default=SPLIT_BOUND, metavar="RELATIVE",
+                         help="a pair of runs parts at the first step where a parameter's max |a - b|, over "
+                              "the largest |parameter|, passes this (default %(default)g)")
     compare.add_argument("--out", type=Path, default=Path("results"),
                          help="folder for results.json and the plots (default %(default)s)")
 
@@ -91,7 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
     parity.add_argument("--against", type=Path, default=None, metavar="RESULTS_JSON",
                         help="check each backend of --backends against the runs of a `multigpu compare --out` "
                              "folder's results.json (made in another environment, e.g. Aesara's): the model, devices, "
-                             "dtype, optimizer, lr, steps, batch and seed are the file's")
+                             "dtype, optimizer, lr, steps, batch and seeds are the file's (its first seed's runs)")
 
     bench = commands.add_parser("bench", help="step time of the toolkit against native TensorFlow and Aesara code")
     bench.add_argument("--model", type=lambda text: [m for m in text.split(",") if m], default=list(BENCH_MODELS),
@@ -182,11 +215,17 @@ def _devices(args) -> int:
 def _prepare(args) -> Any:
     """Check the request before any framework starts; returns the workload."""
     import toolkit
+    from toolkit.command.seeds import run_seeds
     from toolkit.command.workloads import load_workload
     from toolkit.placement.devices import logical_device_count
 
     if args.steps < 1 or args.batch < 1:
         raise ValueError(f"--steps and --batch must be >= 1, got {args.steps} and {args.batch}")
+    if getattr(args, "seeds", None) is not None and args.seed is not None:
+        raise ValueError(f"--seed {args.seed} and --seeds: give one (--seeds runs each of its seeds)")
+    run_seeds(_seed_list(args), args.init_seed, args.data_seed, args.noise_seed)
+    if not getattr(args, "split_bound", 1.0) > 0:
+        raise ValueError(f"--split-bound must be > 0, got {args.split_bound}")
     if getattr(args, "out", None) is not None:
         _check_out(args.out)
     unknown = [name for name in args.backends if name not in toolkit.registry.REGISTRY]
@@ -200,15 +239,28 @@ def _prepare(args) -> Any:
     return workload
 
 
+def _seed_list(args) -> list[int]:
+    """The seeds a compare or parity runs: ``--seeds``, or the one ``--seed``."""
+    from toolkit.command.seeds import DEFAULT_SEED
+
+    seeds = getattr(args, "seeds", None)
+    return seeds if seeds is not None else [DEFAULT_SEED if args.seed is None else args.seed]
+
+
 def _run(args, workload) -> dict[str, Any]:
     from toolkit import __version__
-    from toolkit.command.compare import run_comparison
+    from toolkit.command.compare import run_over_seeds
+    from toolkit.command.divergence import SPLIT_BOUND
 
+    seeds, bound = _seed_list(args), getattr(args, "split_bound", SPLIT_BOUND)
     config = {"model": args.model, "backends": args.backends, "devices": args.devices, "dtype": args.dtype,
-              "optimizer": args.optimizer, "lr": args.lr, "steps": args.steps, "batch": args.batch, "seed": args.seed}
-    with _progress_bar(args, "training", args.steps) as progress:
-        results = run_comparison(workload, args.backends, args.devices, args.dtype, args.optimizer, args.lr,
-                                 args.steps, args.batch, args.seed, progress=progress)
+              "optimizer": args.optimizer, "lr": args.lr, "steps": args.steps, "batch": args.batch, "seed": seeds[0],
+              "seeds": seeds, "init_seed": args.init_seed, "data_seed": args.data_seed, "noise_seed": args.noise_seed,
+              "split_bound": bound}
+    with _progress_bar(args, "training", args.steps * len(seeds)) as progress:
+        results = run_over_seeds(workload, args.backends, args.devices, args.dtype, args.optimizer, args.lr,
+                                 args.steps, args.batch, seeds, args.init_seed, args.data_seed, args.noise_seed, bound,
+                                 progress)
     return {**results, "toolkit_version": __version__, "config": config}
 
 
@@ -220,7 +272,7 @@ def _compare(args) -> int:
     plots = write_plots(results, _out(args))
     params = save_params(results, _out(args))
     return _emit(args, "results.json", public(results), lambda: print_table(results),
-                 [str(params), *(str(p) for p in plots)])
+                 [*(str(p) for p in params), *(str(p) for p in plots)])
 
 
 def _check_out(folder: Path) -> None:
@@ -254,24 +306,11 @@ def _emit(args, filename: str, results: dict[str, Any], show, also: list[str] = 
 
 
 def print_table(results: dict[str, Any]) -> None:
-    """The comparison table of ``multigpu compare`` (also printed by the digits demo)."""
-    from rich.console import Console
-    from rich.table import Table
+    """The comparison tables of ``multigpu compare`` (also printed by the digits demo): the runs, and over seeds
+    and pairs of runs what :func:`toolkit.command.compare_tables.print_comparison` adds."""
+    from toolkit.command.compare_tables import print_comparison
 
-    config = results["config"]
-    table = Table(title=f"{config['model']}: {config['optimizer']}({config['lr']}), {config['dtype']}, "
-                        f"batch {config['batch']}, {config['steps']} steps")
-    for column in ("backend", "devices", "final loss", "first step", "median step", "p10-p90", "peak RSS",
-                   "accuracy", "max divergence"):
-        table.add_column(column, justify="right")
-    divergence = {d["devices"]: max(d["max_abs_param_diff"]) for d in results["divergence"]}
-    for run in results["runs"]:
-        table.add_row(run["backend"], str(run["devices"]), f"{run['losses'][-1]:.6f}", f"{run['first_step_ms']:.0f} ms",
-                      f"{run['median_ms']:.2f} ms", f"{run['p10_ms']:.2f}-{run['p90_ms']:.2f}",
-                      f"{run['peak_rss_mb']:.0f} MB", "-" if run["accuracy"] is None else f"{run['accuracy']:.3f}",
-                      f"{divergence[run['devices']]:.2g}" if run["devices"] in divergence else "-")
-    Console(width=None if sys.stdout.isatty() else 150).print(table)
-    print("first step: includes tracing (TensorFlow) or compilation (Aesara); peak RSS: the process's, so far")
+    print_comparison(results)
 
 
 def _parity(args) -> int:
@@ -299,8 +338,11 @@ def _parity_against(args) -> int:
     reference = parity.read_reference(args.against)
     for key in parity.AGAINST_CONFIG:
         setattr(args, key, reference["config"][key])
+    for key in parity.AGAINST_SEEDS:
+        setattr(args, key, reference["config"].get(key))
     params = load_params(args.against)
-    theirs = [run for run in reference["runs"] if run["backend"] not in args.backends]
+    theirs = [run for run in reference["runs"] if run["backend"] not in args.backends
+              and run.get("seed", args.seed) == args.seed]  # params.npz holds the first seed's runs
     if not theirs:
         found = sorted({run["backend"] for run in reference["runs"]})
         raise ValueError(f"--against {args.against}: its runs are of {found}, the backends checked here; expected "

@@ -19,6 +19,9 @@ from toolkit.tolerances import trajectory_bounds
 
 #: The run options that ``parity --against`` takes from the reference file's config.
 AGAINST_CONFIG = ("model", "devices", "dtype", "optimizer", "lr", "steps", "batch", "seed")
+#: The seed options it also takes where the file has them (results.json since version 3); the file's ``seed`` is its
+#: first seed, whose runs are compared.
+AGAINST_SEEDS = ("init_seed", "data_seed", "noise_seed")
 
 
 def null_curve(results: dict[str, Any], *others: dict[str, Any]) -> list[float] | None:
