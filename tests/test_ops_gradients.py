@@ -8,8 +8,9 @@ holds a small float64 case and a NumPy reference per op, and here
 - the same gradients and the same step come out on 1 device and on MAX_DEVICES over an uneven batch, for one entry
   per way an op is built (DEVICE_ENTRIES).
 
-One compiled gradient per op group and backend: a group's ops run side by side, each on its own copies of its inputs,
-their outputs flattened and joined, and the sum of the outputs times random weights is differentiated once. Each
+One compiled gradient per table (an op group, or the groups of one module's parts) and backend: a table's ops run
+side by side, each on its own copies of its inputs, their outputs flattened and joined, and the sum of the outputs
+times random weights is differentiated once. Each
 entry is then checked on its own (its inputs' gradients against the central difference of its own reference), so a
 wrong gradient is named by its entry.
 """
@@ -27,8 +28,8 @@ from tests.gradient_cases import CHECKED_ELSEWHERE, DEVICE_ENTRIES, INPUTS, NON_
 from tests.op_checks import DIFFERENCE_STEP, GRADIENT_ATOL, GRADIENT_RTOL, gradients
 from toolkit.nn.op_table import GROUPS, op_names
 
-#: The groups that have entries, by the name of the class that defines them.
-GROUP_NAMES = [cls.__name__ for _, cls in GROUPS if TABLES.get(cls.__name__)]
+#: The tables that have entries (one compiled gradient each per backend).
+TABLE_NAMES = [name for name, (_, table) in TABLES.items() if table]
 #: TensorFlow and the Theano family differentiate the same graphs with other kernels and summation orders: a few
 #: roundings of float64 apart, relative (LAPACK's and XLA's decompositions, measured up to 1e-13 here).
 PARITY_RTOL, PARITY_ATOL = 1e-10, 1e-12
@@ -59,7 +60,7 @@ def _run(key: str, ops, arrays):
 
 @functools.cache
 def _entries() -> dict:
-    return {key: entry for table in TABLES.values() for key, entry in table.items()}
+    return {key: entry for _, table in TABLES.values() for key, entry in table.items()}
 
 
 def _entry(key: str):
@@ -94,32 +95,34 @@ def _weights(keys) -> np.ndarray:
 
 
 @functools.cache
-def _group_gradients(backend_name: str, group: str) -> dict[str, np.ndarray]:
-    """Every entry's input gradients in a group on a backend: one compiled gradient, computed once per process."""
-    keys = list(TABLES[group])
+def _table_gradients(backend_name: str, table: str) -> dict[str, np.ndarray]:
+    """Every entry's input gradients in a table on a backend: one compiled gradient, computed once per process."""
+    keys = list(TABLES[table][1])
     return gradients(backend_name, _joined(keys), _inputs(keys), _weights(keys))
 
 
 def test_every_public_op_has_a_gradient_entry_or_a_reason():
-    """A new op fails here until it has an entry in the table (in its group's table), a reason among the ops without
-    a gradient, or the module that checks its gradient; and no entry names an op that is not public."""
+    """A new op fails here until it has an entry in a table (one that holds its group), a reason among the ops
+    without a gradient, or the module that checks its gradient; and no entry names an op that is not public."""
     group_of = {name: cls.__name__ for _, cls in GROUPS for name in op_names(cls)}
-    entries = {_op(key): group for group, table in TABLES.items() for key in table}
+    entries = {_op(key): groups for groups, table in TABLES.values() for key in table}
     listed = set(entries) | set(NON_DIFFERENTIABLE) | set(CHECKED_ELSEWHERE)
     assert not sorted(set(group_of) - listed), "ops without an entry or a reason"
     assert not sorted(listed - set(group_of)), "entries of ops that are not public ops"
     assert not sorted(set(entries) & (set(NON_DIFFERENTIABLE) | set(CHECKED_ELSEWHERE))), "listed twice"
-    misplaced = {op: group for op, group in entries.items() if group_of[op] != group}
-    assert not misplaced, "entries in another group's table"
+    misplaced = {op: groups for op, groups in entries.items() if group_of[op] not in groups}
+    assert not misplaced, "entries in a table that does not hold their group"
+    tabled = [group for groups, _ in TABLES.values() for group in groups]
+    assert sorted(tabled) == sorted(cls.__name__ for _, cls in GROUPS), "every group in exactly one table"
     assert all(reason for reason in {**NON_DIFFERENTIABLE, **CHECKED_ELSEWHERE}.values())
 
 
-@pytest.mark.parametrize("group", GROUP_NAMES)
-def test_gradients_equal_central_differences(backend_name, group):
+@pytest.mark.parametrize("table", TABLE_NAMES)
+def test_gradients_equal_central_differences(backend_name, table):
     """Each entry's float64 gradient, in a random direction, equals the central difference of its NumPy reference
     (weighted by the entry's own slice of the weights)."""
-    keys = list(TABLES[group])
-    grads = _group_gradients(backend_name, group)
+    keys = list(TABLES[table][1])
+    grads = _table_gradients(backend_name, table)
     weights, rng, start, failures = _weights(keys), np.random.default_rng(5), 0, []
     for key, size in zip(keys, _sizes(keys)):
         w, start = weights[start:start + size], start + size
@@ -137,9 +140,9 @@ def test_gradients_equal_central_differences(backend_name, group):
 
 @pytest.mark.parity
 @needs_all_backends
-@pytest.mark.parametrize("group", GROUP_NAMES)
-def test_gradients_agree_across_backends(group):
-    found = [_group_gradients(name, group) for name in PARITY]
+@pytest.mark.parametrize("table", TABLE_NAMES)
+def test_gradients_agree_across_backends(table):
+    found = [_table_gradients(name, table) for name in PARITY]
     failures = []
     for key in found[0]:
         if not np.allclose(found[0][key], found[1][key], rtol=PARITY_RTOL, atol=PARITY_ATOL):

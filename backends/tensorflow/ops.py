@@ -13,6 +13,7 @@ from toolkit.nn.ops import ARGUMENTS, Ops
 from toolkit.nn.shapes import check_matmul
 
 from .ops_arrays import TensorFlowArrayOps
+from .ops_bits import TensorFlowBitOps
 from .ops_core import TensorFlowCoreOps
 from .ops_elementwise import TensorFlowElementwiseOps
 from .ops_functional import TensorFlowFunctionalOps
@@ -22,14 +23,16 @@ from .ops_nn import TensorFlowNNOps
 from .ops_reductions import TensorFlowReductionOps
 from .ops_shapes import TensorFlowShapeOps
 from .ops_signal import TensorFlowSignalOps
+from .ops_sorting import TensorFlowSortingOps
 from .ops_windows import TensorFlowWindowOps
 
 tf = import_framework()
 
 
-class TensorFlowOps(TensorFlowElementwiseOps, TensorFlowShapeOps, TensorFlowMathOps, TensorFlowArrayOps,
-                    TensorFlowReductionOps, TensorFlowLinalgOps, TensorFlowNNOps, TensorFlowWindowOps,
-                    TensorFlowSignalOps, TensorFlowCoreOps, TensorFlowFunctionalOps, Ops):
+class TensorFlowOps(TensorFlowElementwiseOps, TensorFlowShapeOps, TensorFlowMathOps, TensorFlowBitOps,
+                    TensorFlowArrayOps, TensorFlowReductionOps, TensorFlowSortingOps, TensorFlowLinalgOps,
+                    TensorFlowNNOps, TensorFlowWindowOps, TensorFlowSignalOps, TensorFlowCoreOps,
+                    TensorFlowFunctionalOps, Ops):
     def is_native(self, value):
         return isinstance(value, (tf.Tensor, tf.Variable))
 

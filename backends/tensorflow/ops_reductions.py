@@ -22,16 +22,6 @@ class TensorFlowReductionOps:
     def _reduce_all(self, x, axes, keepdims):
         return tf.math.reduce_all(x, axis=list(axes), keepdims=keepdims)
 
-    def _argsort(self, x, axis):
-        if not x.dtype.is_floating:
-            return tf.argsort(x, axis=axis, stable=True)
-        # tf.argsort leaves NaN anywhere. Sorted twice, stably: by value with NaN as +inf, then by whether NaN, so
-        # NaN comes after +inf and ties keep their order.
-        nan = tf.math.is_nan(x)
-        by_value = tf.argsort(tf.where(nan, tf.constant(np.inf, x.dtype), x), axis=axis, stable=True)
-        by_nan = tf.argsort(tf.cast(_along(nan, by_value, axis), tf.int32), axis=axis, stable=True)
-        return _along(by_value, by_nan, axis)
-
     def _segment_reduce(self, data, segment_ids, num_segments, reduction):
         # TensorFlow drops negative ids but fails on ids >= num_segments (on CPU): those are dropped too.
         ids = tf.where(segment_ids < num_segments, segment_ids, -1)
@@ -50,7 +40,3 @@ class TensorFlowReductionOps:
             nan = each(tf.math.is_nan(data), tf.math.unsorted_segment_max)
             found = tf.where(nan, tf.constant(np.nan, data.dtype), found)
         return found
-
-
-def _along(x, indices, axis):
-    return tf.experimental.numpy.take_along_axis(x, indices, axis=axis)

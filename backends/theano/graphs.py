@@ -1,7 +1,8 @@
 """What the Theano family's op modules share: the engine's symbols (under names that hold for Aesara and PyTensor),
 static-shape helpers (the graph must keep sizes the compiled step reads), NaN-propagating maxima, :class:`JaxOp`,
-an op whose computation is a JAX function, and the JAX conversions of engine ops whose own conversion gives wrong
-values (:func:`_fix_jax_conversions`)."""
+an op whose computation is a JAX function (:class:`JaxFunction` of a table, :class:`JaxElementwise` of one
+``jax.numpy`` function), and the JAX conversions of engine ops whose own conversion gives wrong values
+(:func:`_fix_jax_conversions`)."""
 
 from __future__ import annotations
 
@@ -210,6 +211,44 @@ class JaxFunctionGradient(JaxOp):
 
     def infer_shape(self, fgraph, node, shapes):
         return shapes[:len(node.outputs)]
+
+
+class JaxElementwise(JaxOp):
+    """A broadcasting ``jax.numpy`` function (``jnp.<name>``) of arrays of one dtype, for what the engines lack.
+    Only ``nextafter`` is differentiable: its gradient is the output's for ``x1`` (TensorFlow's), none for ``x2``;
+    the integer functions have no gradient."""
+
+    __props__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._functions: dict = {}
+
+    def make_node(self, *inputs):
+        inputs = [tt.as_tensor_variable(i) for i in inputs]
+        ndim = max(i.ndim for i in inputs)
+        shapes = [(1,) * (ndim - i.ndim) + tuple(i.type.shape) for i in inputs]
+        shape = tuple(None if None in sizes else max(sizes) if min(sizes) != 0 else 0 for sizes in zip(*shapes))
+        return Apply(self, inputs, [tt.tensor(dtype=inputs[0].dtype, shape=shape)])
+
+    def function(self):
+        if "forward" not in self._functions:
+            self._functions["forward"] = getattr(jax.numpy, self.name)
+        return self._functions["forward"]
+
+    def infer_shape(self, fgraph, node, shapes):
+        shape = node.outputs[0].type.shape
+        if None in shape:
+            raise ShapeError("an elementwise result of unknown shape")  # the engine then asks the output
+        return [tuple(np.int64(size) for size in shape)]
+
+    def connection_pattern(self, node):
+        return [[self.name == "nextafter" and i == 0] for i in range(len(node.inputs))]
+
+    def L_op(self, inputs, outputs, output_grads):
+        return [output_grads[0], DisconnectedType()()]  # nextafter's; the others are not connected
+
+    pullback = L_op  # PyTensor 3's name for L_op
 
 
 def as_outputs(values: tuple):

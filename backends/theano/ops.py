@@ -38,6 +38,7 @@ from .graphs import (
     tt,
 )
 from .ops_arrays import TheanoArrayOps
+from .ops_bits import TheanoBitOps
 from .ops_core import TheanoCoreOps
 from .ops_elementwise import TheanoElementwiseOps
 from .ops_functional import TheanoFunctionalOps
@@ -47,14 +48,15 @@ from .ops_nn import TheanoNNOps
 from .ops_reductions import TheanoReductionOps
 from .ops_shapes import TheanoShapeOps
 from .ops_signal import TheanoSignalOps
+from .ops_sorting import TheanoSortingOps
 from .ops_windows import TheanoWindowOps
 
 jnp = jax.numpy  # jax as .graphs started it, the engine's way
 
 
-class TheanoOps(TheanoElementwiseOps, TheanoShapeOps, TheanoMathOps, TheanoArrayOps, TheanoReductionOps,
-                TheanoLinalgOps, TheanoNNOps, TheanoWindowOps, TheanoSignalOps, TheanoCoreOps,
-                TheanoFunctionalOps, Ops):
+class TheanoOps(TheanoElementwiseOps, TheanoShapeOps, TheanoMathOps, TheanoBitOps, TheanoArrayOps,
+                TheanoReductionOps, TheanoSortingOps, TheanoLinalgOps, TheanoNNOps, TheanoWindowOps, TheanoSignalOps,
+                TheanoCoreOps, TheanoFunctionalOps, Ops):
     def __init__(self, dtype: str, linker: str = "jax") -> None:
         super().__init__(dtype)
         self.linker = linker  # which convolution: XLA's under the JAX linker, the graph's own im2col under C

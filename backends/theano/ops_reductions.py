@@ -1,6 +1,5 @@
-"""Theano translation of :class:`toolkit.nn.ops_reductions.ReductionOps`. Sorting and segment reductions are
-:class:`~.graphs.JaxOp` s: neither engine converts its sort ops to JAX, and segment reductions have no op of their
-own (a scatter of maxima has none either)."""
+"""Theano translation of :class:`toolkit.nn.ops_reductions.ReductionOps`. Segment reductions are
+:class:`~.graphs.JaxOp` s: the engines have no op of their own for them (a scatter of maxima has none either)."""
 
 from __future__ import annotations
 
@@ -54,43 +53,8 @@ class TheanoReductionOps:
     def _reduce_all(self, x, axes, keepdims):
         return reduced(tt.all(x, axis=axes, keepdims=keepdims), x, axes, keepdims)
 
-    def _argsort(self, x, axis):
-        return _ArgSort(axis)(x)
-
     def _segment_reduce(self, data, segment_ids, num_segments, reduction):
         return _SegmentReduce(reduction, num_segments)(data, segment_ids)
-
-
-class _ArgSort(JaxOp):
-    """Stable ascending argsort along ``axis`` with NaN last: ``jnp.argsort``, as NumPy's stable sort orders."""
-
-    __props__ = ("axis",)
-
-    def __init__(self, axis: int) -> None:
-        self.axis = axis
-        self._functions: dict = {}
-
-    def make_node(self, x):
-        x = tt.as_tensor_variable(x)
-        return Apply(self, [x], [tt.tensor(dtype="int32", shape=x.type.shape)])
-
-    def function(self):
-        if "forward" not in self._functions:
-            axis = self.axis
-            # int32 whatever jax_enable_x64 says (the engine's JAX backend sets it from floatX).
-            self._functions["forward"] = lambda x: jax.numpy.argsort(x, axis=axis, stable=True).astype("int32")
-        return self._functions["forward"]
-
-    def infer_shape(self, fgraph, node, shapes):
-        return shapes
-
-    def connection_pattern(self, node):
-        return [[False]]
-
-    def L_op(self, inputs, outputs, output_grads):
-        return [DisconnectedType()()]
-
-    pullback = L_op  # PyTensor 3's name for L_op
 
 
 def _segment_function(reduction: str, num_segments: int):

@@ -30,15 +30,22 @@ from toolkit.errors import DTypeError, ShapeError
 from toolkit.nn import (
     context,
     ops_arrays,
+    ops_bits,
+    ops_control,
     ops_core,
+    ops_creation,
     ops_elementwise,
     ops_functional,
+    ops_joins,
     ops_linalg,
+    ops_losses,
     ops_math,
     ops_nn,
+    ops_products,
     ops_reductions,
     ops_shapes,
     ops_signal,
+    ops_sorting,
     ops_statistics,
     ops_training,
     ops_windows,
@@ -58,8 +65,9 @@ ARGUMENTS: dict[str, str] = {
 }
 #: The primitives of the op groups (:mod:`toolkit.nn.ops_math` and the other ``ops_*`` modules), each declared with
 #: its group.
-for _group in (ops_elementwise, ops_shapes, ops_math, ops_arrays, ops_reductions, ops_linalg, ops_nn, ops_windows,
-               ops_signal, ops_core, ops_training, ops_functional, ops_statistics):
+for _group in (ops_elementwise, ops_shapes, ops_math, ops_bits, ops_creation, ops_arrays, ops_joins, ops_reductions,
+               ops_sorting, ops_products, ops_linalg, ops_nn, ops_losses, ops_windows, ops_signal, ops_core,
+               ops_control, ops_training, ops_functional, ops_statistics):
     ARGUMENTS.update(_group.ARGUMENTS)
 
 
@@ -98,15 +106,17 @@ def _boundary(name: str, spec: str, impl: Callable) -> Callable:
     return op
 
 
-class Ops(ops_elementwise.ElementwiseOps, ops_shapes.ShapeOps, ops_math.MathOps, ops_arrays.ArrayOps,
-          ops_reductions.ReductionOps, ops_linalg.LinalgOps, ops_nn.NNOps, ops_windows.WindowOps,
-          ops_signal.SignalOps, ops_core.CoreOps, ops_training.TrainingOps,
-          ops_statistics.StatisticsOps, ops_functional.FunctionalOps, ABC):
+class Ops(ops_elementwise.ElementwiseOps, ops_shapes.ShapeOps, ops_math.MathOps, ops_bits.BitOps,
+          ops_creation.CreationOps, ops_arrays.ArrayOps, ops_joins.JoinOps, ops_reductions.ReductionOps,
+          ops_sorting.SortingOps, ops_products.ProductOps, ops_linalg.LinalgOps, ops_nn.NNOps, ops_losses.LossOps,
+          ops_windows.WindowOps, ops_signal.SignalOps, ops_core.CoreOps, ops_control.ControlFlowOps,
+          ops_training.TrainingOps, ops_statistics.StatisticsOps, ops_functional.FunctionalOps, ABC):
     """Neutral ops. ``dtype`` is the floating dtype of the computation (``"float32"`` or ``"float64"``).
 
-    The vocabulary is grouped by kind in the ``ops_*`` modules (elementwise math, arrays, reductions, linalg, nn,
-    windows, signal, core, training; elementwise and shapes for the basic ones), each a mixin with its primitives and
-    composites; this class holds the boundary, the dtype rules, the basic reductions and matmul."""
+    The vocabulary is grouped by kind in the ``ops_*`` modules (the groups of :data:`toolkit.nn.op_table.GROUPS`:
+    elementwise and shapes for the basic ones, math, bits, arrays, reductions, sorting, products, linalg, nn, losses,
+    windows, signal, core, control flow, training...), each a mixin with its primitives and composites; this class
+    holds the boundary, the dtype rules, the basic reductions and matmul."""
 
     def __init__(self, dtype: str) -> None:
         self.dtype = dtype

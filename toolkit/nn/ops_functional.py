@@ -1,11 +1,11 @@
 """``keras.ops``' transformations of functions: ``vectorize`` (NumPy's generalized ufuncs, as ``jax.numpy.vectorize``)
 and ``custom_gradient`` (a function whose gradient the user writes).
 
-``vectorize`` is written once over :meth:`~toolkit.nn.ops_core.CoreOps.map` (one loop in the graph, differentiable
-on every backend). ``custom_gradient`` needs one primitive, :meth:`FunctionalOps._custom_gradient`: TensorFlow's
-``tf.custom_gradient``; on the Theano family an op whose gradient is the user's function (and, inside a loop whose
-step JAX differentiates, a ``jax.custom_vjp`` running the same graph), so that the gradient the trainers take (the
-tape's, ``grad``'s) is the custom one, loops included.
+``vectorize`` is written once over :meth:`~toolkit.nn.ops_control.ControlFlowOps.map` (one loop in the graph,
+differentiable on every backend). ``custom_gradient`` needs one primitive, :meth:`FunctionalOps._custom_gradient`:
+TensorFlow's ``tf.custom_gradient``; on the Theano family an op whose gradient is the user's function (and, inside a
+loop whose step JAX differentiates, a ``jax.custom_vjp`` running the same graph), so that the gradient the trainers
+take (the tape's, ``grad``'s) is the custom one, loops included.
 
 Part of :class:`~toolkit.nn.ops.Ops`: a backend implements the primitives (the abstract methods, listed in
 :data:`ARGUMENTS` with how their array arguments are converted) on natives; the composites are written once, here.
