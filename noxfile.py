@@ -1,15 +1,17 @@
 """Sessions: one test run per backend (each installs only its own framework), a parity run of TensorFlow with each
 Theano-family engine (Aesara on NumPy 1, PyTensor on NumPy 2: they cannot share an environment, so their agreement is
 shown through a reference file made in Aesara's and checked in PyTensor's), lint, and the demo and the benchmark.
-``nox`` runs the test, parity, Keras-ops and lint sessions; ``nox -s demo`` runs the demo, ``nox -s bench``
+``nox`` runs the test, parity (with Keras' op tests) and lint sessions; ``nox -s demo`` runs the demo, ``nox -s bench``
 the benchmark against native code, ``nox -s docs`` measures again what the README shows (pictures and tables)."""
 
 from __future__ import annotations
 
 import nox
 
-nox.options.sessions = ["tests-tensorflow", "tests-aesara", "tests-pytensor", "parity", "parity-pytensor", "keras-ops",
-                        "lint"]
+#: ``keras-ops`` is not in the list: ``parity`` and ``parity-pytensor`` run the same suite for their backends in the
+#: environments they already have (see :func:`run_keras_ops`), which saves CI three installs of TensorFlow or a
+#: Theano-family engine.
+nox.options.sessions = ["tests-tensorflow", "tests-aesara", "tests-pytensor", "parity", "parity-pytensor", "lint"]
 nox.options.reuse_existing_virtualenvs = True
 
 QUIET = {"TF_CPP_MIN_LOG_LEVEL": "3", "TF_ENABLE_ONEDNN_OPTS": "0"}
@@ -53,25 +55,6 @@ def reference_aesara(session: nox.Session) -> None:
     session.run("multigpu", "compare", "--backends", "aesara", *REFERENCE_RUN, "--out", REFERENCE, env=QUIET)
 
 
-@nox.session(name="parity-pytensor", requires=["reference-aesara"])
-def parity_pytensor(session: nox.Session) -> None:
-    """TensorFlow and PyTensor on NumPy 2: the parity tests, the PyTensor cases of the tests whose reference is Keras,
-    and PyTensor against the Aesara reference run (same seed, batches and steps: float64 within 1e-10)."""
-    session.install("-e", ".[tensorflow,pytensor,dev]")
-    session.run("pytest", *WORKERS, "-m", "parity", *session.posargs, env=QUIET)
-    session.run("pytest", *WORKERS, "-m", "not parity", "-k", "pytensor and keras", *session.posargs, env=QUIET)
-    session.run("multigpu", "parity", "--backends", "pytensor", "--against", f"{REFERENCE}/results.json", env=QUIET)
-
-
-@nox.session
-def parity(session: nox.Session) -> None:
-    """The tests that compare TensorFlow and Aesara, with both installed; then the Aesara cases of the tests whose
-    reference is Keras (it comes with TensorFlow, so the Aesara-only session skips them)."""
-    session.install("-e", ".[all,dev]")
-    session.run("pytest", *WORKERS, "-m", "parity", *session.posargs, env=QUIET)
-    session.run("pytest", *WORKERS, "-m", "not parity", "-k", "aesara and keras", *session.posargs, env=QUIET)
-
-
 #: The Keras whose own op tests ``keras-ops`` runs (the sdist of this version is downloaded at test time): one
 #: version in every environment, so that each backend runs the same tests.
 KERAS = "keras==3.15.1"
@@ -81,6 +64,13 @@ KERAS = "keras==3.15.1"
 KERAS_OPS_INSTALL = {"tensorflow": [KERAS, "jax[cpu]>=0.10,<0.11"], "aesara": [KERAS], "pytensor": [KERAS]}
 
 
+def run_keras_ops(session: nox.Session, backend: str, *args: str) -> None:
+    """Keras' own op tests with ``keras.ops`` replaced by the toolkit's ops on ``backend`` (tests/keras_suite).
+    Keras' own backend is NumPy while they run, so an environment that also has TensorFlow or the other engine runs
+    the same tests: ``parity`` runs Aesara's and ``parity-pytensor`` TensorFlow's and PyTensor's."""
+    session.run("python", "-m", "tests.keras_suite", "--backend", backend, *args, env=QUIET)
+
+
 @nox.session(name="keras-ops")
 @nox.parametrize("backend", list(KERAS_OPS_INSTALL))
 def keras_ops(session: nox.Session, backend: str) -> None:
@@ -88,9 +78,34 @@ def keras_ops(session: nox.Session, backend: str) -> None:
     toolkit's ops on one backend per environment (tests/keras_suite): prints per op and in all the tests passed,
     failed, refused, not covered and out of scope; fails on a failed covered test or a pass rate under the issue's
     80%. Arguments after ``--`` go to the harness: ``--min-pass 0.5``, ``--perturb`` (the self-test: every toolkit
-    result perturbed, every covered test must fail), ``-k pad``, ``-- --tb=short``."""
+    result perturbed, every covered test must fail), ``-k pad``, ``-- --tb=short``. CI runs the same suites inside
+    ``parity`` and ``parity-pytensor``."""
     session.install("-e", f".[{backend},dev]", *KERAS_OPS_INSTALL[backend])
-    session.run("python", "-m", "tests.keras_suite", "--backend", backend, *session.posargs, env=QUIET)
+    run_keras_ops(session, backend, *session.posargs)
+
+
+@nox.session(name="parity-pytensor", requires=["reference-aesara"])
+def parity_pytensor(session: nox.Session) -> None:
+    """TensorFlow and PyTensor on NumPy 2: the parity tests, the PyTensor cases of the tests whose reference is Keras,
+    PyTensor against the Aesara reference run (same seed, batches and steps: float64 within 1e-10), then Keras' op
+    tests on TensorFlow and on PyTensor (``keras-ops``; arguments after ``--`` go to pytest only)."""
+    session.install("-e", ".[tensorflow,pytensor,dev]", *KERAS_OPS_INSTALL["tensorflow"])
+    session.run("pytest", *WORKERS, "-m", "parity", *session.posargs, env=QUIET)
+    session.run("pytest", *WORKERS, "-m", "not parity", "-k", "pytensor and keras", *session.posargs, env=QUIET)
+    session.run("multigpu", "parity", "--backends", "pytensor", "--against", f"{REFERENCE}/results.json", env=QUIET)
+    run_keras_ops(session, "tensorflow")
+    run_keras_ops(session, "pytensor")
+
+
+@nox.session
+def parity(session: nox.Session) -> None:
+    """The tests that compare TensorFlow and Aesara, with both installed; then the Aesara cases of the tests whose
+    reference is Keras (it comes with TensorFlow, so the Aesara-only session skips them); then Keras' op tests on
+    Aesara (``keras-ops``; arguments after ``--`` go to pytest only)."""
+    session.install("-e", ".[all,dev]", *KERAS_OPS_INSTALL["aesara"])
+    session.run("pytest", *WORKERS, "-m", "parity", *session.posargs, env=QUIET)
+    session.run("pytest", *WORKERS, "-m", "not parity", "-k", "aesara and keras", *session.posargs, env=QUIET)
+    run_keras_ops(session, "aesara")
 
 
 @nox.session
