@@ -3,11 +3,7 @@
 from __future__ import annotations
 
 import math
-import os
 import re
-import signal
-import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
@@ -404,27 +400,6 @@ def test_restore_refuses_a_checkpoint_that_does_not_fit(trained, tmp_path, backe
         with pytest.raises(toolkit.CheckpointError, match=words):
             trainer.restore(path)
         assert_unchanged(trainer, before)
-
-
-def _worker(backend, checkpoint, out, *extra):
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
-    return subprocess.run([sys.executable, "-m", "tests.resume_worker", backend, str(checkpoint), str(out), *extra],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-
-
-def test_resume_after_sigkill_reproduces_the_uninterrupted_run(backend_name, tmp_path):
-    full = _worker(backend_name, tmp_path / "full.ckpt", tmp_path / "full.npz", "--steps", "12")
-    assert full.returncode == 0, full.stderr
-    killed = _worker(backend_name, tmp_path / "run.ckpt", tmp_path / "never.npz", "--steps", "12",
-                     "--kill-after", "8")
-    assert killed.returncode == -signal.SIGKILL, killed.stderr
-    assert not (tmp_path / "never.npz").exists()
-    assert toolkit.load_checkpoint(tmp_path / "run.ckpt").step == 6  # the last checkpoint before the kill
-    resumed = _worker(backend_name, tmp_path / "run.ckpt", tmp_path / "resumed.npz", "--steps", "12", "--resume")
-    assert resumed.returncode == 0, resumed.stderr
-    with np.load(tmp_path / "full.npz") as a, np.load(tmp_path / "resumed.npz") as b:
-        for key in a.files:
-            np.testing.assert_array_equal(a[key], b[key])
 
 
 @pytest.mark.parity
