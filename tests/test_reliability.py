@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import re
 import zipfile
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,8 +15,6 @@ from tests.helpers import FEATURES, SMALL_MLP, batch, max_abs_diff
 from toolkit.tolerances import FLOAT64_ATOL
 from toolkit.training import checkpoint as checkpoint_module  # where the file's layout names are, private ones too
 from toolkit.training.trainer import NAN_POLICIES
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def snapshot(trainer) -> dict:
