@@ -41,11 +41,25 @@ def tests_aesara(session: nox.Session) -> None:
     session.run("pytest", *WORKERS, "-m", "not parity", *session.posargs, env=QUIET)
 
 
+#: The test files ``tests-pytensor`` leaves out unless it is given arguments: the training loop, checkpoints and
+#: resumption, the command line, the examples and the README's usage lines. They test the core's policy over
+#: ``backends/theano/``, which Aesara and PyTensor share line for line, and the Aesara session runs them all; what
+#: differs between the engines (their flags, linker modes, moved names, JAX versions: ``engine.py``) is under every
+#: op, gradient, data-parallel, model-state, multi-process and import test, which PyTensor runs, and PyTensor's
+#: trained numbers are checked again in ``parity-pytensor`` (against TensorFlow and the Aesara reference run, and
+#: every Keras-reference test). Measured in CPU time on PyTensor, these files cost about 700 s, some 6 minutes of
+#: the 2-core CI machine (``test_fit.py`` alone 250 s). ``nox -s tests-pytensor -- tests`` runs every file.
+PYTENSOR_LEAVES_OUT = ("test_fit.py", "test_cli.py", "test_examples.py", "test_bench.py", "test_readme.py",
+                       "test_resume.py", "test_reliability.py", "test_metrics.py")
+
+
 @nox.session(name="tests-pytensor")
 def tests_pytensor(session: nox.Session) -> None:
-    """Every test that needs no TensorFlow, with only PyTensor and current JAX installed, on NumPy 2."""
+    """Every test that needs no TensorFlow (less :data:`PYTENSOR_LEAVES_OUT` when no arguments are given), with
+    only PyTensor and current JAX installed, on NumPy 2."""
     session.install("-e", ".[pytensor,dev]")
-    session.run("pytest", *WORKERS, "-m", "not parity", *session.posargs, env=QUIET)
+    selection = session.posargs or [f"--ignore=tests/{name}" for name in PYTENSOR_LEAVES_OUT]
+    session.run("pytest", *WORKERS, "-m", "not parity", *selection, env=QUIET)
 
 
 @nox.session(name="reference-aesara")
