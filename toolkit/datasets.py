@@ -12,8 +12,15 @@ DIGITS_TEST_FRACTION = 0.2
 def digits(seed: int = 0, test_fraction: float = DIGITS_TEST_FRACTION):
     """The 1,797 8x8 handwritten digits of ``sklearn.datasets.load_digits``, flattened to 64 pixels in [0, 1].
 
+    Args:
+        seed: the seed of the shuffle before the split.
+        test_fraction: the share of the examples held out for testing (rounded to whole examples).
+
     Returns:
-        ``(x_train, y_train, x_test, y_test)``: float64 pixels and int64 labels 0..9, shuffled with ``seed``.
+        ``(x_train, y_train, x_test, y_test)``: float64 ``[n, 64]`` pixels and int64 labels 0..9.
+
+    Raises:
+        ImportError: scikit-learn is not installed (the message gives the ``pip`` command).
     """
     try:
         from sklearn.datasets import load_digits
@@ -41,7 +48,15 @@ def synthetic_images(examples: int = 1200, size: int = 32, classes: int = 10, se
 
         pixel[i, j, k] = sin(2 pi f (i cos a + j sin a) / size + phase_k) + noise
 
-    Returns ``(x_train, y_train, x_test, y_test)``: float64 images and int64 labels.
+    Args:
+        examples: the number of images, train and test together.
+        size: the images' height and width.
+        classes: the number of stripe orientations (labels ``0..classes-1``).
+        seed: the seed of every draw.
+        test_fraction: the share of the examples held out for testing.
+
+    Returns:
+        ``(x_train, y_train, x_test, y_test)``: float64 ``[n, size, size, 3]`` images and int64 labels.
     """
     rng = np.random.default_rng(seed)
     labels = rng.integers(0, classes, size=examples)
@@ -60,7 +75,14 @@ def zen_corpus(seq_len: int = 32, examples: int = 1200, seed: int = 0, test_frac
     Python since 2.2, unchanged since): byte ids 0..127, ``examples`` windows of ``seq_len + 1`` characters at
     seeded random starts; ``x`` is a window's first ``seq_len`` ids, ``y`` the next ones.
 
-    Returns ``(x_train, y_train, x_test, y_test)``: int64 ids ``[examples, seq_len]``.
+    Args:
+        seq_len: the length of an input window.
+        examples: the number of windows, train and test together.
+        seed: the seed of the windows' starts.
+        test_fraction: the share of the windows held out for testing.
+
+    Returns:
+        ``(x_train, y_train, x_test, y_test)``: int64 ids, each ``[n, seq_len]``.
     """
     text = _zen_of_python().encode("ascii")
     ids = np.frombuffer(text, dtype=np.uint8).astype(np.int64)
@@ -91,7 +113,15 @@ def synthetic_sequences(examples: int = 1200, seq_len: int = 20, vocab: int = 32
     ``1..vocab-1``, the rest of the row 0 (padding after the end); its label is 1 when more than half of its tokens
     are in the lower half ``1..vocab // 2``, else 0. Only a model that skips the padding counts right.
 
-    Returns ``(x_train, y_train, x_test, y_test)``: int64 ids ``[examples, seq_len]`` and int64 labels.
+    Args:
+        examples: the number of sequences, train and test together.
+        seq_len: the padded length of a sequence.
+        vocab: the number of token ids, 0 being padding.
+        seed: the seed of every draw.
+        test_fraction: the share of the sequences held out for testing.
+
+    Returns:
+        ``(x_train, y_train, x_test, y_test)``: int64 ids ``[n, seq_len]`` and int64 labels 0 or 1.
     """
     rng = np.random.default_rng(seed)
     lengths = rng.integers(seq_len // 4, seq_len + 1, size=examples)

@@ -35,6 +35,16 @@ def adaptive_float32_atol(lr: float, eps: float, steps: int, grad_scale: float, 
     only meaningful when ``eps`` is not tiny against ``d``: with Keras' default ``eps = 1e-7`` it exceeds the step
     size itself, which is why the float32 parity test uses ``eps = 1e-3`` (float64 is tested with the default
     eps).
+
+    Args:
+        lr: the (peak) learning rate.
+        eps: the optimizer's epsilon.
+        steps: the number of updates.
+        grad_scale: the largest absolute gradient entry.
+        param_scale: the largest absolute parameter.
+
+    Returns:
+        The bound on max |a - b| of the parameters, a float.
     """
     return FLOAT32_RTOL * param_scale + steps * lr * 2.0 * FLOAT32_GRAD_RTOL * grad_scale / eps
 
@@ -94,6 +104,17 @@ def parity_bound(dtype: str, optimizer, steps: int, grad_scale: float, param_sca
     float64: :data:`FLOAT64_ATOL`. float32: :data:`FLOAT32_RTOL` of the parameter scale for SGD and momentum, and
     :func:`adaptive_float32_atol` for optimizers that divide by ``sqrt(v) + eps`` (Adam, RMSprop), which is tight
     only for a large ``eps`` (the tests use 1e-3). ``multigpu parity`` uses :func:`trajectory_bounds` instead.
+
+    Args:
+        dtype: ``"float32"`` or ``"float64"``.
+        optimizer: the :class:`toolkit.optim.Optimizer` both runs used; one with an ``eps`` attribute counts as
+            adaptive, its ``peak_lr`` as the learning rate.
+        steps: the number of updates.
+        grad_scale: the largest absolute gradient entry.
+        param_scale: the largest absolute parameter.
+
+    Returns:
+        The bound on max |a - b| of the final parameters, a float.
 
     Raises:
         ValueError: the adaptive bound exceeds :data:`MEANINGFUL_BOUND` of the parameter scale (Keras' default

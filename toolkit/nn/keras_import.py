@@ -93,7 +93,16 @@ def check_config(layer) -> None:
     """Refuse every constructor argument of ``layer`` (``layer.get_config()``) that differs from a default layer of
     its class and is neither read by its translator (:data:`~toolkit.nn.keras_layers.OPTIONS`) nor applied by the
     importer (:data:`SHARED_OPTIONS`, initial values, regularizers, constraints), so that an argument the importer
-    does not know cannot change Keras' numbers silently; and a mixed-precision dtype policy."""
+    does not know cannot change Keras' numbers silently; and a mixed-precision dtype policy.
+
+    Args:
+        layer: a Keras layer of the model being imported (an operation's :class:`~toolkit.nn.keras_graph.Step` has
+            no settings and passes).
+
+    Raises:
+        KerasImportError: an argument refused as above, a config Keras cannot give back, or a mixed-precision
+            dtype policy; the message names the layer and the argument.
+    """
     if isinstance(layer, keras_graph.Step):  # an operation's arguments are all applied; it has no settings
         return
     try:
@@ -226,6 +235,16 @@ def from_keras(keras_model, loss: Any = None, name: str | None = None) -> Model:
     (``trainable = False``) are model state that nothing updates; regularizers are added to the training loss as
     Keras adds them (see the module docstring).
 
+    Args:
+        keras_model: a built Keras 3 ``Sequential`` or functional ``keras.Model``.
+        loss: the loss to train with, a Keras loss name, function or object; None: the loss ``keras_model`` was
+            compiled with.
+        name: the model's name (None: the Keras model's).
+
+    Returns:
+        A :class:`~toolkit.Model` whose parameters are named ``<keras layer name>/<weight>``, with the compiled
+        metrics as its ``metrics``.
+
     Raises:
         KerasImportError: not a built Sequential or functional model, a layer, argument or call not supported
             (the message names the layer and the argument: a constraint, a regularizer other than L1/L2/L1L2, a
@@ -296,6 +315,11 @@ def to_keras(params: dict[str, np.ndarray], keras_model, state: dict[str, np.nda
     """Write ``params`` (and model ``state``: batch normalization's statistics and frozen weights), named as
     :func:`from_keras` names them, into ``keras_model``'s weights (``set_weights``), for example
     ``to_keras(trainer.params(), model, trainer.state())``.
+
+    Args:
+        params: NumPy values by the names :func:`from_keras` gave the parameters.
+        keras_model: the Keras model :func:`from_keras` imported (or one built the same way).
+        state: the model state by name (None: no state); together with ``params`` it must name every weight.
 
     Raises:
         KerasImportError: a name missing or left over, or a shape that differs; nothing is written.

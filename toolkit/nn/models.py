@@ -9,11 +9,21 @@ import numpy as np
 from toolkit.nn import layers
 from toolkit.nn.model import Model
 
+#: The activations :func:`mlp` accepts between its layers.
 ACTIVATIONS = ("relu", "tanh", "sigmoid")
 
 
 def sparse_softmax_cross_entropy(num_classes: int):
-    """Loss ``loss(ops, logits, labels)``: per-example cross-entropy of integer labels against softmax(logits)."""
+    """A loss ``loss(ops, logits, labels)``: each example's cross-entropy of its integer label against
+    ``softmax(logits)``.
+
+    Args:
+        num_classes: the number of classes (the logits' last axis).
+
+    Returns:
+        ``loss(ops, logits, labels)``: ``[batch, ..., num_classes]`` logits and ``[batch, ...]`` integer labels in
+        ``[0, num_classes)`` give ``[batch, ...]`` losses.
+    """
 
     def loss(ops, logits, labels):
         return -ops.sum(ops.one_hot(labels, num_classes) * ops.log_softmax(logits, axis=-1), axis=-1)
@@ -27,6 +37,17 @@ def mlp(sizes: Sequence[int], activation: str = "relu", name: str | None = None)
 
     Weights use Glorot-uniform initialisation (Keras' default), biases start at 0; parameters are named
     ``w0, b0, w1, b1, ...``.
+
+    Args:
+        sizes: the layer widths, inputs first and classes last (at least two, each >= 1).
+        activation: one of :data:`ACTIVATIONS`.
+        name: the model's name (None: ``"mlp-"`` and the sizes, e.g. ``"mlp-64-32-10"``).
+
+    Returns:
+        A :class:`~toolkit.Model` taking ``[batch, sizes[0]]`` inputs and integer labels.
+
+    Raises:
+        ValueError: fewer than two sizes, a size below 1, or an activation not in :data:`ACTIVATIONS`.
     """
     sizes = [int(s) for s in sizes]
     if len(sizes) < 2 or min(sizes) < 1:
@@ -57,7 +78,14 @@ def mlp(sizes: Sequence[int], activation: str = "relu", name: str | None = None)
 
 def sequence_cross_entropy(num_classes: int):
     """Loss ``loss(ops, logits, labels)`` for ``[batch, time, classes]`` logits and ``[batch, time]`` labels: each
-    example's mean over its positions of the sparse softmax cross-entropy (a language model's next-token loss)."""
+    example's mean over its positions of the sparse softmax cross-entropy (a language model's next-token loss).
+
+    Args:
+        num_classes: the number of classes (the vocabulary size).
+
+    Returns:
+        ``loss(ops, logits, labels)`` giving ``[batch]`` losses.
+    """
     per_position = sparse_softmax_cross_entropy(num_classes)
 
     def loss(ops, logits, labels):
@@ -71,7 +99,22 @@ def mnist_convnet(input_shape: Sequence[int] = (28, 28, 1), classes: int = 10, f
     """The Keras MNIST convnet example ("Simple MNIST convnet"): two blocks of a 3x3 ReLU convolution and 2x2 max
     pooling, flatten, dropout, a dense layer to ``classes`` logits. Input ``[batch, height, width, channels]``, or
     flat rows of ``height * width * channels`` pixels (reshaped here). With ``padding="same"`` it fits small
-    images (the 8x8 digits)."""
+    images (the 8x8 digits).
+
+    Args:
+        input_shape: ``(height, width, channels)`` of an image.
+        classes: the number of classes.
+        filters: the channels of each convolution block (one block per entry).
+        dropout: the dropout rate before the dense layer.
+        padding: the convolutions' padding, ``"valid"`` (Keras' example) or ``"same"``.
+        name: the model's name (None: ``"mnist-convnet"``).
+
+    Returns:
+        A :class:`~toolkit.Model` taking images or flat pixel rows and integer labels.
+
+    Raises:
+        ValueError: images that shrink to nothing through the blocks with this padding.
+    """
     height, width, channels = (int(s) for s in input_shape)
     size = np.array([height, width])
     for _ in filters:
@@ -110,6 +153,17 @@ def resnet(input_shape: Sequence[int] = (32, 32, 3), classes: int = 10, width: i
     convolution with batch normalization where the shape changes, else ``x``. Batch normalization keeps its moving
     statistics as model state; under data parallelism its batch statistics are each replica's, or the global
     batch's with ``synchronized=True`` (``layers.batch_norm``).
+
+    Args:
+        input_shape: ``(height, width, channels)`` of an image.
+        classes: the number of classes.
+        width: the first stage's channels; stage ``i`` has ``width * 2**i``.
+        blocks: the number of residual blocks of each stage (one stage per entry).
+        synchronized: batch normalization over the global batch instead of each replica's part.
+        name: the model's name (None: ``"resnet"``).
+
+    Returns:
+        A :class:`~toolkit.Model` (with model state) taking images or flat pixel rows and integer labels.
     """
     height, width_px, channels = (int(s) for s in input_shape)
     plan = []  # (prefix, in channels, out channels, stride)
@@ -168,6 +222,22 @@ def transformer_lm(vocab: int = 128, seq_len: int = 32, width: int = 64, heads: 
 
     Input: ``[batch, seq_len]`` token ids; target: the next ids, ``[batch, seq_len]``; the loss is each example's
     mean next-token cross-entropy (:func:`sequence_cross_entropy`).
+
+    Args:
+        vocab: the number of token ids.
+        seq_len: the sequence length (the number of learned positions).
+        width: the model width (embedding size).
+        heads: the attention heads; ``width`` must be a multiple of it.
+        depth: the number of Transformer blocks.
+        mlp_ratio: the MLP's hidden width as a multiple of ``width``.
+        dropout: the dropout rate after the embeddings, the attention and the MLP.
+        name: the model's name (None: ``"transformer-lm"``).
+
+    Returns:
+        A :class:`~toolkit.Model`.
+
+    Raises:
+        ValueError: ``width`` not a multiple of ``heads``.
     """
     if width % heads:
         raise ValueError(f"transformer_lm: width {width} must be a multiple of heads {heads}")
@@ -205,7 +275,20 @@ def lstm_text(vocab: int = 32, seq_len: int = 20, embed: int = 16, units: int = 
               name: str | None = None, unroll: bool = False) -> Model:
     """An embedding-LSTM text classifier with masking: Keras' ``Embedding(vocab, embed, mask_zero=True)``, an
     ``LSTM(units, unroll=unroll)`` that skips the padding (id 0) as Keras does, and a dense layer to ``classes``
-    logits. Input ``[batch, seq_len]`` ids padded with 0; target: integer labels."""
+    logits. Input ``[batch, seq_len]`` ids padded with 0; target: integer labels.
+
+    Args:
+        vocab: the number of token ids, 0 being padding.
+        seq_len: the sequence length.
+        embed: the embedding size.
+        units: the LSTM's hidden size.
+        classes: the number of classes.
+        name: the model's name (None: ``"lstm-text"``).
+        unroll: unroll the LSTM's time loop (see :func:`toolkit.layers.lstm`).
+
+    Returns:
+        A :class:`~toolkit.Model`.
+    """
 
     def init(rng):
         return {**layers.embedding_init(rng, vocab, embed), **layers.lstm_init(rng, embed, units),
@@ -221,5 +304,13 @@ def lstm_text(vocab: int = 32, seq_len: int = 20, embed: int = 16, units: int = 
 
 
 def accuracy(logits: np.ndarray, labels: np.ndarray) -> float:
-    """Fraction of rows whose largest logit is at the label."""
+    """The fraction of rows whose largest logit is at the label, computed in NumPy.
+
+    Args:
+        logits: ``[batch, classes]`` (or ``[..., classes]``) NumPy values.
+        labels: integer labels of the leading shape.
+
+    Returns:
+        A float in ``[0, 1]``.
+    """
     return float(np.mean(np.argmax(logits, axis=-1) == np.asarray(labels)))

@@ -12,8 +12,20 @@ def multi_head_attention_init(rng: np.random.Generator, query_dim: int, num_head
                               prefix: str = "mha") -> dict[str, np.ndarray]:
     """Keras ``MultiHeadAttention``'s weights in Keras' shapes: ``query``, ``key``, ``value`` kernels
     ``[input_dim, heads, depth]`` with biases ``[heads, depth]``, and ``attention_output`` ``[heads, value_dim,
-    query_dim]`` with bias ``[query_dim]``; Glorot-uniform kernels (Keras' fans), zero biases. ``key_source_dim``:
-    the width of the key/value input (default ``query_dim``)."""
+    query_dim]`` with bias ``[query_dim]``; Glorot-uniform kernels (Keras' fans), zero biases.
+
+    Args:
+        rng: the NumPy generator drawn from.
+        query_dim: the width of the query input, and of the output.
+        num_heads: the number of attention heads.
+        key_dim: each head's depth for queries and keys.
+        value_dim: each head's depth for values (None: ``key_dim``).
+        key_source_dim: the width of the key/value input (None: ``query_dim``).
+        prefix: the layer's name in the flat parameter dict.
+
+    Returns:
+        The eight weights above, by ``f"{prefix}/query/kernel"`` and the like, float64 NumPy arrays.
+    """
     value_dim = value_dim or key_dim
     source = key_source_dim or query_dim
     params = {}
@@ -42,9 +54,17 @@ def multi_head_attention(ops, params, query, value, key=None, attention_mask=Non
         output  = heads W_o + b_o                                      (the heads' outputs joined)
 
     Args:
-        query: ``[batch, target, query_dim]``; value: ``[batch, source, dim]``; key: default ``value``.
-        attention_mask: booleans ``[batch, target, source]``, True where a query may attend.
+        ops: the :class:`~toolkit.nn.ops.Ops` running the model.
+        params: the model's parameters, holding :func:`multi_head_attention_init`'s names for ``prefix``.
+        query: ``[batch, target, query_dim]``.
+        value: ``[batch, source, key_source_dim]``.
+        key: ``[batch, source, key_source_dim]``; None: ``value``.
+        attention_mask: booleans ``[batch, target, source]``, True where a query may attend (None: everywhere).
         use_causal_mask: the query at position ``t`` attends only to sources ``0..t``.
+        prefix: the layer's name given to :func:`multi_head_attention_init`.
+
+    Returns:
+        ``[batch, target, query_dim]``.
     """
     key = value if key is None else key
     q = _project(ops, params, query, f"{prefix}/query")

@@ -15,8 +15,16 @@ BATCH_NORM_MOMENTUM = 0.99
 
 
 def layer_norm_init(rng: np.random.Generator, features: int, prefix: str = "layer_norm") -> dict[str, np.ndarray]:
-    """Keras ``LayerNormalization``'s weights over the last axis: ``gamma`` ones, ``beta`` zeros (``rng`` is unused:
-    nothing is random)."""
+    """Keras ``LayerNormalization``'s weights over the last axis: ``gamma`` ones, ``beta`` zeros.
+
+    Args:
+        rng: unused (nothing is random); taken so that every ``*_init`` is called alike.
+        features: the size of the normalized (last) axis.
+        prefix: the layer's name in the flat parameter dict.
+
+    Returns:
+        ``{f"{prefix}/gamma": [features], f"{prefix}/beta": [features]}``, float64 NumPy arrays.
+    """
     return {f"{prefix}/gamma": np.ones(features), f"{prefix}/beta": np.zeros(features)}
 
 
@@ -25,6 +33,16 @@ def layer_norm(ops, params, x, prefix: str = "layer_norm", epsilon: float = LAYE
 
         mean, var = moments(x, axes=-1)
         y = (x - mean) / sqrt(var + epsilon) * gamma + beta
+
+    Args:
+        ops: the :class:`~toolkit.nn.ops.Ops` running the model.
+        params: the model's parameters, holding :func:`layer_norm_init`'s names for ``prefix``.
+        x: ``[..., features]``.
+        prefix: the layer's name given to :func:`layer_norm_init`.
+        epsilon: added to the variance (Keras' default, :data:`LAYER_NORM_EPSILON`).
+
+    Returns:
+        A tensor of ``x``'s shape.
     """
     mean, variance = ops.moments(x, axes=-1, keepdims=True)
     return (x - mean) / ops.sqrt(variance + epsilon) * params[f"{prefix}/gamma"] + params[f"{prefix}/beta"]
@@ -32,7 +50,17 @@ def layer_norm(ops, params, x, prefix: str = "layer_norm", epsilon: float = LAYE
 
 def batch_norm_init(rng: np.random.Generator, features: int, prefix: str = "batch_norm") -> dict:
     """Keras ``BatchNormalization``'s weights over the last axis: ``gamma`` ones and ``beta`` zeros (parameters),
-    ``moving_mean`` zeros and ``moving_variance`` ones (model state, :class:`~toolkit.State`)."""
+    ``moving_mean`` zeros and ``moving_variance`` ones (model state, :class:`~toolkit.State`).
+
+    Args:
+        rng: unused (nothing is random); taken so that every ``*_init`` is called alike.
+        features: the size of the normalized (last) axis.
+        prefix: the layer's name in the flat parameter dict.
+
+    Returns:
+        The four arrays by ``f"{prefix}/gamma"`` and the like, each ``[features]``; the moving statistics wrapped
+        in :class:`~toolkit.State`.
+    """
     return {f"{prefix}/gamma": np.ones(features), f"{prefix}/beta": np.zeros(features),
             f"{prefix}/moving_mean": State(np.zeros(features)), f"{prefix}/moving_variance": State(np.ones(features))}
 
@@ -52,6 +80,19 @@ def batch_norm(ops, params, x, prefix: str = "batch_norm", momentum: float = BAT
     the batch. With ``synchronized=True`` (Keras' ``BatchNormalization(synchronized=True)``) they are the whole
     global batch's, whatever the device count and split (``ops.moments(..., synchronized=True)``: two cross-replica
     sums), so N devices train as one. With one device both are Keras' ``BatchNormalization``.
+
+    Args:
+        ops: the :class:`~toolkit.nn.ops.Ops` running the model; ``ops.training`` chooses the batch's or the moving
+            statistics.
+        params: the model's parameters and state, holding :func:`batch_norm_init`'s names for ``prefix``.
+        x: ``[..., features]``.
+        prefix: the layer's name given to :func:`batch_norm_init`.
+        momentum: the share of the moving statistics kept at each training step (:data:`BATCH_NORM_MOMENTUM`).
+        epsilon: added to the variance (:data:`BATCH_NORM_EPSILON`).
+        synchronized: the whole global batch's statistics under data parallelism, instead of each replica's.
+
+    Returns:
+        A tensor of ``x``'s shape. In training the new moving statistics are recorded with ``ops.update_state``.
     """
     gamma, beta = params[f"{prefix}/gamma"], params[f"{prefix}/beta"]
     moving_mean, moving_variance = params[f"{prefix}/moving_mean"], params[f"{prefix}/moving_variance"]

@@ -10,7 +10,18 @@ from toolkit.nn.layers.core import glorot_uniform, orthogonal
 
 def lstm_init(rng: np.random.Generator, inputs: int, units: int, prefix: str = "lstm") -> dict[str, np.ndarray]:
     """Keras' LSTM initialisation: Glorot-uniform input kernel, orthogonal recurrent kernel, zero bias except 1 for
-    the forget gate (``unit_forget_bias``). Gates are packed in the order input, forget, cell, output."""
+    the forget gate (``unit_forget_bias``). Gates are packed in the order input, forget, cell, output.
+
+    Args:
+        rng: the NumPy generator drawn from.
+        inputs: the size of each step's input (the last axis of ``x``).
+        units: the size of the hidden and cell states.
+        prefix: the layer's name in the flat parameter dict.
+
+    Returns:
+        ``{f"{prefix}/kernel": [inputs, 4 units], f"{prefix}/recurrent": [units, 4 units], f"{prefix}/bias":
+        [4 units]}``, float64 NumPy arrays.
+    """
     bias = np.zeros(4 * units)
     bias[units:2 * units] = 1.0
     return {f"{prefix}/kernel": glorot_uniform(rng, (inputs, 4 * units)),
@@ -48,6 +59,19 @@ def lstm(ops, params, x, steps: int, units: int, prefix: str = "lstm", mask=None
     after each sequence's last unmasked step. ``steps`` and ``units`` are fixed by the model. The time loop is one
     :meth:`~toolkit.nn.ops.Ops.scan` (compile time does not grow with ``steps``); ``unroll=True`` (Keras' argument)
     unrolls it, which on TensorFlow makes short sequences' steps faster and tracing grow with ``steps``.
+
+    Args:
+        ops: the :class:`~toolkit.nn.ops.Ops` running the model.
+        params: the model's parameters, holding :func:`lstm_init`'s names for ``prefix``.
+        x: ``[batch, time, inputs]`` with ``time >= steps``; only the first ``steps`` are read.
+        steps: the number of time steps run.
+        units: the hidden size given to :func:`lstm_init`.
+        prefix: the layer's name given to :func:`lstm_init`.
+        mask: ``[batch, time]`` booleans or 0/1, true where a step counts (None: every step).
+        unroll: unroll the time loop instead of one scan.
+
+    Returns:
+        The last hidden state ``h``, ``[batch, units]``.
     """
     kernel, recurrent, bias = (params[f"{prefix}/{k}"] for k in ("kernel", "recurrent", "bias"))
     inputs, keep = _time_major(ops, x[:, :steps, :], kernel, bias, mask if mask is None else mask[:, :steps])
@@ -68,7 +92,18 @@ def lstm(ops, params, x, steps: int, units: int, prefix: str = "lstm", mask=None
 def gru_init(rng: np.random.Generator, inputs: int, units: int, prefix: str = "gru") -> dict[str, np.ndarray]:
     """Keras' GRU initialisation (``reset_after=True``, its default): Glorot-uniform input kernel, orthogonal
     recurrent kernel, zero biases ``[2, 3 * units]`` (input bias, recurrent bias). Gates in the order update, reset,
-    candidate."""
+    candidate.
+
+    Args:
+        rng: the NumPy generator drawn from.
+        inputs: the size of each step's input (the last axis of ``x``).
+        units: the size of the hidden state.
+        prefix: the layer's name in the flat parameter dict.
+
+    Returns:
+        ``{f"{prefix}/kernel": [inputs, 3 units], f"{prefix}/recurrent": [units, 3 units], f"{prefix}/bias": [2,
+        3 units]}``, float64 NumPy arrays.
+    """
     return {f"{prefix}/kernel": glorot_uniform(rng, (inputs, 3 * units)),
             f"{prefix}/recurrent": orthogonal(rng, units, 3 * units),
             f"{prefix}/bias": np.zeros((2, 3 * units))}
@@ -85,7 +120,19 @@ def gru(ops, params, x, steps: int, units: int, prefix: str = "gru", mask=None, 
         n_t = tanh(a_n + r_t * r'_n)
         h_t = z_t * h_{t-1} + (1 - z_t) * n_t  with h_0 = 0
 
-    ``mask`` and ``unroll`` as for :func:`lstm`: a masked step keeps ``h``.
+    Args:
+        ops: the :class:`~toolkit.nn.ops.Ops` running the model.
+        params: the model's parameters, holding :func:`gru_init`'s names for ``prefix``.
+        x: ``[batch, time, inputs]`` with ``time >= steps``; only the first ``steps`` are read.
+        steps: the number of time steps run.
+        units: the hidden size given to :func:`gru_init`.
+        prefix: the layer's name given to :func:`gru_init`.
+        mask: ``[batch, time]`` booleans or 0/1, true where a step counts (None: every step); a masked step keeps
+            ``h``, as in :func:`lstm`.
+        unroll: unroll the time loop instead of one scan.
+
+    Returns:
+        The last hidden state ``h``, ``[batch, units]``.
     """
     kernel, recurrent, bias = (params[f"{prefix}/{k}"] for k in ("kernel", "recurrent", "bias"))
     inputs, keep = _time_major(ops, x[:, :steps, :], kernel, bias[0], mask if mask is None else mask[:, :steps])

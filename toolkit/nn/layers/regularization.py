@@ -15,6 +15,18 @@ def dropout(ops, x, rate: float, noise_shape: Sequence[int | None] | None = None
     ``x``'s axis 0 must be the examples: each example's mask comes from its key, so it is the same on every backend
     and whatever device the example lands on. ``noise_shape`` (as Keras; None entries take ``x``'s size) shares one
     draw along its axes of size 1, for example ``(None, 1, features)`` for one mask per sequence.
+
+    Args:
+        ops: the :class:`~toolkit.nn.ops.Ops` running the model; ``ops.training`` switches dropout on.
+        x: ``[examples, ...]``.
+        rate: the probability that an entry is zeroed, in ``[0, 1)``.
+        noise_shape: the shape of one draw, broadcast to ``x``'s (None: ``x``'s shape).
+
+    Returns:
+        A tensor of ``x``'s shape and dtype.
+
+    Raises:
+        ValueError: ``rate`` outside ``[0, 1)``, or a ``noise_shape`` that does not broadcast to ``x``'s shape.
     """
     rate = float(rate)
     if not 0.0 <= rate < 1.0:
