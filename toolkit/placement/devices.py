@@ -10,6 +10,7 @@ from toolkit.errors import DeviceParseError, DeviceSpecError, LogicalDevicesErro
 #: Device kinds the toolkit knows. A backend maps each to its framework's name (TensorFlow "GPU", JAX "gpu"/"cuda").
 KINDS = ("cpu", "gpu")
 
+#: The spellings :func:`parse_device` accepts, as its error message lists them.
 ACCEPTED_FORMS = (
     "gpu:1",
     "GPU:1",
@@ -33,7 +34,15 @@ _DEVICE_RE = re.compile(
 
 @dataclass(frozen=True, order=True)
 class Device:
-    """A device by kind and index: ``Device("gpu", 1)``. Hashable, compared by value, printed as ``"gpu:1"``."""
+    """A device by kind and index: ``Device("gpu", 1)``. Hashable, compared by value, printed as ``"gpu:1"``.
+
+    Attributes:
+        kind: one of :data:`KINDS`.
+        index: the device's number among those of its kind, an int >= 0.
+
+    Raises:
+        DeviceParseError: (a ``ValueError``) an unknown kind, or an index that is not an int >= 0.
+    """
 
     kind: str
     index: int = 0
@@ -90,6 +99,9 @@ def use_logical_devices(n: int) -> None:
     Call it before any framework has started (before the first TensorFlow op or JAX device query). A framework
     already loaded is configured now; one imported later is configured as it is imported, whoever imports it
     (TensorFlow by Keras, for example: Keras code may follow this call).
+
+    Args:
+        n: the number of logical CPU devices, an int from 1 to :data:`MAX_LOGICAL_DEVICES`.
 
     Raises:
         DeviceSpecError: (a ``ValueError``) ``n`` is not an int from 1 to :data:`MAX_LOGICAL_DEVICES`.

@@ -45,7 +45,14 @@ def split_sizes(batch: int, n: int, weights: Sequence[float] | None = None) -> l
 
 
 def shard_bounds(sizes: Sequence[int]) -> list[tuple[int, int]]:
-    """``[(start, stop), ...]`` of consecutive shards with the given sizes."""
+    """Where consecutive shards of the given sizes start and stop in the batch.
+
+    Args:
+        sizes: the shards' sizes, in order (:func:`split_sizes`).
+
+    Returns:
+        ``[(start, stop), ...]``, one per shard: the first starts at 0, each next where the last stopped.
+    """
     bounds, start = [], 0
     for size in sizes:
         bounds.append((start, start + size))
@@ -57,6 +64,12 @@ def shard_weights(sizes: Sequence[int]) -> list[float]:
     """Weight of each shard in a mean over the whole batch: ``size / sum(sizes)``.
 
     With these weights the average of per-shard means is the full-batch mean, for any split.
+
+    Args:
+        sizes: the shards' sizes (empty shards get weight 0).
+
+    Returns:
+        One float per shard, summing to 1.
 
     Raises:
         ValueError: every shard is empty.

@@ -22,6 +22,16 @@ def check_value(value: Any, shape: tuple[int, ...], dtype: str, what: str, descr
     Arrays with a dtype (NumPy or native) must match ``dtype`` exactly: a silent float64 -> float32 cast hides bugs.
     Python scalars and lists, which carry no dtype, are converted to ``dtype``.
 
+    Args:
+        value: a NumPy or native array, or a Python scalar, list or tuple.
+        shape: the slot's shape.
+        dtype: the slot's dtype name.
+        what: what is being written, for the error message (``"assign to <Variable w ...>"``).
+        describe: ``describe(value) -> (shape, dtype name)`` for the backend's native values and NumPy's.
+
+    Returns:
+        ``value``, Python values converted to a NumPy array of ``dtype``.
+
     Raises:
         ShapeError, DTypeError: naming ``what``, the expected and the given shape or dtype.
     """
@@ -64,7 +74,15 @@ class Variable(ABC):
         """Store an already checked NumPy or native value on ``self.device``."""
 
     def assign(self, value: Any) -> None:
-        """Replace the value; the shape and dtype must match. On error the variable is unchanged."""
+        """Replace the value; the shape and dtype must match. On error the variable is unchanged.
+
+        Args:
+            value: a NumPy or native array of the variable's shape and dtype, or Python numbers (converted).
+
+        Raises:
+            ShapeError: another shape.
+            DTypeError: an array of another dtype (never cast silently).
+        """
         self._write(check_value(value, self.shape, self.dtype, f"assign to {self!r}", self._describe))
 
     def __repr__(self) -> str:
@@ -72,7 +90,11 @@ class Variable(ABC):
 
 
 class MirroredVariable:
-    """One :class:`Variable` replica per device, kept identical: ``assign`` writes every replica."""
+    """One :class:`Variable` replica per device, kept identical: ``assign`` writes every replica.
+
+    Args:
+        replicas: the replicas, one per device, of one shape, dtype and name (the first one's are the mirror's).
+    """
 
     def __init__(self, replicas: Sequence[Variable]) -> None:
         self.replicas = tuple(replicas)
@@ -81,6 +103,7 @@ class MirroredVariable:
 
     @property
     def devices(self) -> tuple[Device, ...]:
+        """The replicas' devices, in the replicas' order."""
         return tuple(r.device for r in self.replicas)
 
     def numpy(self) -> np.ndarray:
@@ -88,7 +111,15 @@ class MirroredVariable:
         return self.replicas[0].numpy()
 
     def assign(self, value: Any) -> None:
-        """Write ``value`` to every replica. Checked once, before any replica changes."""
+        """Write ``value`` to every replica. Checked once, before any replica changes.
+
+        Args:
+            value: as for :meth:`Variable.assign`.
+
+        Raises:
+            ShapeError: another shape.
+            DTypeError: an array of another dtype.
+        """
         first = self.replicas[0]
         value = check_value(value, self.shape, self.dtype, f"assign to {self!r}", first._describe)
         for replica in self.replicas:

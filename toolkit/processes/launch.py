@@ -28,11 +28,19 @@ from toolkit.processes.distributed import DistributedError
 
 #: Seconds beyond the job's timeout that the other processes get to stop by themselves after one failed.
 GRACE = 15.0
+#: The only address a launch uses: every process of the job runs on this machine.
 HOST = "127.0.0.1"
 
 
 def free_ports(count: int) -> list[int]:
-    """Ports free on 127.0.0.1 now (bound together, so distinct)."""
+    """Ports free on 127.0.0.1 now (bound together, so distinct).
+
+    Args:
+        count: how many ports.
+
+    Returns:
+        ``count`` distinct port numbers.
+    """
     sockets = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
     try:
         for s in sockets:
@@ -44,7 +52,17 @@ def free_ports(count: int) -> list[int]:
 
 
 def environments(n: int, devices_per_process: int | None, backend: str | None, timeout: float) -> list[dict]:
-    """The variables for each of ``n`` processes."""
+    """The environment variables of each of ``n`` processes (see the module's docstring for the names).
+
+    Args:
+        n: the number of processes.
+        devices_per_process: given to each process as ``MULTIGPU_DEVICES_PER_PROCESS``, or None.
+        backend: a backend name: its framework's own variables are added; None for none.
+        timeout: seconds a process waits for the others (``MULTIGPU_TIMEOUT``).
+
+    Returns:
+        ``n`` dicts of variables, process ``k``'s at index ``k``.
+    """
     ports = free_ports(n + 1)
     coordinator, workers = f"{HOST}:{ports[0]}", [f"{HOST}:{p}" for p in ports[1:]]
     out = []
@@ -82,11 +100,21 @@ def _describe(status: int) -> str:
 
 def launch(command: Sequence[str], n: int, devices_per_process: int | None = None, backend: str | None = None,
            timeout: float = 60.0) -> int:
-    """Run ``command`` as ``n`` processes of one job; the exit status: 0 if all succeeded, else the first failure's
-    (1 for a process killed by a signal).
+    """Run ``command`` as ``n`` processes of one job, their output on this process's stdout prefixed ``[k]``.
+
+    Args:
+        command: the program and its arguments, run once per process.
+        n: the number of processes, >= 1.
+        devices_per_process: the devices each process uses (``MULTIGPU_DEVICES_PER_PROCESS``), or None.
+        backend: a backend name, to add its framework's variables, or None.
+        timeout: seconds a process waits for the others, > 0; after a failure the others get this plus
+            :data:`GRACE` to stop before they are killed.
+
+    Returns:
+        The exit status: 0 if all succeeded, else the first failure's (1 for a process killed by a signal).
 
     Raises:
-        DistributedError: ``n`` < 1, no command, a bad timeout or device count.
+        DistributedError: ``n`` < 1, no command, a bad timeout or device count, or a command that cannot start.
     """
     if not command:
         raise DistributedError("no command to launch; usage: multigpu launch -n N -- python train.py ...")

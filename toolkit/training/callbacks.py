@@ -18,28 +18,69 @@ from toolkit.training.checkpoint import load_checkpoint, save_checkpoint, traine
 
 
 class Callback:
-    """Hooks ``fit`` calls. ``logs`` holds the epoch's ``loss`` (and ``val_*`` entries with validation data) or the
-    step's ``loss``. ``self.trainer`` is the trainer being fitted, ``self.params`` Keras' ``{"epochs": the number
-    after the last epoch, "steps": per epoch, "verbose"}``; setting ``self.stop_training = True`` ends ``fit`` after
-    the current epoch."""
+    """The hooks ``fit`` calls, with Keras' names: subclass it and override the ones you need.
+
+    ``logs`` holds the epoch's ``loss`` and metrics (and ``val_*`` entries with validation data) or the step's.
+
+    Attributes:
+        trainer: the trainer being fitted, set by ``fit`` before the first hook.
+        params: Keras' ``{"epochs": the number after the last epoch, "steps": per epoch, "verbose"}``.
+        stop_training: set it to True to end ``fit`` after the current epoch.
+    """
 
     trainer: Any = None
     params: dict = {}
     stop_training: bool = False
 
     def check_logs(self, names: list[str]) -> None:
-        """Called before any step with the names each epoch's logs will hold: raise here to refuse a fit that
-        would fail later (nothing has been trained yet)."""
+        """Called before any step: raise here to refuse a fit that would fail later (nothing has been trained yet).
 
-    def on_train_begin(self, logs: dict | None = None) -> None: """Before the first epoch."""
+        Args:
+            names: the names each epoch's logs will hold (``loss``, the metrics, ``val_*``).
+
+        Raises:
+            ToolkitError: a subclass refuses the fit with a typed error (the built-in callbacks raise
+                :class:`~toolkit.ArgumentError`).
+        """
+
+    def on_train_begin(self, logs: dict | None = None) -> None:
+        """Before the first epoch.
+
+        Args:
+            logs: None (Keras' signature).
+        """
+
     def on_train_end(self, logs: dict | None = None) -> None:
-        """After the last epoch (also when stopped early): ``logs`` is the last epoch's. Also when the fit failed,
-        with ``logs=None``: the trainer is then put back as it was before the fit, after this call."""
-    def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None: """Before epoch ``epoch`` (0-based)."""
-    def on_epoch_end(self, epoch: int, logs: dict) -> None: """After an epoch and its validation."""
+        """After the last epoch, also when stopped early; also when the fit failed, with ``logs=None``: the trainer
+        is then put back as it was before the fit, after this call.
+
+        Args:
+            logs: the last epoch's logs, or None when the fit failed.
+        """
+
+    def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
+        """Before an epoch.
+
+        Args:
+            epoch: the epoch's number, 0-based.
+            logs: None (Keras' signature).
+        """
+
+    def on_epoch_end(self, epoch: int, logs: dict) -> None:
+        """After an epoch and its validation.
+
+        Args:
+            epoch: the epoch's number, 0-based.
+            logs: the epoch's means of the loss and metrics, and the ``val_*`` values.
+        """
+
     def on_step_end(self, step: int, logs: dict) -> None:
-        """After each step; ``step`` is ``trainer.step_count``, ``logs`` that step's own ``loss`` and metrics (the
-        epoch's running means are what the progress bar shows)."""
+        """After each step.
+
+        Args:
+            step: ``trainer.step_count`` after the step.
+            logs: that step's own ``loss`` and metrics (the epoch's running means are what the progress bar shows).
+        """
 
 
 def _number(what: str, value) -> float:
@@ -148,6 +189,12 @@ class ModelCheckpoint(Callback):
     Keras), ``step`` and any value the fit logs (Keras' pattern: ``"ckpt/{epoch:02d}-{val_loss:.2f}.npz"``), keeping
     the last ``keep`` files this callback wrote. A save every ``every_steps`` steps happens mid-epoch, where only the
     step's values (``loss`` and the training metrics) are logged.
+
+    Args:
+        filepath: the file of each save, a pattern formatted as above (a folder in it is made when needed).
+        every_epochs: save at the end of every this many epochs (None with ``every_steps``).
+        every_steps: save after every this many steps (counted by ``trainer.step_count``), instead.
+        keep: the number of this callback's latest files kept (None: all).
 
     Raises:
         ArgumentError: both or neither of ``every_epochs`` and ``every_steps``, or a count < 1; at the start of a
@@ -275,7 +322,12 @@ class BackupAndRestore(Callback):
 
 
 class CSVLogger(Callback):
-    """One CSV row per epoch: ``epoch`` (0-based, as Keras) and every logged value, written as each epoch ends."""
+    """One CSV row per epoch: ``epoch`` (0-based, as Keras) and every logged value, written as each epoch ends.
+
+    Args:
+        filename: the CSV file.
+        append: add rows to an existing file (its header kept) instead of replacing it.
+    """
 
     def __init__(self, filename: str | os.PathLike, append: bool = False) -> None:
         self.filename, self.append = Path(filename), append
@@ -305,7 +357,13 @@ class JSONLinesLogger(Callback):
     """One JSON object per line, written and flushed as each epoch ends: ``{"epoch": 0-based, "step":
     trainer.step_count, "seconds": since fit began, **logs}``; with ``steps=True`` also one per step, ``{"step",
     "seconds", "loss"}``. A non-finite value is written as null (JSON has no NaN). Each process writes the file it
-    is given (the logs are the same in every process)."""
+    is given (the logs are the same in every process).
+
+    Args:
+        filename: the file written (its folder is made when needed).
+        append: add lines to an existing file instead of replacing it.
+        steps: also write a line after every step.
+    """
 
     def __init__(self, filename: str | os.PathLike, append: bool = False, steps: bool = False) -> None:
         self.filename, self.append, self.steps = Path(filename), append, bool(steps)

@@ -24,12 +24,27 @@ from toolkit.nn.ops_nn import EPSILON
 
 @dataclass(frozen=True)
 class Metric:
-    """A named per-example metric: ``fn(ops, outputs, y) -> values of shape [batch]``."""
+    """A named per-example metric.
+
+    Attributes:
+        name: the name it is logged under (``val_`` prefixed on validation data); not ``"loss"``.
+        fn: ``fn(ops, outputs, y)``, the values of a batch: ``[batch]``, or ``[batch, ...]`` averaged per example.
+    """
 
     name: str
     fn: Callable[[Ops, Tensor, Tensor], Tensor]
 
     def __call__(self, ops: Ops, outputs: Tensor, y: Tensor) -> Tensor:
+        """The metric of each example of a batch.
+
+        Args:
+            ops: the :class:`~toolkit.nn.ops.Ops` running the model.
+            outputs: the model's outputs for the batch.
+            y: the batch's targets.
+
+        Returns:
+            ``[batch]`` values: ``fn``'s, averaged over every axis but the first.
+        """
         return _per_example(ops, self.fn(ops, outputs, y))
 
 
@@ -58,7 +73,19 @@ def _keras(name: str, fn: Callable, **arguments) -> Metric:
 
 def sparse_top_k_categorical_accuracy(k: int = 5) -> Metric:
     """1 where the label's score is among the ``k`` largest (Keras' ``in_top_k``: classes tied with the label's
-    score do not push it out), else 0."""
+    score do not push it out), else 0.
+
+    Args:
+        k: how many of the largest scores count, an int >= 1.
+
+    Returns:
+        The :class:`Metric` named ``"sparse_top_k_categorical_accuracy"``; it takes ``[batch, ..., classes]``
+        scores and integer labels, and raises :class:`~toolkit.ShapeError` when the scores have no class axis
+        after the labels' axes.
+
+    Raises:
+        ValueError: ``k`` not an int >= 1.
+    """
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise ValueError(f"sparse_top_k_categorical_accuracy k must be an int >= 1, got {k!r}")
 
@@ -72,8 +99,16 @@ def sparse_top_k_categorical_accuracy(k: int = 5) -> Metric:
 
 
 def sparse_categorical_crossentropy(from_logits: bool = False) -> Metric:
-    """``-log p[label]``; ``outputs`` are probabilities, or logits with ``from_logits=True`` (the built-in models'
-    outputs are logits). Probabilities are clipped to ``[1e-7, 1 - 1e-7]`` as Keras does."""
+    """``-log p[label]`` of integer labels. Probabilities are clipped to ``[1e-7, 1 - 1e-7]`` as Keras does.
+
+    Args:
+        from_logits: the outputs are logits (as the built-in models' are), not probabilities.
+
+    Returns:
+        The :class:`Metric` named ``"sparse_categorical_crossentropy"``; it takes ``[batch, ..., classes]``
+        outputs and integer labels, and raises :class:`~toolkit.ShapeError` when the outputs have no class axis
+        after the labels' axes.
+    """
 
     def fn(ops, outputs, y):
         labels = _sparse_labels(ops, outputs, y, "sparse_categorical_crossentropy")
@@ -148,6 +183,12 @@ def _named(name: str) -> Metric:
 
 def get(metrics: Iterable[str | Metric]) -> tuple[Metric, ...]:
     """Metrics from names (:data:`NAMED`) or :class:`Metric` objects.
+
+    Args:
+        metrics: a name, a :class:`Metric`, or an iterable of them.
+
+    Returns:
+        A tuple of :class:`Metric`, in the order given (one object per name, so compiled metrics are reused).
 
     Raises:
         ValueError: an unknown name, a name given twice, or something that is neither (nothing is evaluated).

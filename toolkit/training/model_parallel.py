@@ -38,6 +38,10 @@ class Part:
         inputs: names of data inputs or of earlier parts, passed to ``fn`` in this order.
         params: names of the parameters ``fn`` reads.
         device: where :class:`ModelParallel` runs it unless told otherwise (any device spelling).
+
+    Raises:
+        ValueError: an empty name, or no inputs.
+        TypeError: an ``fn`` that is not callable.
     """
 
     name: str
@@ -59,7 +63,14 @@ class Part:
 
 @dataclass(frozen=True, eq=False)
 class PartedModel(Model):
-    """A :class:`~toolkit.Model` made of :class:`Part` s; build it with :meth:`build`."""
+    """A :class:`~toolkit.Model` made of :class:`Part` s; build it with :meth:`build`, which checks the parts.
+
+    Attributes:
+        parts: the parts in the order they run; the last part's output is the model's.
+        inputs: the names of the data inputs.
+        init, forward, loss, name, rows_independent, metrics: as for :class:`~toolkit.Model`; :meth:`build` makes
+            ``forward`` from the parts.
+    """
 
     parts: tuple[Part, ...] = ()
     inputs: tuple[str, ...] = ("x",)
@@ -74,9 +85,15 @@ class PartedModel(Model):
             parts: in an order where each part's inputs come before it; the last part's output is the model's.
             loss: ``loss(ops, outputs, y) -> per-example losses``, run on the last part's device.
             inputs: names of the data inputs. With one input, ``x`` is an array; with several, a dict by name.
+            name: the model's name (empty: ``"parted-model"``).
+
+        Returns:
+            The :class:`PartedModel`. Calling it with ``x`` that does not match ``inputs`` (a dict of other names,
+            or an array where several inputs are named) raises :class:`~toolkit.ShapeError`.
 
         Raises:
-            ValueError: duplicate names, or an input that names neither a data input nor an earlier part.
+            ValueError: no parts, something that is not a :class:`Part`, duplicate names, or an input that names
+                neither a data input nor an earlier part.
         """
         parts, inputs = tuple(parts), tuple(inputs)
         if not parts or not all(isinstance(p, Part) for p in parts):
@@ -104,7 +121,11 @@ class PartedModel(Model):
         return cls(init, forward, loss, name or "parted-model", parts=parts, inputs=inputs)
 
     def param_users(self) -> dict[str, list[str]]:
-        """For each parameter name, the parts that read it, in order."""
+        """For each parameter name, the parts that read it.
+
+        Returns:
+            ``{parameter name: [part names, in the parts' order]}``; the first part is the parameter's home.
+        """
         users: dict[str, list[str]] = {}
         for part in self.parts:
             for name in part.params:
@@ -163,6 +184,12 @@ class ModelParallel(Trainer):
     :meth:`param_devices` says where each parameter lives. ``step`` (also with ``micro_batches``), ``fit``,
     ``predict``, ``evaluate``, ``gradients``, ``params``, ``set_params``, ``save`` and ``restore`` behave as for
     ``DataParallel``; the result equals the same model trained on one device.
+
+    Raises:
+        TypeError: ``model`` is not a :class:`PartedModel`.
+        DeviceSpecError: ``devices`` names a part the model does not have, or a part has no device.
+        ParamsError: a parameter ``model.init`` makes that no part reads, one a part reads that ``init`` does not
+            make, or model state (not carried across parts).
     """
 
     def __init__(self, model: PartedModel, backend: Backend | str, optimizer: Optimizer,

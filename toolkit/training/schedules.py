@@ -25,18 +25,37 @@ def _number(what: str, value, low: float = -math.inf, *, low_open: bool = False)
 
 
 class Schedule(ABC):
-    """A learning rate as a function of the step."""
+    """A learning rate as a function of the step: subclass it and write ``__call__`` with ``ops``."""
 
     @abstractmethod
     def __call__(self, ops: Ops, step: Tensor) -> Tensor:
-        """The rate for the update after ``step`` updates (a scalar of the computation dtype)."""
+        """The rate for the update after ``step`` updates.
+
+        Args:
+            ops: the :class:`~toolkit.nn.ops.Ops` of the backend compiling the update.
+            step: the number of updates done before this one, a scalar of the computation dtype.
+
+        Returns:
+            The rate, a scalar of the computation dtype.
+        """
 
     @abstractmethod
     def peak(self) -> float:
-        """The largest rate the schedule gives (error bounds use it as the learning rate)."""
+        """The largest rate the schedule gives (error bounds use it as the learning rate).
+
+        Returns:
+            The peak rate, a float.
+
+        Raises:
+            ValueError: the schedule grows without bound (:class:`ExponentialDecay` with ``decay_rate > 1``).
+        """
 
     def config(self) -> dict:
-        """The schedule as JSON values: its class name and arguments."""
+        """The schedule as JSON values.
+
+        Returns:
+            ``{"schedule": the class name, **the constructor's arguments}``.
+        """
         return {"schedule": type(self).__name__, **vars(self)}
 
     def __repr__(self) -> str:
@@ -45,7 +64,17 @@ class Schedule(ABC):
 
 class ExponentialDecay(Schedule):
     """``initial_learning_rate * decay_rate ** (step / decay_steps)``; with ``staircase``, the exponent is floored
-    (the rate drops every ``decay_steps`` steps)."""
+    (the rate drops every ``decay_steps`` steps).
+
+    Args:
+        initial_learning_rate: the rate at step 0, > 0.
+        decay_steps: the steps over which the rate is multiplied by ``decay_rate``, > 0.
+        decay_rate: the factor per ``decay_steps``, > 0 (above 1 the rate grows, and :meth:`peak` refuses).
+        staircase: floor the exponent.
+
+    Raises:
+        ValueError: an argument that is not a finite number > 0.
+    """
 
     def __init__(self, initial_learning_rate: float, decay_steps: int, decay_rate: float,
                  staircase: bool = False) -> None:
@@ -67,7 +96,16 @@ class ExponentialDecay(Schedule):
 
 class PiecewiseConstantDecay(Schedule):
     """``values[0]`` while ``step <= boundaries[0]``, ``values[i]`` while ``boundaries[i-1] < step <=
-    boundaries[i]``, ``values[-1]`` after the last boundary."""
+    boundaries[i]``, ``values[-1]`` after the last boundary.
+
+    Args:
+        boundaries: increasing steps, at least one.
+        values: the rates, one more than the boundaries, each a finite number >= 0.
+
+    Raises:
+        ValueError: boundaries that do not increase, not one value more than boundaries, no boundary, or a value
+            that is not a finite number >= 0.
+    """
 
     def __init__(self, boundaries: Sequence[float], values: Sequence[float]) -> None:
         boundaries = [_number("PiecewiseConstantDecay boundary", b) for b in boundaries]
@@ -97,6 +135,17 @@ class CosineDecay(Schedule):
         warm-up:     t = min(step, warmup_steps + decay_steps)
                      t < warmup_steps:  rate = initial + (warmup_target - initial) * t / warmup_steps
                      otherwise:         the cosine decay above from warmup_target, at t - warmup_steps
+
+    Args:
+        initial_learning_rate: the rate at step 0, >= 0.
+        decay_steps: the steps the decay lasts, > 0.
+        alpha: the final rate as a fraction of the decay's starting rate, >= 0.
+        warmup_target: the rate the warm-up reaches and the decay starts from (None: no warm-up).
+        warmup_steps: the steps the warm-up lasts, > 0 with a ``warmup_target``.
+
+    Raises:
+        ValueError: an argument that is not a finite number in its range, or a ``warmup_target`` without
+            ``warmup_steps``.
     """
 
     def __init__(self, initial_learning_rate: float, decay_steps: int, alpha: float = 0.0,
