@@ -51,9 +51,11 @@ from toolkit.nn.models import accuracy
 from toolkit.training.data_parallel import DataParallel
 from toolkit.training.optim import SGD, Adam, AdamW, Optimizer, RMSprop
 
+#: The results' ``schema`` entry, and its version (raised when a field changes meaning or goes).
 SCHEMA = "multigpu-toolkit/compare"
 SCHEMA_VERSION = 3
 
+#: The optimizers ``--optimizer`` names, each made from the learning rate with Keras' other defaults.
 OPTIMIZERS: dict[str, Callable[[float], Optimizer]] = {
     "sgd": lambda lr: SGD(lr),
     "momentum": lambda lr: SGD(lr, momentum=0.9),
@@ -88,7 +90,27 @@ def run_comparison(workload: Workload, backends: Sequence[str], device_counts: S
     compared: the two backends on one device count (``divergence``), and one backend on two device counts
     (``within``: the same math in another summation order, the rounding-only divergence a cross-backend one is
     judged against); and every pair of runs parameter by parameter (``pairs``: where they part, past
-    ``split_bound``)."""
+    ``split_bound``).
+
+    Args:
+        workload: the model and its data.
+        backends: the backends' names; the first two are compared in ``divergence``.
+        device_counts: the device counts each backend runs on.
+        dtype: the computation dtype.
+        optimizer: a name of :data:`OPTIMIZERS`.
+        lr: the learning rate.
+        steps: the number of steps.
+        batch: the global batch size.
+        seed: the seed of this comparison.
+        progress: called after each step with the step in words, or None.
+        batches: row indices of the training data, one array per step, or None to draw them.
+        init_seed, data_seed, noise_seed: a seed fixed for every seed of the axis for the initial parameters, the
+            data, or the per-example noise (None: the seed's own).
+        split_bound: the relative divergence past which a pair of runs counts as parted.
+
+    Returns:
+        The results (the module's docstring gives their fields), each run with its final ``params``.
+    """
     (seeds,) = run_seeds([seed], init_seed, data_seed, noise_seed)
     x_train, y_train, x_test, y_test = workload.data(seeds.data)
     if batches is None:
@@ -147,7 +169,29 @@ def run_over_seeds(workload: Workload, backends: Sequence[str], device_counts: S
                    progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """:func:`run_comparison` once per seed of ``seeds`` (each seed seeding what ``init_seed``, ``data_seed`` and
     ``noise_seed`` leave to it), the runs, divergences and pairs of every seed together, and the statistics over
-    seeds (``statistics``, ``pair_summary``, ``kind_summary``)."""
+    seeds (``statistics``, ``pair_summary``, ``kind_summary``).
+
+    Args:
+        workload: the model and its data.
+        backends: the backends' names; the first two are compared in ``divergence``.
+        device_counts: the device counts each backend runs on.
+        dtype: the computation dtype.
+        optimizer: a name of :data:`OPTIMIZERS`.
+        lr: the learning rate.
+        steps: the number of steps.
+        batch: the global batch size.
+        seeds: the seeds of the axis; the first is the one ``params.npz`` keeps.
+        init_seed, data_seed, noise_seed: a seed fixed for every seed of the axis for the initial parameters, the
+            data, or the per-example noise (None: the seed's own).
+        split_bound: the relative divergence past which a pair of runs counts as parted.
+        progress: called after each step with the seed and step in words, or None.
+
+    Returns:
+        The results of every seed together, with the statistics over seeds.
+
+    Raises:
+        ValueError: a bad seed (:func:`toolkit.command.seeds.run_seeds`), before anything trains.
+    """
     run_seeds(seeds, init_seed, data_seed, noise_seed)  # checks them all before anything trains
     found = []
     for i, seed in enumerate(seeds):
@@ -180,7 +224,15 @@ PARAMS_FILE = "params.npz"
 
 def save_params(results: dict[str, Any], folder: Path) -> list[Path]:
     """Every run's final parameters, as ``backend/devices/name``: the first seed's in ``folder/params.npz``, each
-    other seed ``S``'s in ``folder/params-seed-S.npz``. Returns the files written."""
+    other seed ``S``'s in ``folder/params-seed-S.npz``.
+
+    Args:
+        results: a comparison's results, with each run's ``params``.
+        folder: the existing folder written to.
+
+    Returns:
+        The files written, the first seed's first.
+    """
     by_seed: dict[int, list[dict[str, Any]]] = {}
     for run in results["runs"]:
         by_seed.setdefault(run.get("seed", 0), []).append(run)
@@ -194,7 +246,17 @@ def save_params(results: dict[str, Any], folder: Path) -> list[Path]:
 
 
 def load_params(results_json: Path) -> dict[tuple[str, int], dict[str, np.ndarray]]:
-    """The final parameters saved beside ``results_json`` by :func:`save_params`, by (backend, devices)."""
+    """The first seed's final parameters saved beside ``results_json`` by :func:`save_params`.
+
+    Args:
+        results_json: the path of a ``results.json``; :data:`PARAMS_FILE` is read from its folder.
+
+    Returns:
+        ``{(backend, devices): {name: array}}``.
+
+    Raises:
+        ValueError: no :data:`PARAMS_FILE` beside it.
+    """
     path = Path(results_json).parent / PARAMS_FILE
     if not path.is_file():
         raise ValueError(f"{path} is missing: `multigpu compare --out` writes it beside results.json")
@@ -207,13 +269,27 @@ def load_params(results_json: Path) -> dict[tuple[str, int], dict[str, np.ndarra
 
 
 def public(results: dict[str, Any]) -> dict[str, Any]:
-    """The results as written to ``results.json``: without each run's final parameters."""
+    """The results as written to ``results.json``: without each run's final parameters.
+
+    Args:
+        results: a comparison's results.
+
+    Returns:
+        A copy without the runs' ``params`` (the arrays go to ``params.npz``).
+    """
     return {**results, "runs": [{k: v for k, v in run.items() if k != "params"} for run in results["runs"]]}
 
 
 def markdown(results: dict[str, Any]) -> str:
     """The README's table of a comparison: per backend and device count, the first step (trace/compile), the median
-    step with p10-p90, test accuracy and the largest parameter divergence between the first two backends."""
+    step with p10-p90, test accuracy and the largest parameter divergence between the first two backends.
+
+    Args:
+        results: a comparison's results.
+
+    Returns:
+        The markdown table, ending in a newline.
+    """
     divergence = {d["devices"]: max(d["max_abs_param_diff"]) for d in results["divergence"]}
     lines = ["| backend | devices | first step | median step (p10-p90) | test accuracy | max divergence |",
              "|---|---|---|---|---|---|"]
@@ -232,7 +308,14 @@ def markdown(results: dict[str, Any]) -> str:
 def models_markdown(results: dict[str, dict[str, Any]]) -> str:
     """The README's table of the built-in models (docs/models.json: a comparison per model): per model, backend and
     device count, the first step (which includes tracing and compiling), the median step, and the largest
-    parameter divergence between the backends over the run."""
+    parameter divergence between the backends over the run.
+
+    Args:
+        results: ``{model name: its comparison's results}``.
+
+    Returns:
+        The markdown table, ending in a newline.
+    """
     lines = ["| model | backend | devices | first step (compile) | median step | max divergence |",
              "|---|---|---|---|---|---|"]
     for model, result in results.items():
@@ -246,7 +329,15 @@ def models_markdown(results: dict[str, dict[str, Any]]) -> str:
 
 def lengths_markdown(records: list[dict[str, Any]]) -> str:
     """The README's table of a recurrent model's first step at several sequence lengths (docs/lengths.json), one
-    row per length, the backends side by side."""
+    row per length, the backends side by side.
+
+    Args:
+        records: one per model, sequence length and backend: ``model``, ``seq_len``, ``backend``,
+            ``first_step_s``, ``median_ms``.
+
+    Returns:
+        The markdown table, ending in a newline.
+    """
     backends = list(dict.fromkeys(r["backend"] for r in records))
     lines = ["| model | sequence length | " + " | ".join(f"{b} first step | {b} median step" for b in backends) + " |",
              "|---|---|" + "---|---|" * len(backends)]

@@ -29,7 +29,11 @@ def _mean_sd(values: list[float], digits: int) -> str:
 
 def print_comparison(results: dict[str, Any]) -> None:
     """The tables of a comparison: :func:`print_runs`, then over seeds :func:`print_statistics` (two seeds or more)
-    and :func:`print_pairs` (two runs or more)."""
+    and :func:`print_pairs` (two runs or more).
+
+    Args:
+        results: a comparison's results (:mod:`toolkit.command.compare`).
+    """
     console = _console()
     print_runs(results, console)
     if len(_seeds(results)) > 1:
@@ -42,7 +46,12 @@ def print_runs(results: dict[str, Any], console=None) -> None:
     """One row per backend and device count: the final loss, step times, memory, test accuracy and the largest
     parameter divergence from the other backend; over several seeds, the mean ± standard deviation of the loss and
     accuracy, the first seed's first step (later seeds reuse what it compiled), the median over seeds of the other
-    times, and the largest memory and divergence."""
+    times, and the largest memory and divergence.
+
+    Args:
+        results: a comparison's results (:mod:`toolkit.command.compare`).
+        console: the ``rich`` console printed on (None: a new one, 150 columns wide off a terminal).
+    """
     from rich.table import Table
 
     config, seeds = results["config"], _seeds(results)
@@ -83,7 +92,12 @@ def _interval(entry: dict[str, Any]) -> str:
 def print_statistics(results: dict[str, Any], console=None) -> None:
     """Per metric, each backend against another on one device count (framework), and each against itself on
     another device count (order, the baseline): the mean over seeds of each, their paired difference with its t
-    interval, the spread over seeds, and the gap in units of that spread."""
+    interval, the spread over seeds, and the gap in units of that spread.
+
+    Args:
+        results: a comparison's results (:mod:`toolkit.command.compare`).
+        console: the ``rich`` console printed on (None: a new one, 150 columns wide off a terminal).
+    """
     from rich.table import Table
 
     seeds = len(_seeds(results))
@@ -117,7 +131,12 @@ def _median_max(median: float, largest: float, seeds: int) -> str:
 
 def print_pairs(results: dict[str, Any], console=None) -> None:
     """Every pair of runs (over seeds): its kind, its relative divergence after the first step and the last, and
-    the step where it parts; then per kind, the framework pairs beside the order pairs, their baseline."""
+    the step where it parts; then per kind, the framework pairs beside the order pairs, their baseline.
+
+    Args:
+        results: a comparison's results (:mod:`toolkit.command.compare`).
+        console: the ``rich`` console printed on (None: a new one, 150 columns wide off a terminal).
+    """
     from rich.table import Table
 
     console = console or _console()

@@ -38,7 +38,15 @@ def relative_divergence(a: Mapping[str, np.ndarray], b: Mapping[str, np.ndarray]
 
     The scale is the model's, as :data:`toolkit.tolerances.FLOAT32_RTOL`'s, not each parameter's own: a parameter
     that gets no gradient in exact arithmetic (an attention key's bias: softmax ignores a shift of its logits) is
-    moved by rounding noise alone, stays near 1e-6, and differs between any two runs by as much as its own size."""
+    moved by rounding noise alone, stays near 1e-6, and differs between any two runs by as much as its own size.
+
+    Args:
+        a: one run's parameters by name.
+        b: the other's, with at least ``a``'s names.
+
+    Returns:
+        ``{name: divergence}`` for every name of ``a``.
+    """
     pairs = {name: (np.asarray(first, dtype=np.float64), np.asarray(b[name], dtype=np.float64))
              for name, first in a.items()}
     scale = max((float(np.max(np.abs(x))) for pair in pairs.values() for x in pair if x.size), default=0.0)
@@ -47,14 +55,29 @@ def relative_divergence(a: Mapping[str, np.ndarray], b: Mapping[str, np.ndarray]
 
 
 def pair_kind(first: tuple[str, int], second: tuple[str, int]) -> str:
-    """The kind of a pair of runs, each ``(backend, devices)``: a key of :data:`PAIR_KINDS`."""
+    """The kind of a pair of runs: a key of :data:`PAIR_KINDS`.
+
+    Args:
+        first, second: the runs, each ``(backend, devices)``.
+
+    Returns:
+        ``"order"`` (one backend), ``"framework"`` (one device count) or ``"both"``.
+    """
     if first[0] == second[0]:
         return "order"
     return "framework" if first[1] == second[1] else "both"
 
 
 def first_step_past(values: Sequence[float], bound: float) -> int | None:
-    """The first step (counted from 1) whose value exceeds ``bound``, or None."""
+    """The first step whose value exceeds ``bound``.
+
+    Args:
+        values: one value per step.
+        bound: the bound.
+
+    Returns:
+        The step, counted from 1, or None where no value exceeds ``bound``.
+    """
     past = np.flatnonzero(np.asarray(values, dtype=np.float64) > bound)
     return int(past[0]) + 1 if len(past) else None
 
@@ -62,6 +85,11 @@ def first_step_past(values: Sequence[float], bound: float) -> int | None:
 def pair_record(first: tuple[str, int], second: tuple[str, int], per_step: Sequence[Mapping[str, float]],
                 bound: float = SPLIT_BOUND) -> dict[str, Any]:
     """What results.json says of one pair of runs, from its :func:`relative_divergence` after each step.
+
+    Args:
+        first, second: the runs, each ``(backend, devices)``.
+        per_step: the pair's :func:`relative_divergence` after each step.
+        bound: the divergence past which the pair parts.
 
     Returns:
         ``runs`` (the two, ``{"backend", "devices"}``), ``kind``, ``max_rel_param_diff`` (per step, the largest over
@@ -86,7 +114,14 @@ def _label(run: Mapping[str, Any]) -> str:
 
 
 def pair_label(pair: Mapping[str, Any]) -> str:
-    """``"tensorflow x1 - aesara x2"``: a pair's two runs."""
+    """A pair's two runs in words.
+
+    Args:
+        pair: a :func:`pair_record` (or summary) with its ``runs``.
+
+    Returns:
+        E.g. ``"tensorflow x1 - aesara x2"``.
+    """
     return " - ".join(_label(run) for run in pair["runs"])
 
 
@@ -94,7 +129,14 @@ def summarize_pairs(pairs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Each pair of runs over the seeds: ``runs``, ``kind``, ``seeds`` (how many), ``parted`` (on how many seeds
     it parts), ``split_steps`` (per seed, in seed order: the step or None), the divergence after the first step and
     after the last as the median and largest over seeds (``step1_median``, ``step1_max``, ``final_median``,
-    ``final_max``)."""
+    ``final_max``).
+
+    Args:
+        pairs: :func:`pair_record` s of every seed, each with at least one step.
+
+    Returns:
+        One dict per pair of runs, in the order the pairs first appear.
+    """
     grouped: dict[str, list[Mapping[str, Any]]] = {}
     for pair in pairs:
         grouped.setdefault(pair_label(pair), []).append(pair)
@@ -113,7 +155,14 @@ def summarize_pairs(pairs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 def summarize_kinds(pairs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The framework pairs beside their baseline, the order pairs (and the pairs that differ in both): per kind,
     ``pairs`` (pairs times seeds), ``parted``, ``split_steps`` (those that part, sorted), and the divergence after
-    the first step and after the last over all of them (median and largest)."""
+    the first step and after the last over all of them (median and largest).
+
+    Args:
+        pairs: :func:`pair_record` s of every seed, each with at least one step.
+
+    Returns:
+        One dict per kind that has pairs, in the order of :data:`PAIR_KINDS`.
+    """
     out = []
     for kind in PAIR_KINDS:
         found = [p for p in pairs if p["kind"] == kind]

@@ -45,8 +45,14 @@ PEAK_MATMUL_SIZE, PEAK_REPEATS = 2048, 5
 
 @dataclass(frozen=True)
 class Product:
-    """One matmul or convolution of a traced forward pass: ``kind`` ("matmul" or "conv"), its two operands' shapes,
-    the convolution's keyword options, and its FLOPs."""
+    """One matmul or convolution of a traced forward pass.
+
+    Attributes:
+        kind: ``"matmul"`` or ``"conv"``.
+        shapes: its two operands' shapes.
+        options: the convolution's keyword options, as ``(name, value)`` pairs (empty for a matmul).
+        flops: its FLOPs, counted as the module's docstring says.
+    """
 
     kind: str
     shapes: tuple[tuple[int, ...], tuple[int, ...]]
@@ -54,7 +60,15 @@ class Product:
     flops: int
 
     def apply(self, ops, a, b):
-        """The product of ``a`` and ``b`` (operands of :attr:`shapes`) computed with ``ops``."""
+        """The product computed again on new operands.
+
+        Args:
+            ops: the ops to compute it with.
+            a, b: operands of :attr:`shapes`.
+
+        Returns:
+            ``ops.matmul(a, b)``, or ``ops.conv(a, b, **options)``.
+        """
         return ops.matmul(a, b) if self.kind == "matmul" else ops.conv(a, b, **dict(self.options))
 
 
@@ -107,13 +121,47 @@ def forward_flops(model, backend, params: dict[str, np.ndarray], state: dict[str
                   y: np.ndarray, dtype: str, seed: int = 0) -> int:
     """The matmul and convolution FLOPs of one training-mode forward pass of ``model`` (and its loss) on the batch
     ``x, y``, counted from the shapes as ``backend`` traces it (dropout keys from ``seed``'s first step; model state
-    as given)."""
+    as given).
+
+    Args:
+        model: the toolkit :class:`~toolkit.Model`.
+        backend: the backend that traces it (its ops, subclassed to count).
+        params: the parameters, NumPy arrays by name.
+        state: the model state, NumPy arrays by name.
+        x: the batch's inputs.
+        y: the batch's targets.
+        dtype: the computation dtype.
+        seed: the seed of the per-example keys (dropout).
+
+    Returns:
+        The FLOPs, an int.
+
+    Raises:
+        ValueError: an operand of a product whose static shape is unknown.
+    """
     return sum(p.flops for p in forward_products(model, backend, params, state, x, y, dtype, seed))
 
 
 def forward_products(model, backend, params: dict[str, np.ndarray], state: dict[str, np.ndarray], x: Any,
                      y: np.ndarray, dtype: str, seed: int = 0) -> list[Product]:
-    """Every matmul and convolution of :func:`forward_flops`'s forward pass, in order."""
+    """Every matmul and convolution of :func:`forward_flops`'s forward pass, in order.
+
+    Args:
+        model: the toolkit :class:`~toolkit.Model`.
+        backend: the backend that traces it (its ops, subclassed to count).
+        params: the parameters, NumPy arrays by name.
+        state: the model state, NumPy arrays by name.
+        x: the batch's inputs.
+        y: the batch's targets.
+        dtype: the computation dtype.
+        seed: the seed of the per-example keys (dropout).
+
+    Returns:
+        The :class:`Product` s, in the order they ran.
+
+    Raises:
+        ValueError: an operand of a product whose static shape is unknown.
+    """
     from toolkit.nn.context import example_keys, single_replica
     from toolkit.nn.model import batch
 
@@ -126,15 +174,32 @@ def forward_products(model, backend, params: dict[str, np.ndarray], state: dict[
 
 
 def step_flops(forward: int) -> int:
-    """A training step's FLOPs from its forward pass's: forward plus backward (:data:`BACKWARD_PER_FORWARD`)."""
+    """A training step's FLOPs from its forward pass's: forward plus backward (:data:`BACKWARD_PER_FORWARD`).
+
+    Args:
+        forward: the forward pass's FLOPs.
+
+    Returns:
+        The step's FLOPs.
+    """
     return forward * (1 + BACKWARD_PER_FORWARD)
 
 
 def matmul_peak(products: dict[str, Callable[[np.ndarray, np.ndarray], Callable[[], Any]]], dtype: str,
                 size: int = PEAK_MATMUL_SIZE, repeats: int = PEAK_REPEATS) -> dict[str, float]:
-    """The best GFLOP/s of a ``size x size`` matmul (``2 * size**3`` FLOPs) in ``dtype`` through NumPy's BLAS and
-    each of ``products`` (a library's name -> ``make(a, b)``, a call that computes ``a @ b`` with it and waits for the
-    result: each backend's ``native.matmul``), each timed ``repeats`` times after a warm-up run."""
+    """The best GFLOP/s of a ``size x size`` matmul (``2 * size**3`` FLOPs) through NumPy's BLAS and each library
+    of ``products``, each timed ``repeats`` times after a warm-up run.
+
+    Args:
+        products: a library's name -> ``make(a, b)``, a call that computes ``a @ b`` with it and waits for the
+            result (each natives module's ``matmul``, :mod:`toolkit.command.bench.natives`).
+        dtype: the matrices' dtype.
+        size: the matrices' side.
+        repeats: the timed runs per library.
+
+    Returns:
+        ``{library: GFLOP/s}``, ``"numpy"`` first.
+    """
     rng = np.random.default_rng(0)
     a, b = (rng.standard_normal((size, size)).astype(dtype) for _ in range(2))
     runs = {"numpy": lambda: a @ b, **{library: make(a, b) for library, make in products.items()}}
@@ -142,7 +207,15 @@ def matmul_peak(products: dict[str, Callable[[np.ndarray, np.ndarray], Callable[
 
 
 def best_time(run: Callable[[], Any], repeats: int = PEAK_REPEATS) -> float:
-    """The best seconds of ``repeats`` calls of ``run`` after one warm-up call (compilation)."""
+    """The best seconds of ``repeats`` calls of ``run`` after one warm-up call (compilation).
+
+    Args:
+        run: a call of no arguments that returns when its work is done.
+        repeats: the timed calls.
+
+    Returns:
+        The shortest call, in seconds.
+    """
     run()
     best = math.inf
     for _ in range(repeats):
@@ -156,8 +229,22 @@ def products_alone(products: Sequence[Product], make: Callable[..., Callable[[],
                    repeats: int = PEAK_REPEATS, seed: int = 0) -> float:
     """The best seconds of a step's ``products`` alone: each product and its gradients for both operands, from
     random operands and output gradients of its shapes, in one compiled call that ``make(products, operands,
-    cotangents, dtype)`` builds with one library (each backend's ``native.products``) and that waits for the result.
-    Its FLOPs are the step's counted FLOPs (:func:`step_flops`), so ``step_flops / time`` is their rate."""
+    cotangents, dtype)`` builds with one library (each natives module's ``products``) and that waits for the
+    result. Its FLOPs are the step's counted FLOPs (:func:`step_flops`), so ``step_flops / time`` is their rate.
+
+    Args:
+        products: the step's :class:`Product` s (:func:`forward_products`).
+        make: builds the compiled call, as above.
+        dtype: the operands' dtype.
+        repeats: the timed calls.
+        seed: the seed of the random operands.
+
+    Returns:
+        The shortest call, in seconds.
+
+    Raises:
+        ValueError: a convolution that is not channels-last.
+    """
     rng = np.random.default_rng(seed)
     operands = [tuple(rng.standard_normal(shape).astype(dtype) for shape in p.shapes) for p in products]
     cotangents = [rng.standard_normal(_output_shape(p)).astype(dtype) for p in products]

@@ -20,6 +20,7 @@ from toolkit.errors import ToolkitError
 from toolkit.placement.devices import MAX_LOGICAL_DEVICES
 from toolkit.registry import REGISTRY
 
+#: The command's exit statuses: success; a parity check that failed; an error in what the user typed (argparse's 2).
 EXIT_OK, EXIT_PARITY_FAILED, EXIT_USAGE = 0, 1, 2
 
 
@@ -58,6 +59,11 @@ def _seeds(text: str) -> list[int]:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``multigpu`` command's argument parser: one subcommand each for devices, compare, parity, bench, launch.
+
+    Returns:
+        The parser; its errors are one line on stderr and exit status :data:`EXIT_USAGE`.
+    """
     from toolkit.command.compare import OPTIMIZERS
     from toolkit.command.divergence import SPLIT_BOUND
     from toolkit.command.flops import PEAK_MATMUL_SIZE
@@ -181,6 +187,15 @@ def _progress_bar(args, description: str, total: int) -> Iterator[Callable[[str]
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the ``multigpu`` command.
+
+    Args:
+        argv: the arguments after the program's name (None: ``sys.argv[1:]``).
+
+    Returns:
+        The exit status: :data:`EXIT_OK`, :data:`EXIT_PARITY_FAILED`, or :data:`EXIT_USAGE` after a
+        :class:`~toolkit.ToolkitError` or ``ValueError``, printed as one line on stderr.
+    """
     args = build_parser().parse_args(argv)
     try:
         commands = {"devices": _devices, "compare": _compare, "parity": _parity, "bench": _bench, "launch": _launch}
@@ -307,7 +322,11 @@ def _emit(args, filename: str, results: dict[str, Any], show, also: list[str] = 
 
 def print_table(results: dict[str, Any]) -> None:
     """The comparison tables of ``multigpu compare`` (also printed by the digits demo): the runs, and over seeds
-    and pairs of runs what :func:`toolkit.command.compare_tables.print_comparison` adds."""
+    and pairs of runs what :func:`toolkit.command.compare_tables.print_comparison` adds.
+
+    Args:
+        results: a comparison's results (:mod:`toolkit.command.compare`).
+    """
     from toolkit.command.compare_tables import print_comparison
 
     print_comparison(results)

@@ -26,20 +26,44 @@ AGAINST_SEEDS = ("init_seed", "data_seed", "noise_seed")
 
 def null_curve(results: dict[str, Any], *others: dict[str, Any]) -> list[float] | None:
     """Per step, the largest divergence of any backend from itself on another device count (``within`` of the
-    results), or None where every backend ran on one device count."""
+    results), or None where every backend ran on one device count.
+
+    Args:
+        results: a comparison's results.
+        *others: more results (another environment's reference), whose ``within`` entries count too.
+
+    Returns:
+        One float per step, or None.
+    """
     curves = [entry["max_abs_param_diff"] for found in (results, *others) for entry in found.get("within", [])]
     return [max(values) for values in zip(*curves)] if curves else None
 
 
 def check_request(dtype: str, devices: list[int]) -> None:
-    """Refuse, before anything trains, a check that could not be judged (float32 needs a null: two device counts)."""
+    """Refuse, before anything trains, a check that could not be judged (float32 needs a null: two device counts).
+
+    Args:
+        dtype: the computation dtype.
+        devices: the device counts asked for.
+
+    Raises:
+        ValueError: float32 on fewer than two device counts (:func:`toolkit.tolerances.trajectory_bounds`).
+    """
     trajectory_bounds(dtype, None if len(devices) < 2 else [0.0], 1.0)
 
 
 def report(results: dict[str, Any], backends: list[str], quiet: bool) -> bool:
     """Print, per device count, the two backends' largest parameter difference beside each backend's own, and the
-    tolerance; on a failure, the parameters that differ most and the first step beyond tolerance. Returns whether
-    every device count passed."""
+    tolerance; on a failure, the parameters that differ most and the first step beyond tolerance.
+
+    Args:
+        results: a comparison's results, with each run's ``params``.
+        backends: the two backends compared.
+        quiet: print only the failures' diffs.
+
+    Returns:
+        Whether every device count passed.
+    """
     config = results["config"]
     null = null_curve(results)
     passed = True
@@ -72,7 +96,18 @@ def _print_diff(results: dict[str, Any], backends: list[str], n: int, step: int,
 
 
 def read_reference(path: Path) -> dict[str, Any]:
-    """A ``multigpu compare`` results.json, checked enough to be used as a reference."""
+    """A ``multigpu compare`` results.json, checked enough to be used as a reference.
+
+    Args:
+        path: the file.
+
+    Returns:
+        The results, a dict.
+
+    Raises:
+        ValueError: a file that cannot be read, is not JSON, is not a compare results file, or whose config lacks
+            one of :data:`AGAINST_CONFIG`.
+    """
     from toolkit.command.compare import SCHEMA
 
     try:
@@ -93,7 +128,19 @@ def report_against(results: dict[str, Any], reference: dict[str, Any], theirs: l
                    params: dict[tuple[str, int], dict[str, np.ndarray]], against: Path, quiet: bool) -> bool:
     """``parity --against``: this environment's runs against another environment's, run by run: final parameters
     and every step's loss, judged against both environments' own divergence at the last step (where they have
-    one). Returns whether every run passed."""
+    one).
+
+    Args:
+        results: this environment's results, with each run's ``params``.
+        reference: the other environment's results (:func:`read_reference`).
+        theirs: the reference's runs compared (of backends not run here, of its first seed).
+        params: the reference's final parameters (:func:`toolkit.command.compare.load_params`).
+        against: the reference's path, for the report.
+        quiet: print nothing.
+
+    Returns:
+        Whether every run passed.
+    """
     config = results["config"]
     null = null_curve(results, reference)
     passed = True

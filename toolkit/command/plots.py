@@ -18,6 +18,16 @@ KIND_STYLES = {"framework": ("tab:red", "-"), "order": ("tab:blue", "--"), "both
 
 
 def write_plots(results: dict[str, Any], folder: Path) -> list[Path]:
+    """Draw a comparison's plots as PNG files: ``loss.png``, ``divergence.png``, ``step_time.png``, and where they
+    apply ``pairs.png`` (two runs or more) and ``seeds.png`` (two seeds or more).
+
+    Args:
+        results: a comparison's results (:mod:`toolkit.command.compare`).
+        folder: where the files go (made if missing).
+
+    Returns:
+        The files written.
+    """
     import matplotlib
 
     matplotlib.use("Agg")

@@ -51,6 +51,13 @@ def t_quantile(p: float, df: int) -> float:
     """The ``p`` quantile of Student's t distribution with ``df`` degrees of freedom (``0.5 <= p < 1``): e.g.
     ``t_quantile(0.975, 4) = 2.776``, the factor of a 95% interval over 5 seeds.
 
+    Args:
+        p: the probability, in ``[0.5, 1)``.
+        df: the degrees of freedom, >= 1.
+
+    Returns:
+        The quantile, within 1e-8 (relative).
+
     Raises:
         ValueError: ``p`` outside ``[0.5, 1)`` or ``df < 1``.
     """
@@ -68,6 +75,10 @@ def t_quantile(p: float, df: int) -> float:
 def paired_difference(a: Sequence[float], b: Sequence[float], level: float = INTERVAL_LEVEL) -> dict[str, Any]:
     """Paired statistics of ``a[i] - b[i]`` (one pair per seed).
 
+    Args:
+        a, b: the two kinds of run's values, on the same seeds in the same order.
+        level: the interval's confidence level.
+
     Returns:
         ``seeds`` (the number of pairs), ``mean_difference``, ``sd_difference`` (sample deviation), and ``low`` and
         ``high``: the Student t interval of the mean difference at ``level``; the last three None for one seed.
@@ -82,14 +93,30 @@ def paired_difference(a: Sequence[float], b: Sequence[float], level: float = INT
 
 
 def seed_spread(values: Sequence[float]) -> float | None:
-    """The sample standard deviation of a metric over seeds (None for one seed)."""
+    """The sample standard deviation of a metric over seeds.
+
+    Args:
+        values: the metric, one value per seed.
+
+    Returns:
+        The deviation (``ddof=1``), or None for one seed.
+    """
     return float(np.std(np.asarray(values, dtype=np.float64), ddof=1)) if len(values) > 1 else None
 
 
 def compare_over_seeds(a: Sequence[float], b: Sequence[float], level: float = INTERVAL_LEVEL) -> dict[str, Any]:
     """:func:`paired_difference` of ``a`` and ``b`` (values on the same seeds, in the same order) beside the seed
     spread: each side's mean and deviation over seeds, ``seed_spread`` (the two deviations pooled, root mean
-    square) and ``gap_over_spread``: |mean difference| / seed spread (None where there is no spread)."""
+    square) and ``gap_over_spread``: |mean difference| / seed spread (None where there is no spread).
+
+    Args:
+        a, b: the two kinds of run's values, on the same seeds in the same order.
+        level: the interval's confidence level.
+
+    Returns:
+        :func:`paired_difference`'s fields and ``level``, ``mean_a``, ``mean_b``, ``spread_a``, ``spread_b``,
+        ``seed_spread``, ``gap_over_spread``.
+    """
     stats = paired_difference(a, b, level)
     spread_a, spread_b = seed_spread(a), seed_spread(b)
     spread = None if spread_a is None else math.sqrt((spread_a ** 2 + spread_b ** 2) / 2)
@@ -105,6 +132,7 @@ def seed_statistics(runs: Sequence[dict[str, Any]], level: float = INTERVAL_LEVE
 
     Args:
         runs: the comparison's runs, each with ``backend``, ``devices``, ``seed`` and what :data:`METRICS` reads.
+        level: the intervals' confidence level.
 
     Returns:
         One entry per metric and pair: ``metric``, ``kind``, ``a`` and ``b`` (``{"backend", "devices"}``), ``a``

@@ -30,6 +30,12 @@ DEFAULT_SEED = 0
 def parse_seeds(text: str) -> list[int]:
     """Seeds written as a comma-separated list of seeds and inclusive ranges: ``"0-9"``, ``"0,3,7-9"``.
 
+    Args:
+        text: the list, as ``--seeds`` takes it.
+
+    Returns:
+        The seeds, in the order written.
+
     Raises:
         ValueError: a part that is not a non-negative integer or a range ``a-b`` with ``a <= b``, no seed at all, or
             a seed given twice.
@@ -51,19 +57,33 @@ def parse_seeds(text: str) -> list[int]:
 
 @dataclass(frozen=True)
 class RunSeeds:
-    """What one seed of the axis seeds (see the module's doc)."""
+    """What one seed of the axis seeds (see the module's docstring).
+
+    Attributes:
+        init: the seed of the initial parameters.
+        data: the seed of the data's split and the batches.
+        noise: the seed of the per-example noise (the trainer's ``seed``).
+    """
 
     init: int
     data: int
     noise: int
 
     def as_dict(self) -> dict[str, int]:
+        """The three seeds as a JSON-ready dict: ``{"init", "data", "noise"}``."""
         return asdict(self)
 
 
 def run_seeds(seeds: Sequence[int], init: int | None = None, data: int | None = None,
               noise: int | None = None) -> list[RunSeeds]:
     """Each seed's three seeds: the seed itself, except where ``init``, ``data`` or ``noise`` fixes one for all.
+
+    Args:
+        seeds: the seeds of the axis.
+        init, data, noise: a seed fixed for every seed of the axis, or None for the seed's own.
+
+    Returns:
+        One :class:`RunSeeds` per seed, in order.
 
     Raises:
         ValueError: no seeds, a seed given twice, or a negative one.
@@ -81,7 +101,15 @@ def run_seeds(seeds: Sequence[int], init: int | None = None, data: int | None = 
 
 def initial_values(model, init_seed: int) -> tuple[dict[str, Any], dict[str, Any]]:
     """The parameters and the model state (:class:`~toolkit.nn.model.State` entries) ``model.init`` draws from
-    ``init_seed``: what a trainer made with ``seed=init_seed`` starts from."""
+    ``init_seed``: what a trainer made with ``seed=init_seed`` starts from.
+
+    Args:
+        model: the :class:`~toolkit.Model`.
+        init_seed: the seed of ``model.init``'s generator.
+
+    Returns:
+        ``(params, state)``, NumPy values by name.
+    """
     made = model.init(np.random.default_rng(init_seed))
     params = {name: value for name, value in made.items() if not isinstance(value, State)}
     state = {name: value.value for name, value in made.items() if isinstance(value, State)}
@@ -90,7 +118,13 @@ def initial_values(model, init_seed: int) -> tuple[dict[str, Any], dict[str, Any
 
 def seed_trainer(trainer, model, seeds: RunSeeds) -> None:
     """Start ``trainer`` (made with ``seed=seeds.noise``, which keys its per-example noise) from the initial values
-    of ``seeds.init``, where that differs."""
+    of ``seeds.init``, where that differs.
+
+    Args:
+        trainer: a trainer made with ``seed=seeds.noise``.
+        model: its model.
+        seeds: the run's seeds.
+    """
     if seeds.init != seeds.noise:
         params, state = initial_values(model, seeds.init)
         trainer.set_params(params)

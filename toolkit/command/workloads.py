@@ -21,14 +21,23 @@ from toolkit.nn.models import lstm_text, mlp, mnist_convnet, resnet, sparse_soft
 
 @dataclass(frozen=True)
 class Workload:
-    """A model and its data: ``data(seed) -> (x_train, y_train, x_test, y_test)``."""
+    """A model and its data, as the ``multigpu`` commands train them.
+
+    Attributes:
+        name: the workload's name in the command's tables and results.
+        model: the :class:`toolkit.Model`.
+        data: ``data(seed) -> (x_train, y_train, x_test, y_test)``, NumPy arrays.
+        classifier: the outputs are class scores, so test accuracy applies.
+        bench_batch: ``multigpu bench``'s global batch for this model unless given.
+        bench_steps: ``multigpu bench``'s steps per round unless given.
+        compute_bound: the step is arithmetic-bound at ``bench_batch``: bench judges it by its fraction of the
+            machine's peak and against ``jax.jit``, where a dispatch-bound model is judged by its overhead.
+    """
 
     name: str
     model: Model
     data: Callable[[int], tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]
     classifier: bool = True
-    #: ``multigpu bench``'s global batch and steps per round for this model unless given, and whether its step is
-    #: compute-bound at that size (the issue's targets for arithmetic: fraction of peak, jax.jit, scaling).
     bench_batch: int = 256
     bench_steps: int = 32
     compute_bound: bool = False
@@ -105,6 +114,15 @@ def draw_batches(examples: int, size: int, count: int, seed: int) -> list[np.nda
     """The row indices of ``count`` batches of ``size``, each drawn without replacement, the same for a seed: what
     ``multigpu compare`` and ``multigpu bench`` train every candidate on.
 
+    Args:
+        examples: the number of training examples.
+        size: the batch size.
+        count: the number of batches.
+        seed: the seed of the draws.
+
+    Returns:
+        ``count`` int arrays of ``size`` row indices.
+
     Raises:
         ValueError: ``size`` exceeds the ``examples`` there are.
     """
@@ -116,7 +134,20 @@ def draw_batches(examples: int, size: int, count: int, seed: int) -> list[np.nda
 
 def epoch_batches(examples: int, size: int, epochs: int, seed: int) -> list[list[np.ndarray]]:
     """The row indices of each epoch's batches: every epoch a new permutation of the examples (drawn from
-    ``default_rng(seed)``), cut into batches of ``size``; the last batch of an epoch keeps the rows left over."""
+    ``default_rng(seed)``), cut into batches of ``size``; the last batch of an epoch keeps the rows left over.
+
+    Args:
+        examples: the number of training examples.
+        size: the batch size, >= 1.
+        epochs: the number of epochs, >= 1.
+        seed: the seed of the permutations.
+
+    Returns:
+        One list per epoch of int arrays of row indices.
+
+    Raises:
+        ValueError: ``size`` or ``epochs`` below 1.
+    """
     if size < 1 or epochs < 1:
         raise ValueError(f"batch size and epochs must be >= 1, got {size} and {epochs}")
     order = np.random.default_rng(seed)
@@ -126,6 +157,13 @@ def epoch_batches(examples: int, size: int, epochs: int, seed: int) -> list[list
 
 def load_workload(spec: str) -> Workload:
     """A built-in workload by name, or ``module:function``.
+
+    Args:
+        spec: a name of :data:`WORKLOADS`, or ``module:function`` naming a function of no arguments that returns a
+            :class:`Workload`, or a :class:`toolkit.Model` (then trained on the digits).
+
+    Returns:
+        The :class:`Workload`.
 
     Raises:
         ValueError: an unknown name, a module or function that cannot be found, or one that returns neither a

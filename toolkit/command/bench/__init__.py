@@ -6,7 +6,8 @@ device count ``n``, a fresh process with ``n`` logical devices (MirroredStrategy
 device count in one process, and JAX's device count is fixed at start) runs these candidates:
 
 - ``toolkit``: :class:`~toolkit.DataParallel` on ``n`` devices, per backend, plus any other backend options a
-  backend's natives declare in ``TOOLKIT_OPTIONS`` (Aesara's C linker, which has one device, at ``n = 1``);
+  backend's natives declare in ``TOOLKIT_OPTIONS`` (the Theano family's C linker, which has one device, at
+  ``n = 1``);
 - the natives (:mod:`toolkit.command.bench.natives`): TensorFlow's MirroredStrategy custom training loop and Keras
   ``fit`` under MirroredStrategy on the same ``n`` devices, and at ``n = 1`` a plain ``tf.function`` step without
   and with ``jit_compile=True``; a plain ``aesara.function`` step with ``updates`` (JAX and C linkers) and the
@@ -26,19 +27,20 @@ its rounds (``/proc/self/clear_refs``); ``first_peak_mb`` is the peak during the
 memory just before it (compilation and first buffers), ``step_peak_mb`` the largest such excess over its rounds
 (the step's working memory: activations, gradients, temporaries). Null where the kernel does not offer it.
 
-A ratio is reported with its spread: a bootstrap interval over the rounds (:func:`ratio_interval`), and a verdict
-against its target: "met" when the whole interval is at or below the target, "not met" when the whole interval is
-above it, and "within noise" when the interval straddles it (the machine's noise decides, not the code).
+A ratio is reported with its spread: a bootstrap interval over the rounds
+(:func:`~toolkit.command.bench.statistics.ratio_interval`), and a verdict against its target: "met" when the whole
+interval is at or below the target, "not met" when the whole interval is above it, and "within noise" when the interval
+straddles it (the machine's noise decides, not the code).
 
-How well the machine is used: before the models, a process of its own measures the machine's peak, the best
-FLOP/s of a large square matmul in the bench's dtype through NumPy's BLAS and each backend's library (TensorFlow;
-JAX for Aesara); each worker counts the model's FLOPs per step from the shapes of its matmuls and convolutions
-(:mod:`toolkit.command.flops`, which says how), and each candidate's achieved FLOP/s is that count over its median
-step time, also given as a fraction of the best peak; on compute-bound models the faster backend's toolkit step at
-one device is held to :data:`PEAK_FRACTION_TARGET` of it (``fractions``). What stands between a step and the peak
-is split in two by timing, in the one-device process of a compute-bound model, the step's matmuls and convolutions
-alone with each backend's library (:func:`toolkit.command.flops.products_alone`): their own share of the peak (what
-their shapes allow) and the step's speed over theirs (what the rest of the step costs).
+How well the machine is used: before the models, a process of its own measures the machine's peak, the best FLOP/s of a
+large square matmul in the bench's dtype through NumPy's BLAS and each backend's library (TensorFlow; JAX for Aesara and
+PyTensor); each worker counts the model's FLOPs per step from the shapes of its matmuls and convolutions
+(:mod:`toolkit.command.flops`, which says how), and each candidate's achieved FLOP/s is that count over its median step
+time, also given as a fraction of the best peak; on compute-bound models the faster backend's toolkit step at one device
+is held to :data:`~toolkit.command.bench.targets.PEAK_FRACTION_TARGET` of it (``fractions``). What stands between a step
+and the peak is split in two by timing, in the one-device process of a compute-bound model, the step's matmuls and
+convolutions alone with each backend's library (:func:`toolkit.command.flops.products_alone`): their own share of the
+peak (what their shapes allow) and the step's speed over theirs (what the rest of the step costs).
 
 TensorFlow runs with oneDNN's kernels on (its default on x86; the toolkit itself turns them off for quiet logs
 unless ``TF_ENABLE_ONEDNN_OPTS`` is set): the bench measures each framework at its best.

@@ -22,17 +22,30 @@ class Runner(Protocol):
     """A candidate: a training loop on the cycle of batches, from the toolkit's initial parameters and state."""
 
     def run(self, steps: int) -> float:
-        """Train ``steps`` steps on the next batches of the cycle; the last step's loss."""
+        """Train on the next batches of the cycle, going round it.
+
+        Args:
+            steps: the number of steps.
+
+        Returns:
+            The last step's loss.
+        """
 
     def params(self) -> dict[str, np.ndarray]:
-        """The parameters and model state now, by name, as NumPy arrays."""
+        """The parameters and model state now, by name, as NumPy arrays (the toolkit's runner: the parameters)."""
 
     # Optional attribute ``devices_used``: how many devices it trains on, if not all of the process's.
 
 
 @dataclass(frozen=True)
 class Batches:
-    """A cycle of equal-size batches, in training order: batch ``i`` is rows ``i*size .. (i+1)*size`` of x and y."""
+    """A cycle of equal-size batches, in training order: batch ``i`` is rows ``i*size .. (i+1)*size`` of x and y.
+
+    Attributes:
+        x: the batches' inputs, one after another.
+        y: their targets.
+        size: the batch size.
+    """
 
     x: np.ndarray
     y: np.ndarray
@@ -55,6 +68,17 @@ NO_NATIVES = ("{model} draws noise (dropout), which the native baselines cannot 
 def make_batches(x: np.ndarray, y: np.ndarray, size: int, count: int, seed: int, dtype: str) -> Batches:
     """``count`` batches of ``size`` rows drawn without replacement within each batch; floats cast to ``dtype``,
     integers (labels, token ids) to the toolkit's label dtype, as the trainers cast them.
+
+    Args:
+        x: the training inputs, one array.
+        y: the training targets.
+        size: the batch size.
+        count: the number of batches in the cycle.
+        seed: the seed of the draws (:func:`toolkit.command.workloads.draw_batches`).
+        dtype: the computation dtype.
+
+    Returns:
+        The :class:`Batches`.
 
     Raises:
         ValueError: ``x`` is a dict of inputs, or ``size`` exceeds the examples there are.
@@ -132,7 +156,14 @@ def measure(config: dict[str, Any]) -> list[dict[str, Any]] | dict[str, Any]:
 
 def measure_peak(config: dict[str, Any]) -> dict[str, Any]:
     """The machine's matmul peak in the bench's dtype (:func:`toolkit.command.flops.matmul_peak`), through NumPy and
-    each backend's library, on one device."""
+    each backend's library, on one device.
+
+    Args:
+        config: the bench's config (``backends``, ``dtype``, ``peak_size``).
+
+    Returns:
+        ``{"size", "dtype", "gflops": {library: GFLOP/s}}``.
+    """
     import toolkit
     from toolkit.command.flops import matmul_peak
 

@@ -10,7 +10,14 @@ from toolkit.command.flops import PEAK_REPEATS
 
 
 def ratio_label(ratio: dict[str, Any]) -> str:
-    """What a ratio divides by what, in words."""
+    """What a ratio divides by what, in words.
+
+    Args:
+        ratio: one entry of the results' ``ratios``.
+
+    Returns:
+        E.g. ``"toolkit DataParallel / tf.function step"``, or ``"..., n devices / 1 device"`` for scaling.
+    """
     top, bottom = LABELS.get(ratio["candidate"], ratio["candidate"]), LABELS.get(ratio["baseline"], ratio["baseline"])
     if ratio["candidate"] == ratio["baseline"]:
         return f"{top}, n devices / 1 device"
@@ -19,7 +26,14 @@ def ratio_label(ratio: dict[str, Any]) -> str:
 
 
 def peak_sentence(results: dict[str, Any]) -> str:
-    """The machine's measured peak and how a step's FLOPs are counted, in words."""
+    """The machine's measured peak and how a step's FLOPs are counted, in words.
+
+    Args:
+        results: a bench run's results.
+
+    Returns:
+        One paragraph.
+    """
     peak = results["peak"]
     speeds = ", ".join(f"{library} {gflops:.1f}" for library, gflops in peak["gflops"].items())
     return (f"Machine peak, {peak['dtype']} {peak['size']}x{peak['size']} matmul, best of {PEAK_REPEATS}: {speeds} "
@@ -77,7 +91,14 @@ def _model_markdown(model: str, runs: list[dict[str, Any]], model_ratios: list[d
 def markdown(results: dict[str, Any]) -> str:
     """The README's tables of a bench run: the settings and machine, the peak, then per model its step times
     (achieved GFLOP/s, share of peak, first step, memory) and every ratio with its interval and verdict, then the
-    fractions of peak of the compute-bound models."""
+    fractions of peak of the compute-bound models.
+
+    Args:
+        results: a bench run's results (:mod:`toolkit.command.bench.schema`).
+
+    Returns:
+        The markdown, ending in a newline.
+    """
     config, where = results["config"], results["machine"]
     versions = ", ".join(f"{k} {v}" for k, v in where["versions"].items())
     lines = [f"SGD({config['lr']}), {config['dtype']}, {config['rounds']} rounds; {where['cpu']}, {where['cores']} "
@@ -101,8 +122,12 @@ def markdown(results: dict[str, Any]) -> str:
 
 
 def print_report(results: dict[str, Any]) -> None:
-    """The terminal's tables of a bench run: per model its step times and its ratios, then the peak, the fractions
-    of peak and the machine."""
+    """Print a bench run's tables on the terminal: per model its step times and its ratios, then the peak, the
+    fractions of peak and the machine.
+
+    Args:
+        results: a bench run's results (:mod:`toolkit.command.bench.schema`).
+    """
     from rich.console import Console
     from rich.table import Table
 

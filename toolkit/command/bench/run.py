@@ -20,7 +20,12 @@ from toolkit.errors import ComputeError
 
 
 def machine() -> dict[str, Any]:
-    """What the numbers were measured on."""
+    """What the numbers were measured on.
+
+    Returns:
+        ``{"cpu", "cores", "platform", "python", "versions": {package: version}}`` for the installed frameworks and
+        NumPy.
+    """
     versions = {}
     for package in ("tensorflow", "keras", "aesara", "pytensor", "jax", "jaxlib", "numpy"):
         try:

@@ -17,6 +17,7 @@ target) and ``fractions`` (``model``, ``backend``, ``candidate``, ``fraction``, 
 GFLOP/s over theirs).
 """
 
+#: The results file's ``schema`` entry, and its version (raised when a field changes meaning or goes).
 SCHEMA = "multigpu-toolkit/bench"
 SCHEMA_VERSION = 6
 

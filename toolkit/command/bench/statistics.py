@@ -26,6 +26,14 @@ def ratio_interval(candidate: Sequence[float], baseline: Sequence[float], paired
 
     ``paired``: the two were measured in the same rounds of one process (taking turns), so a round is resampled as a
     pair and what slowed the whole machine during a round cancels; otherwise each side is resampled on its own.
+
+    Args:
+        candidate: the candidate's per-round step times.
+        baseline: the baseline's per-round step times.
+        paired: resample rounds as pairs (the two sides need as many rounds).
+
+    Returns:
+        ``(low, high)``, the interval's ends.
     """
     a, b = np.asarray(candidate, np.float64), np.asarray(baseline, np.float64)
     rng = np.random.default_rng(BOOTSTRAP_SEED)
@@ -37,7 +45,16 @@ def ratio_interval(candidate: Sequence[float], baseline: Sequence[float], paired
 
 
 def verdict(low: float, high: float, target: float | None) -> str | None:
-    """"met", "not met" or "within noise" for a ratio whose interval is ``[low, high]`` (None without a target)."""
+    """Whether a ratio (lower is better) meets its target, judged on its interval.
+
+    Args:
+        low, high: the ratio's interval.
+        target: the largest ratio that meets the target, or None.
+
+    Returns:
+        ``"met"`` (the whole interval at or below the target), ``"not met"`` (the whole interval above),
+        ``"within noise"``, or None without a target.
+    """
     if target is None:
         return None
     return "met" if high <= target else "not met" if low > target else "within noise"
@@ -45,8 +62,18 @@ def verdict(low: float, high: float, target: float | None) -> str | None:
 
 def ratios(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per model: every toolkit candidate over every native of its backend in the same process, and each candidate
-    that uses all the process's devices over its own one-device run (scaling); with the targets of :data:`TARGETS`
-    and the scaling bounds where they apply, each with its bootstrap interval and verdict."""
+    that uses all the process's devices over its own one-device run (scaling); with the targets of
+    :data:`~toolkit.command.bench.targets.TARGETS` and the scaling bounds where they apply, each with its bootstrap
+    interval and verdict.
+
+    Args:
+        runs: the results file's runs (each with ``model``, ``backend``, ``candidate``, ``devices``, ``round_ms``,
+            ``median_ms``).
+
+    Returns:
+        One dict per ratio: ``model``, ``backend``, ``devices``, ``candidate``, ``baseline``, ``baseline_devices``,
+        ``ratio``, ``low``, ``high``, ``target`` and ``verdict``.
+    """
     found = {(r.get("model", ""), r["backend"], r["candidate"], r["devices"]): r for r in runs}
     out = []
 
@@ -77,7 +104,16 @@ def ratios(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 def fractions(runs: Sequence[dict[str, Any]], best_peak_gflops: float) -> list[dict[str, Any]]:
     """On each compute-bound model, every backend's one-device toolkit step as a fraction of the best matmul peak,
     with a bootstrap interval over its rounds; the faster backend's is judged against :data:`PEAK_FRACTION_TARGET`
-    (the other is reported, with no target)."""
+    (the other is reported, with no target).
+
+    Args:
+        runs: the results file's runs.
+        best_peak_gflops: the best matmul peak measured on the machine, in GFLOP/s.
+
+    Returns:
+        One dict per compute-bound one-device toolkit run: ``model``, ``backend``, ``candidate``, ``fraction``,
+        ``low``, ``high``, ``target``, ``verdict``, ``products_alone_fraction`` and ``of_products_alone``.
+    """
     candidates = [r for r in runs if r.get("compute_bound") and r["candidate"] == "toolkit" and r["devices"] == 1]
     rng = np.random.default_rng(BOOTSTRAP_SEED)
     out = []

@@ -9,7 +9,16 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Target:
     """A speed target: ``candidate``'s step time over ``baseline``'s of the same backend and process is at most
-    ``bound``, at ``devices`` (None: every count), on every model or only the compute-bound ones."""
+    ``bound``.
+
+    Attributes:
+        backend: the backend's name.
+        candidate: the toolkit's candidate (``"toolkit"``, ``"toolkit-c"``).
+        baseline: the native it is compared with (``"mirrored-ctl"``, ``"function-jax"``, ...).
+        devices: the device counts the target holds at (None: every count).
+        bound: the largest ratio that meets it.
+        compute_bound_only: it holds on the compute-bound models only.
+    """
 
     backend: str
     candidate: str
@@ -42,7 +51,18 @@ PEAK_FRACTION_TARGET = 0.6
 
 
 def target_for(backend: str, candidate: str, baseline: str, devices: int, compute_bound: bool) -> float | None:
-    """The bound of :data:`TARGETS` on ``candidate`` over ``baseline`` at ``devices`` devices, or None."""
+    """The bound of :data:`TARGETS` on ``candidate`` over ``baseline`` at ``devices`` devices.
+
+    Args:
+        backend: the backend's name.
+        candidate: the toolkit's candidate.
+        baseline: the native compared with.
+        devices: the device count of both.
+        compute_bound: the model is compute-bound.
+
+    Returns:
+        The first matching target's bound, or None where no target applies.
+    """
     return next((t.bound for t in TARGETS if (t.backend, t.candidate, t.baseline) == (backend, candidate, baseline)
                  and (t.devices is None or devices in t.devices) and (compute_bound or not t.compute_bound_only)),
                 None)

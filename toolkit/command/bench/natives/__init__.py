@@ -29,6 +29,12 @@ MODULES = {"tensorflow": "tensorflow", "aesara": "theano", "pytensor": "theano"}
 def natives(name: str) -> ModuleType:
     """Backend ``name``'s natives, its framework started by the backend first.
 
+    Args:
+        name: a backend's name (a key of :data:`MODULES`).
+
+    Returns:
+        The natives module (its contract in this package's docstring).
+
     Raises:
         BackendUnavailableError: the bench has no natives for ``name``, or the backend is not installed.
     """

@@ -24,7 +24,14 @@ from toolkit.nn.shapes import check_conv, check_matmul, window
 
 
 def matmul(a: np.ndarray, b: np.ndarray):
-    """A call that computes ``a @ b`` with ``jax.jit`` on JAX's first device and waits for the result."""
+    """A call that computes ``a @ b`` with ``jax.jit`` on JAX's first device and waits for the result.
+
+    Args:
+        a, b: NumPy matrices, placed on the device once, here.
+
+    Returns:
+        A function of no arguments, timed by :func:`toolkit.command.flops.matmul_peak`.
+    """
     ja, jb = jax.device_put(a), jax.device_put(b)
     product = jax.jit(lambda p, q: p @ q)
     return lambda: product(ja, jb).block_until_ready()
@@ -32,7 +39,17 @@ def matmul(a: np.ndarray, b: np.ndarray):
 
 def products(found: list, operands: list, cotangents: list, dtype: str):
     """A call that runs a step's matmuls and convolutions alone (:func:`toolkit.command.flops.products_alone`) in
-    plain JAX on its first device: one ``jax.jit`` of their forward and ``jax.vjp`` for both operands of each."""
+    plain JAX on its first device: one ``jax.jit`` of their forward and ``jax.vjp`` for both operands of each.
+
+    Args:
+        found: the step's products (:class:`toolkit.command.flops.Product`), in the order they ran.
+        operands: each product's two operands, NumPy arrays.
+        cotangents: each product's output cotangent, NumPy arrays.
+        dtype: the computation dtype.
+
+    Returns:
+        A function of no arguments, timed by :func:`toolkit.command.flops.products_alone`.
+    """
     ops, device = JaxOps(dtype), jax.devices()[0]
 
     def forward(operands):
@@ -50,7 +67,16 @@ def products(found: list, operands: list, cotangents: list, dtype: str):
 
 class JaxJit:
     """The model in plain JAX: ``jax.jit`` of ``value_and_grad`` and the SGD update, parameters and state donated
-    (updated in place), the batches placed on the device once."""
+    (updated in place), the batches placed on the device once (a :class:`~toolkit.command.bench.measure.Runner`).
+
+    Args:
+        model: the toolkit :class:`~toolkit.Model` benched.
+        params: its initial parameters (the toolkit trainer's), by name.
+        state: its initial model state, by name.
+        batches: the cycle of batches (:class:`~toolkit.command.bench.measure.Batches`).
+        dtype: the computation dtype.
+        lr: SGD's learning rate.
+    """
 
     devices_used = 1
 
@@ -82,7 +108,14 @@ class JaxJit:
 
 
 class JaxOps(Ops):
-    """The neutral ops as single ``jax.numpy`` / ``jax.lax`` calls: what a JAX user writes for each."""
+    """The neutral ops as single ``jax.numpy`` / ``jax.lax`` calls: what a JAX user writes for each.
+
+    Its methods are :class:`~toolkit.nn.ops.Ops`' (their names, arguments and meanings documented there), only those
+    the bench's models use; any other op raises ``NotImplementedError``.
+
+    Args:
+        dtype: the computation dtype.
+    """
 
     def is_native(self, value):
         return isinstance(value, jax.Array)

@@ -39,7 +39,14 @@ PEAK_LIBRARY = "tensorflow"
 
 
 def matmul(a: np.ndarray, b: np.ndarray):
-    """A call that computes ``a @ b`` with TensorFlow on its first CPU device and waits for the result."""
+    """A call that computes ``a @ b`` with TensorFlow on its first CPU device and waits for the result.
+
+    Args:
+        a, b: NumPy matrices, placed on the device once, here.
+
+    Returns:
+        A function of no arguments, timed by :func:`toolkit.command.flops.matmul_peak`.
+    """
     with tf.device("/CPU:0"):
         ta, tb = tf.constant(a), tf.constant(b)
     product = tf.function(lambda p, q: tf.linalg.matmul(p, q))
@@ -66,7 +73,17 @@ def _strategy(native_names: list[str]):
 
 
 class MirroredCustomLoop:
-    """``MirroredStrategy`` custom training loop with SGD."""
+    """``MirroredStrategy`` custom training loop with SGD (a :class:`~toolkit.command.bench.measure.Runner`).
+
+    Args:
+        model: the toolkit :class:`~toolkit.Model` benched.
+        params: its initial parameters (the toolkit trainer's), by name.
+        state: its initial model state, by name.
+        batches: the cycle of batches (:class:`~toolkit.command.bench.measure.Batches`).
+        native_names: TensorFlow's names of the devices the strategy mirrors over.
+        dtype: the computation dtype.
+        lr: SGD's learning rate.
+    """
 
     def __init__(self, model, params, state, batches: Batches, native_names, dtype, lr) -> None:
         ops, global_batch = _ops(dtype), batches.size
@@ -110,7 +127,19 @@ class FunctionStep:
     a GradientTape step with a Keras SGD optimizer, the batches fed one by one; with ``jit_compile=True`` the step
     is compiled by XLA (``function-xla``). With ``all_or_nothing=True`` (``function-checked``) the update and the
     new model state are written only if the loss, every gradient and the new state are finite, the guarantee the
-    toolkit's step gives (``nan_policy``): the same step with the toolkit's extra work and none of its machinery."""
+    toolkit's step gives (``nan_policy``): the same step with the toolkit's extra work and none of its machinery.
+
+    Args:
+        model: the toolkit :class:`~toolkit.Model` benched.
+        params: its initial parameters (the toolkit trainer's), by name.
+        state: its initial model state, by name.
+        batches: the cycle of batches (:class:`~toolkit.command.bench.measure.Batches`).
+        native_name: TensorFlow's name of the device.
+        dtype: the computation dtype.
+        lr: SGD's learning rate.
+        jit_compile: compile the step with XLA.
+        all_or_nothing: write the update only where everything is finite.
+    """
 
     def __init__(self, model, params, state, batches: Batches, native_name, dtype, lr, jit_compile: bool,
                  all_or_nothing: bool = False) -> None:
@@ -160,7 +189,16 @@ class FunctionStep:
 
 class ToolkitModel(keras.Model):
     """A Keras model whose weights are the toolkit model's parameters (trainable) and model state (non-trainable,
-    ``aggregation="mean"`` as Keras' batch normalization statistics) and whose call is its forward."""
+    ``aggregation="mean"`` as Keras' batch normalization statistics) and whose call is its forward.
+
+    Args:
+        model: the toolkit :class:`~toolkit.Model`.
+        params: its initial parameters, by name.
+        state: its initial model state, by name.
+        ops: the TensorFlow backend's ops the forward is written with.
+        dtype: the computation dtype.
+        integer_inputs: the inputs are ids, which Keras' ``fit`` hands over as floats (cast back in ``call``).
+    """
 
     def __init__(self, model, params, state, ops, dtype, integer_inputs: bool) -> None:
         super().__init__(dtype=dtype, name="toolkit_model")
@@ -193,7 +231,17 @@ class ToolkitModel(keras.Model):
 
 
 class KerasFit:
-    """``model.fit`` under ``MirroredStrategy`` with SGD; ``compile`` keeps its defaults (``jit_compile="auto"``)."""
+    """``model.fit`` under ``MirroredStrategy`` with SGD; ``compile`` keeps its defaults (``jit_compile="auto"``).
+
+    Args:
+        model: the toolkit :class:`~toolkit.Model` benched.
+        params: its initial parameters (the toolkit trainer's), by name.
+        state: its initial model state, by name.
+        batches: the cycle of batches (:class:`~toolkit.command.bench.measure.Batches`).
+        native_names: TensorFlow's names of the devices the strategy mirrors over.
+        dtype: the computation dtype.
+        lr: SGD's learning rate.
+    """
 
     def __init__(self, model, params, state, batches: Batches, native_names, dtype, lr) -> None:
         ops = _ops(dtype)
@@ -222,7 +270,17 @@ class KerasFit:
 def products(found: list, operands: list, cotangents: list, dtype: str):
     """A call that runs a step's matmuls and convolutions alone (:func:`toolkit.command.flops.products_alone`) with
     TensorFlow on its first CPU device: one ``tf.function`` of their forward and a GradientTape's gradients for both
-    operands of each (TensorFlow's eager call returns when the work is done)."""
+    operands of each (TensorFlow's eager call returns when the work is done).
+
+    Args:
+        found: the step's products (:class:`toolkit.command.flops.Product`), in the order they ran.
+        operands: each product's two operands, NumPy arrays.
+        cotangents: each product's output cotangent, NumPy arrays.
+        dtype: the computation dtype.
+
+    Returns:
+        A function of no arguments, timed by :func:`toolkit.command.flops.products_alone`.
+    """
     ops = _ops(dtype)
     with tf.device("/CPU:0"):
         operands = [tuple(tf.constant(v) for v in pair) for pair in operands]
@@ -241,8 +299,21 @@ def products(found: list, operands: list, cotangents: list, dtype: str):
 
 
 def runners(model, params, state, batches: Batches, devices, backend, dtype: str, lr: float) -> dict:
-    """The native runners for ``devices`` (the toolkit devices the toolkit's run uses), from the toolkit's initial
-    ``params`` and model ``state``."""
+    """The native runners for ``devices``, from the toolkit's initial ``params`` and model ``state``.
+
+    Args:
+        model: the toolkit :class:`~toolkit.Model` benched.
+        params: its initial parameters (the toolkit trainer's), by name.
+        state: its initial model state, by name.
+        batches: the cycle of batches (:class:`~toolkit.command.bench.measure.Batches`).
+        devices: the toolkit devices the toolkit's run uses.
+        backend: the TensorFlow backend (for the devices' native names).
+        dtype: the computation dtype.
+        lr: SGD's learning rate.
+
+    Returns:
+        ``{candidate: runner}``: ``mirrored-ctl`` and ``keras-fit``, and on one device the ``function`` steps.
+    """
     names = [backend.native_name(d) for d in devices]
     natives = {"mirrored-ctl": MirroredCustomLoop(model, params, state, batches, names, dtype, lr),
                "keras-fit": KerasFit(model, params, state, batches, names, dtype, lr)}

@@ -40,7 +40,19 @@ def _engine(name: str):
 class FunctionWithUpdates:
     """``f = theano.function([x, y], loss, updates=[(p, p - lr * grad), (s, new s)])``, called once per batch.
     With ``all_or_nothing=True`` each update is ``switch(finite, new, old)``: written only if the loss, every
-    gradient and the new state are finite, the guarantee the toolkit's step gives (``nan_policy``)."""
+    gradient and the new state are finite, the guarantee the toolkit's step gives (``nan_policy``).
+
+    Args:
+        model: the toolkit :class:`~toolkit.Model` benched.
+        params: its initial parameters (the toolkit trainer's), by name.
+        state: its initial model state, by name.
+        batches: the cycle of batches (:class:`~toolkit.command.bench.measure.Batches`).
+        engine: the backend's name, ``"aesara"`` or ``"pytensor"``.
+        linker: a linker of the engine's compilation modes (``"jax"``, ``"c"``).
+        dtype: the computation dtype.
+        lr: SGD's learning rate.
+        all_or_nothing: write the updates only where everything is finite.
+    """
 
     devices_used = 1
 
@@ -84,9 +96,25 @@ class FunctionWithUpdates:
 
 
 def runners(model, params, state, batches: Batches, devices, backend, dtype: str, lr: float) -> dict:
-    """The native runners, in the one-device process only: they have one device (plain Aesara has no multi-device
-    training), and the toolkit on ``n`` devices is compared with them through its scaling ratio (with per-replica
-    batch statistics, ``n`` devices do not train like one, so their parameters could not be compared there)."""
+    """The native runners, in the one-device process only: they have one device (neither engine has multi-device
+    training of its own), and the toolkit on ``n`` devices is compared with them through its scaling ratio (with
+    per-replica batch statistics, ``n`` devices do not train like one, so their parameters could not be compared
+    there).
+
+    Args:
+        model: the toolkit :class:`~toolkit.Model` benched.
+        params: its initial parameters (the toolkit trainer's), by name.
+        state: its initial model state, by name.
+        batches: the cycle of batches (:class:`~toolkit.command.bench.measure.Batches`).
+        devices: the toolkit devices the toolkit's run uses.
+        backend: the Aesara or PyTensor backend benched.
+        dtype: the computation dtype.
+        lr: SGD's learning rate.
+
+    Returns:
+        ``{candidate: runner}``: ``function-<linker>`` and ``function-<linker>-checked`` for each linker, and
+        ``jax-jit``; empty on more than one device.
+    """
     if len(devices) > 1:
         return {}
     natives = {f"function-{linker}{'-checked' * checked}": FunctionWithUpdates(
