@@ -75,3 +75,13 @@ class ArgumentError(ToolkitError, ValueError):
     """An op's argument has a value the op does not accept: malformed (``padding="full"``, ``strides=0``) or a
     combination the toolkit refuses on every backend (``flash_attention=True``, strides and dilation above 1
     together in ``conv``). The message names the argument, what was given and what is accepted."""
+
+
+class DistributedError(ToolkitError, ValueError):
+    """A job of several processes that cannot work: a process id out of range, a malformed address, a conflicting
+    setting, or a trainer on another backend than the one the process joined the job with."""
+
+
+class PeerLostError(ToolkitError, RuntimeError):
+    """Another process of the job died, hung or never joined; the message names it. This process cannot go on with
+    the job."""

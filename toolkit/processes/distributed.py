@@ -35,21 +35,13 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from toolkit.errors import ToolkitError
+from toolkit.errors import DistributedError, PeerLostError, ToolkitError
 from toolkit.placement.splitting import shard_bounds, split_sizes
 
 #: Seconds a process waits for the others (to join, and at each step's reduction) before PeerLostError.
 DEFAULT_TIMEOUT = 60.0
 #: The coordinator's port under SLURM when MULTIGPU_PORT is not set.
 DEFAULT_PORT = 29500
-
-
-class DistributedError(ToolkitError, ValueError):
-    """A job description that cannot work: a process id out of range, a malformed address, a conflicting setting."""
-
-
-class PeerLostError(ToolkitError, RuntimeError):
-    """Another process died, hung or never joined; the message names it. This process cannot go on with the job."""
 
 
 @dataclass(frozen=True)
