@@ -22,8 +22,8 @@ class _WithoutFlatCall:
 
 
 @pytest.fixture(scope="module")
-def traced():
-    from toolkit.backends.tensorflow.backend import _traced, tf
+def concrete_step():
+    from toolkit.backends.tensorflow.compiling import tf, traced
 
     scale = tf.Variable(2.0)  # a captured input, as the trainer's variables are
 
@@ -31,7 +31,7 @@ def traced():
         return {"sum": (pair[0] + pair[1]) * scale, "rows": rows}, tf.reduce_sum(offsets[0])
 
     args = ((tf.constant(1.0), tf.constant(3.0)), [tf.constant([1.0, 2.0])], 4)
-    function = _traced(step)
+    function = traced(step)
     return tf, function.get_concrete_function(*args), args
 
 
@@ -40,22 +40,22 @@ def _numbers(result):
     return float(outputs["sum"]), outputs["rows"], float(total)
 
 
-def test_flat_call_gives_the_structured_result(traced):
-    from toolkit.backends.tensorflow.backend import _call_concrete
+def test_flat_call_gives_the_structured_result(concrete_step):
+    from toolkit.backends.tensorflow.compiling import call_concrete
 
-    tf, concrete, args = traced
+    tf, concrete, args = concrete_step
     flat = [tf.convert_to_tensor(a) for a in tf.nest.flatten(args[:2])]
-    assert _numbers(_call_concrete(concrete, flat, args)) == _numbers(concrete(*args)) == (8.0, 4, 3.0)
+    assert _numbers(call_concrete(concrete, flat, args)) == _numbers(concrete(*args)) == (8.0, 4, 3.0)
 
 
 @pytest.mark.parametrize("case", ["no flat call", "inputs that do not match"])
-def test_flat_call_falls_back_to_the_structured_call(traced, case):
-    from toolkit.backends.tensorflow.backend import _call_concrete
+def test_flat_call_falls_back_to_the_structured_call(concrete_step, case):
+    from toolkit.backends.tensorflow.compiling import call_concrete
 
-    tf, concrete, args = traced
+    tf, concrete, args = concrete_step
     flat = [tf.convert_to_tensor(a) for a in tf.nest.flatten(args[:2])]
     if case == "no flat call":
         concrete = _WithoutFlatCall(concrete)
     else:
         flat = flat[:-1]  # one input short: the flat call would bind the wrong tensors
-    assert _numbers(_call_concrete(concrete, flat, args)) == (8.0, 4, 3.0)
+    assert _numbers(call_concrete(concrete, flat, args)) == (8.0, 4, 3.0)

@@ -1,8 +1,10 @@
 """The backend interface: a few primitives each framework implements, and the multi-device methods written once
 on top of them.
 
-A backend translates; it does not decide. How a batch is split (:mod:`toolkit.placement.splitting`), how values
-are weighted and what a training step is (:mod:`toolkit.training.data_parallel`) are decided here in the core.
+A backend translates; it does not decide. How a batch is split and padded (:mod:`toolkit.placement.splitting`,
+:mod:`toolkit.training.shards`) and what a training step is (its rules: :mod:`toolkit.training.step`) are decided
+in the core; a backend compiles those rules for its framework, runs them on a device, sums across replicas and
+processes, and writes the results.
 """
 
 from __future__ import annotations
@@ -14,12 +16,14 @@ from typing import Any, ClassVar, Protocol
 import numpy as np
 import optree
 
-from toolkit.errors import DeviceNotFoundError, DeviceSpecError
+from toolkit.errors import DeviceNotFoundError, DeviceSpecError, DistributedError
 from toolkit.nn.model import Model
 from toolkit.nn.ops import Ops
 from toolkit.placement.devices import Device, parse_device
 from toolkit.placement.splitting import shard_bounds, split_sizes
 from toolkit.placement.variables import MirroredVariable, Variable
+from toolkit.processes import distributed
+from toolkit.processes.distributed import Cluster
 from toolkit.training.optim import Optimizer
 
 Native = Any  # a backend's array type
@@ -28,18 +32,20 @@ Native = Any  # a backend's array type
 class GradientFn(Protocol):
     def __call__(self, params: Mapping[str, Native], batch: Mapping[str, Any], y: Native,
                  device: Device) -> tuple[Native, dict[str, Native], dict[str, Native], dict[str, Native]]:
-        """A training run of the model on one shard (``batch`` from :func:`toolkit.nn.model.batch`: x, the examples'
-        keys, the model state): the mean loss, its gradient for each parameter, the model state's new values
-        (:meth:`toolkit.nn.model.Model.train_losses`) and the mean of each metric the function was compiled for
-        (``{name: mean}``), computed on ``device``, left there."""
+        """One replica's training run on its shard (``batch`` from :func:`toolkit.training.step.replica_batch`: x,
+        the examples' keys, the model state, the replica's share of the step), computed on ``device`` and left
+        there: its part of the loss, that part's gradient for each parameter, its parts of the model state's new
+        values and of the mean of each metric the function was compiled for (``{name: part}``); rules 2 and 3 of
+        :mod:`toolkit.training.step`."""
 
 
 class UpdateFn(Protocol):
     def __call__(self, params: Mapping[str, Native], grads: Mapping[str, Native],
-                 state: Mapping[str, Mapping[str, Native]], step: Native,
+                 state: Mapping[str, Mapping[str, Native]], step: Native, checked: Sequence[Native],
                  device: Device) -> tuple[dict[str, Native], dict[str, dict[str, Native]], Native]:
-        """:meth:`toolkit.training.optim.Optimizer.update` on ``device``: new parameters, new optimizer state
-        (``state[slot][param]``) and whether every gradient was finite, left on ``device``."""
+        """Rule 5 (:func:`toolkit.training.step.apply_update`) on ``device``: the new parameters, the new optimizer
+        state (``state[slot][param]``) and whether they may be written (every gradient, new value and value of
+        ``checked`` finite), left on ``device``."""
 
 
 class PartFn(Protocol):
@@ -62,6 +68,9 @@ class Backend(ABC):
     """
 
     name: ClassVar[str]
+    #: Whether :meth:`compile_fused_step`'s step over several devices takes only shards of one size; the trainer then
+    #: pads uneven ones (:mod:`toolkit.training.shards`).
+    equal_shards: ClassVar[bool] = False
 
     # ----------------------------------------------------------------------------------------------------------------
     # Primitives: what a framework must provide.
@@ -92,12 +101,14 @@ class Backend(ABC):
 
     @abstractmethod
     def compile_gradient(self, model: Model, dtype: str, metrics: tuple = ()) -> GradientFn:
-        """The per-device loss-and-gradient function of ``model``, also scoring ``metrics``
-        (:class:`toolkit.metrics.Metric` objects) on the training run's outputs."""
+        """A replica's part of the loss and its gradient on any device: :func:`toolkit.training.step.
+        replica_objective` of ``model``, also scoring ``metrics`` (:class:`toolkit.metrics.Metric` objects) on the
+        training run's outputs, and the framework's gradient of the part."""
 
     @abstractmethod
     def compile_update(self, optimizer: Optimizer, dtype: str) -> UpdateFn:
-        """``optimizer.update`` for a whole parameter dict, compiled once and run on the device of its inputs."""
+        """:func:`toolkit.training.step.apply_update` for a whole parameter dict, compiled once and run on the
+        device of its inputs."""
 
     @abstractmethod
     def compile_part(self, fn: Callable[..., Any], dtype: str) -> PartFn:
@@ -110,6 +121,10 @@ class Backend(ABC):
     @abstractmethod
     def _weighted_sum(self, values: Sequence[Native], weights: Sequence[float], device: Device) -> Native:
         """``sum(w * v)`` in the given order, computed on ``device``."""
+
+    @abstractmethod
+    def _sum(self, values: Sequence[Native], device: Device) -> Native:
+        """``sum(v)`` in the given order, computed on ``device``."""
 
     @abstractmethod
     def _concat(self, values: Sequence[Native], device: Device) -> Native:
@@ -222,8 +237,8 @@ class Backend(ABC):
                 mean gradients is the full-batch mean gradient for any split. Default: equal weights.
             device: where the result is computed and left; default: the device of the first value.
 
-        This is the toolkit's single reduction point: a multi-process backend overrides it (or ``_weighted_sum``)
-        with its framework's all-reduce, and nothing above it changes.
+        A data-parallel step does not need it: its replicas' parts are already weighted by their shares
+        (:mod:`toolkit.training.step`), and :meth:`sum` adds them up.
         """
         values = list(values)
         if not values:
@@ -244,6 +259,23 @@ class Backend(ABC):
             lambda *leaves: self._weighted_sum(leaves, [w / total for _, w in kept], target),
             *[v for v, _ in kept],
         )
+
+    def sum(self, values: Sequence[Any], device: Device | str) -> Any:
+        """The sum of one pytree per replica (each replica's part of a step, rule 4 of :mod:`toolkit.training.step`
+        within a process), computed on ``device`` in the order given.
+
+        Args:
+            values: pytrees of the same structure, one per replica.
+            device: where the sum is computed and left.
+
+        Returns:
+            A pytree of that structure of native arrays on ``device``.
+        """
+        values = list(values)
+        if not values:
+            raise ValueError("sum() needs at least one value")
+        (target,) = self.select_devices([device])
+        return optree.tree_map(lambda *leaves: self._sum(leaves, target), *values)
 
     def make_parallel(self, fn: Callable[..., Any], devices: Any, **inputs: Any) -> Any:
         """The classic ``make_parallel`` recipe: split every input on axis 0 across ``devices``, run
@@ -284,24 +316,78 @@ class Backend(ABC):
                            across_processes: bool = False) -> Callable | None:
         """Optional: a whole data-parallel step as one compiled call, for backends where per-call overhead dominates.
 
-        Returns ``fn(indices, xs, ys, weights, step) -> (mean loss, finite, {metric name: mean})`` or None (the
-        default: the trainer
-        composes the step from the primitives above). ``params`` maps names to :class:`MirroredVariable` (first
-        replica: home), ``state[slot][name]`` are the optimizer's variables at home, ``model_state`` the model
-        state's mirrored variables; ``xs`` are the non-empty shards' model batches (:func:`toolkit.nn.model.batch`,
-        NumPy arrays and the replicas' state values), ``ys`` their targets, ``indices`` the replica each runs on,
-        ``weights`` their share of the batch (shard size / batch), ``step`` the update's number as a NumPy scalar of
-        the dtype. ``across_processes``: the step is this process's part of a multi-process job's step (``weights``
-        are shares of the global batch): the loss, gradients, new model state and metrics are summed over the
-        processes inside the step, before the update, and ``ops.cross_replica_sum`` reaches every process's
-        replicas; a backend that cannot returns None.
-        It must do exactly what the composed step does: per-device gradients, new model state and ``metrics``' means
-        (as :meth:`compile_gradient`), their weighted averages on the home device, ``optimizer.update``, and, only if
-        the loss and every gradient are finite, write the new values to every replica, the optimizer state and the
-        model state; ``finite`` says which happened. ``fn`` may instead return None, changing nothing, for a split it
-        does not take: the trainer then composes that step (in a multi-process job, every process must decide alike).
+        Returns ``fn(indices, xs, ys, step) -> (mean loss, written, {metric name: mean})``, or None (the default:
+        the trainer composes the step from the primitives above). ``params`` maps names to
+        :class:`MirroredVariable` (first replica: home), ``state[slot][name]`` are the optimizer's variables at
+        home, ``model_state`` the model state's mirrored variables. ``xs`` are the shards' replica batches
+        (:func:`toolkit.training.step.replica_batch`: NumPy arrays, the replicas' state values and each shard's
+        share of the step), ``ys`` their targets, ``indices`` the replica each runs on, ``step`` the update's
+        number as a NumPy scalar of the dtype. Where the backend declares :attr:`equal_shards`, a step over several
+        devices gets one shard of one size per device (padded, with ``rows``; :mod:`toolkit.training.shards`).
+        ``across_processes``: the step is this process's part of a multi-process job's step (the shares are of the
+        global batch): the parts are summed over the processes inside the step, before the update, and
+        ``ops.cross_replica_sum`` reaches every process's replicas; a backend that cannot returns None.
+
+        It runs the rules of :mod:`toolkit.training.step` in one program: each replica's part and its gradient,
+        their sum, the update, and, only if it may be written, the new values written to every replica, the
+        optimizer state and the model state; ``written`` says which happened.
         """
         return None
+
+    # ----------------------------------------------------------------------------------------------------------------
+    # Across processes.
+
+    @classmethod
+    def join(cls, cluster: Cluster) -> None:
+        """Start the framework's runtime across the processes of ``cluster``, before any backend object is made
+        (:func:`toolkit.distributed.initialize` calls it in every process of a job of several).
+
+        Args:
+            cluster: this process's place in the job.
+
+        Raises:
+            DistributedError: the backend cannot train across processes, or not with this job's settings.
+            PeerLostError: a process did not join within the job's timeout (the message names it).
+        """
+        raise DistributedError(f"the {cls.name} backend does not train across processes")
+
+    def cluster(self) -> Cluster | None:
+        """The job of several processes this process joined for this backend (:func:`toolkit.distributed.
+        initialize`), or None for a process on its own.
+
+        Raises:
+            DistributedError: the process joined a job for another backend.
+        """
+        joined = distributed.current()
+        if joined is None or joined[1].num_processes == 1:
+            return None
+        if joined[0] != self.name:
+            raise DistributedError(f"this process joined a {joined[0]} job (toolkit.distributed.initialize); this "
+                                   f"backend is {self.name}")
+        return joined[1]
+
+    def all_reduce_sum(self, array: np.ndarray, what: str) -> np.ndarray:
+        """The elementwise sum of a host ``array`` over every process of the job (``array`` itself for a process on
+        its own): the sum across processes of what the host computes (a composed step's parts, evaluate's
+        totals, fit's checks).
+
+        Args:
+            array: this process's values (any shape).
+            what: names the reduction in the error of a lost process.
+
+        Returns:
+            The sum, a NumPy array of ``array``'s shape.
+
+        Raises:
+            PeerLostError: another process died or hung (the message names it).
+        """
+        if self.cluster() is None:
+            return np.asarray(array)
+        return self._all_reduce_sum(np.asarray(array), what)
+
+    def _all_reduce_sum(self, array: np.ndarray, what: str) -> np.ndarray:
+        """:meth:`all_reduce_sum` in a job of several processes (a backend that :meth:`join` starts provides it)."""
+        raise DistributedError(f"the {self.name} backend does not train across processes")
 
     # ----------------------------------------------------------------------------------------------------------------
     # Model parallelism.
@@ -348,7 +434,7 @@ class Backend(ABC):
                 if part.name not in cotangents:
                     continue  # its output reaches the loss through no path: no gradient flows into it
                 device = placement[part.name]
-                cotangent = _sum(self, cotangents.pop(part.name), device)
+                cotangent = self._sum(cotangents.pop(part.name), device)
                 output, grads, input_grads = compiled[part.name].vjp(*placed[part.name], cotangent, device)
                 loss = output if part is last else loss
                 for name, grad in grads.items():
@@ -356,7 +442,7 @@ class Backend(ABC):
                 for source, grad in zip(part.inputs, input_grads):
                     if grad is not None and source in compiled:
                         cotangents.setdefault(source, []).append(grad)
-            grads = {name: _sum(self, found, homes[name]) if found else
+            grads = {name: self._sum(found, homes[name]) if found else
                      self.place(np.zeros(np.shape(self.to_numpy(params[name])), dtype), homes[name])
                      for name, found in param_grads.items()}
             return loss[0], grads, {metric.name: loss[1 + i] for i, metric in enumerate(metrics)}
@@ -371,8 +457,3 @@ def scored_mean(ops: Ops, loss: Callable[..., Any], metrics: Sequence[Any], outp
     """The vector ``[mean loss, *mean of each metric]`` of ``outputs`` against ``y``, on Tensors: a parted
     model's last part as its gradient sees it."""
     return ops.stack([ops.mean(loss(ops, outputs, y)), *(ops.mean(metric(ops, outputs, y)) for metric in metrics)])
-
-
-def _sum(backend: Backend, values: Sequence[Native], device: Device) -> Native:
-    """The plain sum of native arrays, computed on ``device``."""
-    return backend._weighted_sum(list(values), [1.0] * len(values), device)

@@ -39,10 +39,6 @@ class BackendSpec:
     def installed(self) -> bool:
         return all(importlib.util.find_spec(module) is not None for module in self.requires)
 
-    def distributed(self) -> ModuleType:
-        """The backend's ``distributed`` module (starts its runtime across processes; imports the framework)."""
-        return importlib.import_module(f"{self.package}.distributed")
-
     def environment(self) -> ModuleType:
         """The backend's framework-free ``environment`` module (logical devices, quiet logs)."""
         return importlib.import_module(f"{self.package}.environment")
@@ -65,6 +61,38 @@ def available_backends() -> list[str]:
     return [name for name, spec in REGISTRY.items() if spec.installed()]
 
 
+def backend_class(name: str) -> type[Backend]:
+    """The class of the backend called ``name``, importing its module (and framework) without making a backend
+    object: what :func:`toolkit.distributed.initialize` calls :meth:`~toolkit.backend.Backend.join` on before the
+    framework's devices start.
+
+    Args:
+        name: a registered backend name.
+
+    Returns:
+        The backend's class (a :class:`toolkit.backend.Backend`).
+
+    Raises:
+        BackendUnavailableError: (an ``ImportError``) the name is unknown, or the framework is not installed; the
+            message gives the ``pip`` command that fixes it.
+    """
+    spec = REGISTRY.get(name) if isinstance(name, str) else None
+    if spec is None:
+        raise BackendUnavailableError(f"unknown backend {name!r}; known backends: {', '.join(REGISTRY)}")
+    if not spec.installed():
+        missing = [m for m in spec.requires if importlib.util.find_spec(m) is None]
+        raise BackendUnavailableError(
+            f"backend {name!r} is not installed (missing: {', '.join(missing)}); fix: {spec.install_command}"
+        )
+    try:
+        module = importlib.import_module(f"{spec.package}.backend")
+    except ImportError as error:
+        raise BackendUnavailableError(
+            f"backend {name!r} failed to import ({error}); reinstall with: {spec.install_command}"
+        ) from error
+    return module.Backend
+
+
 def get_backend(name: str, **options: Any) -> Backend:
     """The backend called ``name`` (``"tensorflow"``, ``"aesara"`` or ``"pytensor"``), loading its framework on first
     use.
@@ -78,23 +106,9 @@ def get_backend(name: str, **options: Any) -> Backend:
         BackendUnavailableError: (an ``ImportError``) the name is unknown, or the framework is not installed; the
             message gives the ``pip`` command that fixes it.
     """
-    spec = REGISTRY.get(name) if isinstance(name, str) else None
-    if spec is None:
-        raise BackendUnavailableError(f"unknown backend {name!r}; known backends: {', '.join(REGISTRY)}")
-    key = (name, tuple(sorted(options.items())))
+    key = (name, tuple(sorted(options.items()))) if isinstance(name, str) else None
     if key in _loaded:
         return _loaded[key]
-    if not spec.installed():
-        missing = [m for m in spec.requires if importlib.util.find_spec(m) is None]
-        raise BackendUnavailableError(
-            f"backend {name!r} is not installed (missing: {', '.join(missing)}); fix: {spec.install_command}"
-        )
-    try:
-        module = importlib.import_module(f"{spec.package}.backend")
-    except ImportError as error:
-        raise BackendUnavailableError(
-            f"backend {name!r} failed to import ({error}); reinstall with: {spec.install_command}"
-        ) from error
-    backend = module.Backend(**options)
+    backend = backend_class(name)(**options)
     _loaded[key] = backend
     return backend

@@ -1,115 +1,23 @@
 """TensorFlow translation of the backend primitives: ``tf.device`` scopes, eager copies, a ``tf.function`` per
-device for the gradient and the update."""
+device for the gradient and the update (:mod:`.compiling`), one for a whole data-parallel step (:mod:`.step`), and
+MultiWorkerMirroredStrategy across processes (:mod:`.distributed`)."""
 
 from __future__ import annotations
-
-import functools
 
 import numpy as np
 
 from toolkit import backend as interface
 from toolkit.backend import scored_mean
-from toolkit.backends.tensorflow import environment
-from toolkit.backends.tensorflow.ops import Replicated, ReplicatedOps, TensorFlowOps, per_replica, replicated
+from toolkit.backends.tensorflow import distributed, environment
+from toolkit.backends.tensorflow.compiling import Part, PerDevice, dense, traced
+from toolkit.backends.tensorflow.ops import TensorFlowOps
+from toolkit.backends.tensorflow.step import compile_fused_step
 from toolkit.backends.tensorflow.variables import TensorFlowVariable
 from toolkit.errors import DeviceParseError, LogicalDevicesError
-from toolkit.placement.devices import Device, logical_device_count, parse_device
+from toolkit.placement.devices import logical_device_count, parse_device
+from toolkit.training import step as rules
 
 tf = environment.import_framework()
-
-
-def _traced(fn):
-    """``fn`` as a ``tf.function`` that traces it as plain Python. Model code is written against the neutral ops,
-    with Python control flow on Python values only, so AutoGraph has nothing to convert; left on, it reads each
-    function's source and warns for every one it cannot find (code typed into a REPL, piped through stdin, lambdas).
-    TensorFlow's frequent-retracing warning counts traces per code object, and every per-device function shares one
-    body's code, so each new device or model looked like a retrace; each function traces once per input signature,
-    and reduce_retracing bounds that. Keras silences its own functions the same way."""
-    function = tf.function(fn, reduce_retracing=True, autograph=False)
-    function._omit_frequent_tracing_warning = True
-    return function
-
-
-def _call_concrete(concrete, flat: list, args: tuple):
-    """Call a traced step's concrete function with its inputs already flat tensors. A ``tf.function`` call
-    canonicalizes its nested arguments against every signature it has traced, and a concrete function's structured
-    call binds and flattens them again: 0.2-0.4 ms a step, measured with cProfile on the digits MLP (a 0.3 ms step).
-    The flat call skips both; where TensorFlow lacks it or the inputs do not match it, the structured call."""
-    call_flat = getattr(concrete, "_call_flat", None)
-    if call_flat is None or len(flat) != len(concrete.inputs) - len(concrete.captured_inputs):
-        return concrete(*args)
-    return call_flat(flat, concrete.captured_inputs)
-
-
-def _fast_tensor():
-    """A NumPy array (or scalar) to an eager tensor on a device, for a step's inputs: ``EagerTensor(value, device,
-    None)``, the constructor every conversion ends in. ``tf.convert_to_tensor`` passes through four layers of
-    dispatch first and copies the array: 37-46 microseconds an input against 11-15 measured on this machine, and a
-    step had five inputs. The tensor may share the array's memory: the step is synchronous (its outputs are read
-    before it returns, and nothing keeps its inputs), and TensorFlow never writes into a buffer it does not own.
-    Where TensorFlow lacks the constructor, ``tf.convert_to_tensor`` under the device's scope."""
-    try:
-        from tensorflow.python.eager import context
-        from tensorflow.python.framework.ops import EagerTensor
-
-        context.ensure_initialized()
-    except (ImportError, AttributeError):
-        def convert(value, device):
-            with tf.device(device):
-                return tf.convert_to_tensor(value)
-
-        return convert
-
-    def convert(value, device):
-        return EagerTensor(value, device, None)
-
-    return convert
-
-
-_to_tensor = _fast_tensor()
-
-
-def _dense(grad, like):
-    """A gradient as a dense tensor: zeros where the loss does not use the value (as the Aesara backend gives), and
-    ``tf.gather``'s IndexedSlices (the gradient of ``ops.take``) added up into a tensor."""
-    return tf.zeros_like(like) if grad is None else tf.convert_to_tensor(grad)
-
-
-#: How many splits (shard weights) a fused step keeps as tensors (a run has one or two).
-_SPLITS_KEPT = 16
-
-
-class _PerDevice:
-    """One ``tf.function`` per device, made on first use. The ``tf.device`` scope sits inside the traced body, so
-    every op of the function is pinned to its device whatever the caller's scope; the call is made under the same
-    scope because TensorFlow returns a function's outputs on the device it was called from."""
-
-    def __init__(self, backend: Backend, body) -> None:
-        self._backend, self._body, self._functions = backend, body, {}
-
-    def __call__(self, *args, device: Device):
-        function = self._functions.get(device)
-        if function is None:
-            name = self._backend.native_name(device)
-
-            def placed(*inner):
-                with tf.device(name):
-                    return self._body(*inner)
-
-            function = self._functions[device] = _traced(placed)
-        with tf.device(self._backend.native_name(device)):
-            return function(*args)
-
-
-class _Part:
-    def __init__(self, forward: _PerDevice, vjp: _PerDevice) -> None:
-        self._forward, self._vjp = forward, vjp
-
-    def forward(self, params, inputs, device):
-        return self._forward(params, list(inputs), device=device)
-
-    def vjp(self, params, inputs, cotangent, device):
-        return self._vjp(params, list(inputs), cotangent, device=device)
 
 
 class Backend(interface.Backend):
@@ -119,9 +27,7 @@ class Backend(interface.Backend):
         self._table = []
         with environment.filtered_stderr():  # the first device query starts the runtime, which may log noise
             logical_devices = tf.config.list_logical_devices()
-        from toolkit.backends.tensorflow.distributed import local_task
-
-        task = local_task()  # across processes TensorFlow also lists the other workers' devices
+        task = distributed.local_task()  # across processes TensorFlow also lists the other workers' devices
         for logical in logical_devices:
             if task is not None and not logical.name.startswith(task):
                 continue
@@ -146,7 +52,10 @@ class Backend(interface.Backend):
         return self._names[device]
 
     def place(self, value, device):
-        with tf.device(self.native_name(device)):
+        name = self.native_name(device)
+        if isinstance(value, tf.Tensor) and value.device == name:
+            return value  # already there: tf.identity would still cost an eager op
+        with tf.device(name):
             return tf.identity(value)
 
     def to_numpy(self, value):
@@ -172,23 +81,21 @@ class Backend(interface.Backend):
             def loss_and_gradients(params, batch, y):
                 with tf.GradientTape() as tape:
                     tape.watch(params)
-                    # no cross-replica sums
-                    losses, model_state, scores = model.train_losses(ops, params, batch, y, metrics=metrics)
-                    loss = tf.reduce_mean(losses)
+                    # one replica of a step composed per device: no cross-replica sums
+                    loss, model_state, scores = rules.replica_objective(ops, model, params, batch, y, metrics)
                 grads = tape.gradient(loss, params)
-                # A parameter the loss does not use gets a zero gradient, as in the Aesara backend.
-                return (loss, {k: _dense(g, params[k]) for k, g in grads.items()}, model_state,
-                        {k: tf.reduce_mean(v) for k, v in scores.items()})
+                # A parameter the loss does not use gets a zero gradient, as in the Theano family's backend.
+                return loss, {k: dense(g, params[k]) for k, g in grads.items()}, model_state, scores
 
-            per_device = _PerDevice(self, loss_and_gradients)
-            self._compiled[key] = lambda params, x, y, device: per_device(params, x, y, device=device)
+            per_device = PerDevice(self, loss_and_gradients)
+            self._compiled[key] = lambda params, batch, y, device: per_device(params, batch, y, device=device)
         return self._compiled[key]
 
     def compile_predict(self, model, dtype):
         key = ("predict", model, dtype)
         if key not in self._compiled:
             ops = self.ops(dtype)
-            per_device = _PerDevice(self, lambda params, batch: model.infer(ops, params, batch))
+            per_device = PerDevice(self, lambda params, batch: model.infer(ops, params, batch))
             self._compiled[key] = lambda params, batch, device: per_device(params, batch, device=device)
         return self._compiled[key]
 
@@ -197,12 +104,12 @@ class Backend(interface.Backend):
         if key not in self._compiled:
             ops = self.ops(dtype)
 
-            def update(params, grads, state, step):
-                return ops.call(optimizer.update, params, grads, state, step)
+            def update(params, grads, state, step, checked):
+                return ops.call(rules.apply_update, optimizer, params, grads, state, step, checked)
 
-            per_device = _PerDevice(self, update)
-            self._compiled[key] = lambda params, grads, state, step, device: per_device(
-                params, grads, state, step, device=device)
+            per_device = PerDevice(self, update)
+            self._compiled[key] = lambda params, grads, state, step, checked, device: per_device(
+                params, grads, state, step, checked, device=device)
         return self._compiled[key]
 
     def compile_part(self, fn, dtype):
@@ -216,112 +123,19 @@ class Backend(interface.Backend):
                     tape.watch([params, floats])
                     output = ops.call(fn, params, *inputs)
                 grads, float_grads = tape.gradient(output, (params, floats), output_gradients=cotangent)
-                grads = {k: _dense(g, params[k]) for k, g in grads.items()}
-                float_grads = iter(_dense(g, x) for x, g in zip(floats, float_grads))
+                grads = {k: dense(g, params[k]) for k, g in grads.items()}
+                float_grads = iter(dense(g, x) for x, g in zip(floats, float_grads))
                 return output, grads, [next(float_grads) if x.dtype.is_floating else None for x in inputs]
 
-            forward = _PerDevice(self, lambda params, inputs: ops.call(fn, params, *inputs))
-            backward = _PerDevice(self, vjp)
-            self._compiled[key] = _Part(forward, backward)
+            forward = PerDevice(self, lambda params, inputs: ops.call(fn, params, *inputs))
+            backward = PerDevice(self, vjp)
+            self._compiled[key] = Part(forward, backward)
         return self._compiled[key]
 
     def compile_fused_step(self, model, optimizer, dtype, params, state, model_state, metrics=(),
                            across_processes=False):
-        # One tf.function for the whole step, with the variables captured rather than passed: TensorFlow's per-call
-        # cost (argument canonicalisation, one dispatch per eager op) was most of a small model's step time. The
-        # replicas are traced together (ReplicatedOps: each op once per replica, under its device), so the model can
-        # sum over them (synchronized batch normalization), and one gradient of the weighted mean loss gives every
-        # replica's parameters theirs. Across processes the step runs in MultiWorkerMirroredStrategy's replica
-        # context, whose all-reduce joins the processes' sums inside the graph (differentiably, for the model's
-        # cross-replica sums) and adds up their shares of the loss, gradients, state and metrics before the update.
-        ops, names = self.ops(dtype), list(params)
-        replica_devices = [self.native_name(r.device) for r in next(iter(params.values())).replicas]
-        home = replica_devices[0]
-        if across_processes:
-            from toolkit.backends.tensorflow import distributed
-
-            in_step, processes_sum = distributed.in_step, distributed.step_sum
-        else:
-            in_step, processes_sum = (lambda fn: fn), None
-
-        def step_fn(indices, xs, ys, weights, step):
-            replicas = ReplicatedOps(dtype, [replica_devices[i] for i in indices], processes_sum)
-            values = {name: Replicated(params[name].replicas[i].value for i in indices) for name in names}
-            per_example, new_states, per_example_scores = model.train_losses(
-                replicas, values, replicated(*xs), replicated(*ys), replica_sum=replicas.replica_sum, metrics=metrics)
-
-            def weighted_mean(replicated_values):
-                means = []
-                for device, shard_values in zip(replicas.devices, replicated_values.values):
-                    with tf.device(device):
-                        means.append(tf.reduce_mean(shard_values))
-                with tf.device(home):
-                    return tf.add_n([weights[i] * mean for i, mean in enumerate(means)])
-
-            loss = weighted_mean(per_example)
-            scores = {k: weighted_mean(v) for k, v in per_example_scores.items()}
-            # tf.gradients puts each gradient op on its forward op's device, so every replica's backward pass runs
-            # on its own device; a GradientTape would leave them unplaced, and they all ran on the default device.
-            variables = [v for name in names for v in values[name].values]
-            found = iter(tf.gradients(loss, variables))
-            found = {name: [next(found) for _ in values[name].values] for name in names}
-            with tf.device(home):
-                # A parameter the loss does not use gets a zero gradient, as in the Aesara backend.
-                mean = {k: tf.add_n([_dense(g, v) for g, v in zip(found[k], values[k].values)]) for k in names}
-                mean_state = {k: tf.add_n([weights[i] * v for i, v in
-                                           enumerate(per_replica(new_states[k], len(indices)))])
-                              for k in model_state}
-                if processes_sum is not None:  # the weights are shares of the global batch: the shares add up
-                    loss, mean, mean_state, scores = processes_sum((loss, mean, mean_state, scores))
-                current = {name: params[name].replicas[0].value for name in names}
-                slots = {slot: {name: var.value for name, var in values.items()} for slot, values in state.items()}
-                new_params, new_state, finite = ops.call(optimizer.update, current, mean, slots, step)
-                finite = tf.logical_and(finite, tf.math.is_finite(loss))
-                for value in mean_state.values():
-                    finite = tf.logical_and(finite, tf.reduce_all(tf.math.is_finite(value)))
-
-            def assign_everywhere(mirrored, value):
-                for replica in mirrored.replicas:
-                    with tf.device(self.native_name(replica.device)):
-                        replica.value.assign(value)
-
-            def write():
-                for name in names:
-                    assign_everywhere(params[name], new_params[name])
-                for slot, values in new_state.items():
-                    for name, value in values.items():
-                        state[slot][name].value.assign(value)
-                for name, value in mean_state.items():
-                    assign_everywhere(model_state[name], value)
-                return tf.constant(True)
-
-            with tf.device(home):
-                written = tf.cond(finite, write, lambda: tf.constant(False))
-            return loss, written, scores
-
-        function = _traced(in_step(step_fn))
-        concrete: dict = {}
-
-        @functools.lru_cache(maxsize=_SPLITS_KEPT)
-        def shares(weights: tuple):  # the weights of a split, as a tensor
-            return _to_tensor(np.asarray(weights, dtype), home)
-
-        def run(indices, xs, ys, weights, step):
-            args = (tuple(indices), list(xs), list(ys), shares(tuple(weights)), step)
-            leaves = tf.nest.flatten(args[1:])
-            # The signature from the arrays before they are converted (a tensor's shape is an object made per
-            # call); a variable (model state) keeps its shape, and is a resource input: its handle goes in.
-            key = (args[0], tuple((a.shape, a.dtype) if isinstance(a, np.ndarray) else
-                                  id(a) if isinstance(a, tf.Variable) else (tuple(a.shape), a.dtype) for a in leaves))
-            flat = [a.handle if isinstance(a, tf.Variable) else a if isinstance(a, tf.Tensor) else _to_tensor(a, home)
-                    for a in leaves]
-            with tf.device(home):  # indices are Python ints: one trace per pattern of non-empty shards
-                if key not in concrete:
-                    concrete[key] = function.get_concrete_function(*args)
-                return _call_concrete(concrete[key], flat, args)
-
-        run.function = function  # for tests that read the traced graph's placement
-        return run
+        return compile_fused_step(self, model, optimizer, dtype, params, state, model_state, metrics,
+                                  across_processes)
 
     def compile_parted_gradient(self, model, placement, dtype, metrics=()):
         # One gradient across the devices, each part under its tf.device scope, in one tf.function: tf.gradients
@@ -342,9 +156,9 @@ class Backend(interface.Backend):
                 with tf.device(names[last.name]):
                     scored = ops.call(scored_mean, model.loss, metrics, values[last.name], y)
                 grads = dict(zip(params, tf.gradients(scored[0], list(params.values()))))
-                return scored, {k: _dense(g, params[k]) for k, g in grads.items()}
+                return scored, {k: dense(g, params[k]) for k, g in grads.items()}
 
-            function = _traced(loss_and_gradients)
+            function = traced(loss_and_gradients)
 
             def run(params, inputs, y):
                 # A function's outputs come back on the calling device (here the loss's); each gradient then makes
@@ -368,6 +182,17 @@ class Backend(interface.Backend):
     def _weighted_sum(self, values, weights, device):
         with tf.device(self.native_name(device)):
             return tf.add_n([w * v for w, v in zip(weights, values)])
+
+    def _sum(self, values, device):
+        with tf.device(self.native_name(device)):
+            return tf.add_n(list(values))
+
+    @classmethod
+    def join(cls, cluster):
+        distributed.start(cluster)
+
+    def _all_reduce_sum(self, array, what):
+        return distributed.all_reduce_sum(array, what)
 
     def _concat(self, values, device):
         with tf.device(self.native_name(device)):

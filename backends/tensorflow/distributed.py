@@ -16,7 +16,8 @@ import os
 import numpy as np
 
 from toolkit.backends.tensorflow import environment
-from toolkit.processes.distributed import Cluster, DistributedError, bounded, watched
+from toolkit.errors import DistributedError
+from toolkit.processes.distributed import Cluster, bounded, watched
 
 _state: dict = {}
 

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from toolkit.processes.distributed import Cluster, DistributedError, beacon, bounded
+from toolkit.errors import DistributedError
+from toolkit.processes.distributed import Cluster, beacon, bounded
 
 from . import engine
 from .environment import import_framework
+from .mesh import Mesh
 
 _state: dict = {}
 #: Seconds JAX's own join deadline exceeds the toolkit's timeout.
@@ -54,19 +56,12 @@ def start(cluster: Cluster) -> None:
         # than the toolkit's, which raises a PeerLostError naming the missing process.
         jax.distributed.initialize(cluster.coordinator, cluster.num_processes, cluster.process_id,
                                    initialization_timeout=int(cluster.timeout) + _JAX_DEADLINE_MARGIN)
-        from .backend import _Mesh
-
-        mesh = _Mesh(jax.devices(), jax.local_devices(), "processes")
+        mesh = Mesh(jax.devices(), jax.local_devices(), "processes")
         whole, split = mesh.specs
         psum = jax.jit(mesh.map(lambda x: jax.lax.psum(x, "processes"), in_specs=split, out_specs=whole))
         _state.update(jax=jax, cluster=cluster, mesh=mesh, psum=psum, client=_client(), count=0)
 
     bounded(cluster, "joining the JAX coordination service", join)
-
-
-def cluster() -> Cluster:
-    """The job this process joined."""
-    return _state["cluster"]
 
 
 def _client():

@@ -126,9 +126,9 @@ class RunContext:
             translation: a sum across the devices traced together, or the identity for one replica), or None where
             this run is one device's part of a step composed per device, where no replica sees another.
         row_weights: None where every row of the batch is an example; else a native ``[rows]`` vector of 1 for the
-            shard's examples and 0 for rows that pad the shard to the step's common shard size (Aesara's
-            multi-device step over uneven shards). Losses, metrics and ``ops.moments`` over the batch axis weigh rows
-            by it.
+            shard's examples and 0 for rows that pad the shard to the step's common shard size (a step whose
+            backend runs shards of one size: :mod:`toolkit.training.shards`). Losses, metrics and ``ops.moments``
+            over the batch axis weigh rows by it.
     """
 
     training: bool

@@ -36,10 +36,11 @@ class Model:
         name: shown in reports; defaults to the forward function's name.
         rows_independent: True where ``forward`` and ``loss`` treat each row of the batch on its own, or mix rows
             only through ``ops.moments`` (batch normalization), which weighs out rows that pad a shard: then a
-            multi-device step may pad uneven shards to one size and run them as one program (the Theano family's
-            mapped step), with the result of the step composed per device. False (the default for a model of your
-            own) keeps uneven splits composed, which is exact for any model. The built-in models and imported Keras
-            models are row-independent.
+            data-parallel step whose backend runs shards of one size may pad uneven shards to the largest
+            (:mod:`toolkit.training.shards`). False (the default for a model of your own) composes such a step per
+            device instead, which is exact for any model; a model that sums over replicas
+            (``ops.cross_replica_sum``, synchronized statistics) is padded either way, as it cannot be composed.
+            The built-in models and imported Keras models are row-independent.
         metrics: what ``fit`` and ``evaluate`` report when they are given no ``metrics=``
             (:class:`toolkit.metrics.Metric` objects or their names): an imported Keras model's compiled metrics.
 

@@ -192,7 +192,7 @@ def initialize(backend: str | None = None, *, process_id: int | None = None, num
     """
     global _current
     from toolkit.placement.devices import use_logical_devices
-    from toolkit.registry import REGISTRY
+    from toolkit.registry import REGISTRY, backend_class
 
     backend = backend or os.environ.get("MULTIGPU_BACKEND")
     if backend not in REGISTRY:
@@ -206,7 +206,7 @@ def initialize(backend: str | None = None, *, process_id: int | None = None, num
     if cluster.devices_per_process is not None:
         use_logical_devices(cluster.devices_per_process)
     if cluster.num_processes > 1:
-        REGISTRY[backend].distributed().start(cluster)
+        backend_class(backend).join(cluster)
     _current = (backend, cluster)
     return cluster
 

@@ -1,15 +1,17 @@
 """Data-parallel training: one replica of the parameters per device, a global batch split across them.
 
-A step (the rest is :class:`toolkit.training.trainer.Trainer`'s):
+A step, following the rules of :mod:`toolkit.training.step` (the rest is :class:`toolkit.training.trainer.Trainer`'s):
 
-1. split the checked global batch into shards (:func:`toolkit.split_sizes`) and place each on its device, each
-   example with its random key (:mod:`toolkit.nn.context`), so noise follows the example, not the device;
-2. on each device with a non-empty shard, the mean loss and its gradient against that device's replica, and the
-   model state's new values (batch statistics of that shard: per-replica batch normalization);
-3. average the per-device results on the first device, weighted by shard size, which gives exactly the full-batch
-   mean loss and gradient (:meth:`toolkit.backend.Backend.average`), and the shard-weighted mean of the new state;
-4. the optimizer update on the first device, where the state lives, then the new parameters and model state go to
-   every replica.
+1. lay the checked global batch out over the devices (:mod:`toolkit.training.shards`: sizes from
+   :func:`toolkit.split_sizes`, padded where the backend's step takes equal shards) and give each shard its share
+   of the step and each example its random key (:mod:`toolkit.nn.context`), so noise follows the example, not the
+   device;
+2. where the backend compiles the whole step into one call (:meth:`toolkit.backend.Backend.compile_fused_step`),
+   that call runs the rest; otherwise, composed: on each device with a non-empty shard, its part of the loss, its
+   gradient against that device's replica, and its parts of the model state and metrics, computed by
+   :meth:`toolkit.backend.Backend.compile_gradient`; their sum on the first device (and across processes);
+3. the update on the first device, where the optimizer state lives, then, all or nothing, the new parameters and
+   model state go to every replica.
 """
 
 from __future__ import annotations
@@ -24,9 +26,9 @@ from toolkit.backend import Backend
 from toolkit.errors import ComputeError, ModelStateError
 from toolkit.nn.model import Model, batch
 from toolkit.placement.splitting import shard_bounds, split_sizes
-from toolkit.processes import distributed
-from toolkit.registry import REGISTRY
+from toolkit.training import shards as shard_plan
 from toolkit.training.optim import Optimizer
+from toolkit.training.step import PaddingRefused, replica_batch, shares
 from toolkit.training.trainer import DTYPES, LABEL_DTYPE, NAN_POLICIES, Trainer, rows
 
 __all__ = ["DTYPES", "LABEL_DTYPE", "NAN_POLICIES", "DataParallel"]
@@ -65,23 +67,16 @@ class DataParallel(Trainer):
         self._splits: dict[tuple, tuple] = {}  # _split of each batch size (and weights) seen
         self._init_params(self.devices)
         self._predict_fn = None  # compiled on first use
-        self.cluster, self._all_reduce = None, None
-        joined = distributed.current()
-        if joined is not None and joined[1].num_processes > 1:
-            if joined[0] != self.backend.name:
-                raise distributed.DistributedError(f"this process joined a {joined[0]} job (toolkit.distributed."
-                                                   f"initialize); the trainer uses {self.backend.name}")
-            self.cluster = joined[1]
-            self._all_reduce = REGISTRY[self.backend.name].distributed().all_reduce_sum
+        self.cluster = self.backend.cluster()
         # What each tuple of training metrics compiles (fit's metrics score the step's own outputs): the gradient
-        # function and the fused step (None: every step composed, with the reduction between processes a step of
-        # its own).
+        # function and the fused step (None: every step composed, with the sum between processes a step of its own).
         self._gradient_fns = {(): self.backend.compile_gradient(model, self.dtype)}
         self._fused_steps = {(): self._compile_fused_step(())}
+        self._pad = True  # False once the model's step refused padded shards (see toolkit.training.shards)
 
     def _step(self, x, y, micro_batches, metrics):
-        # Where the backend compiles the whole step into one call (Backend.compile_fused_step), that call is used;
-        # the result is the same. Accumulating over micro-batches composes the step.
+        # Where the backend compiles the whole step into one call, that call is used; the result is the same.
+        # Accumulating over micro-batches composes the step.
         if self._fused_steps is None or not (micro_batches == 1 and type(micro_batches) is int):
             return super()._step(x, y, micro_batches, metrics)
         if metrics not in self._fused_steps:
@@ -89,12 +84,17 @@ class DataParallel(Trainer):
         fused = self._fused_steps[metrics]
         if fused is None:
             return super()._step(x, y, micro_batches, metrics)
-        x, y = self._check_batch(x, y)
-        first_row, total = self._place_in_batch(len(y))
-        indices, _, xs, ys = zip(*self._shards(x, y, first_row))
+        x, y = self.check_batch(x, y)
+        layout = self._layout(len(y))
+        if layout.pad_to is not None and not self._pad:
+            return super()._step(x, y, micro_batches, metrics)
+        indices, _, xs, ys = zip(*self._shards(x, y, layout))
         step = np.asarray(self.step_count + 1, dtype=self.dtype)
         try:
-            result = fused(indices, xs, ys, [len(shard) / total for shard in ys], step)
+            loss, written, scores = fused(indices, xs, ys, step)
+        except PaddingRefused:  # raised as the step was traced, before anything ran
+            self._pad = False
+            return super()._step(x, y, micro_batches, metrics)
         except ComputeError:
             raise
         except Exception as error:
@@ -102,9 +102,6 @@ class DataParallel(Trainer):
                 self._loss_and_gradients(x, y)  # the composed computation names the failing device (ComputeError)
             raise self._compute_error(", ".join(map(str, self.devices)), f"x {_shapes(x)}, y {tuple(y.shape)}",
                                       error) from error
-        if result is None:  # a split this backend's fused step does not take
-            return super()._step(x, y, micro_batches, metrics)
-        loss, written, scores = result
         self._accept_input_spec()
         return (self._finish_step(float(self.backend.to_numpy(loss)), bool(self.backend.to_numpy(written))),
                 self._floats(scores))
@@ -132,15 +129,29 @@ class DataParallel(Trainer):
         return [{name: var.replicas[i].numpy() for name, var in self._params.items()}
                 for i in range(len(self.devices))]
 
-    def _shards(self, x, y, first_row: int | None = None) -> list[tuple[int, Any, dict, Any]]:
-        """``(replica index, device, model batch, y shard)`` for each non-empty shard of the batch, in device order;
-        the model batch (:func:`toolkit.nn.model.batch`) holds the x shard, its examples' keys and the replica's
-        model state. An empty shard contributes nothing (and its mean would be NaN). ``first_row``: the global
-        index of the batch's first example (default: where this process's part starts)."""
-        keys = self._example_keys(len(y), self._place_in_batch(len(y))[0] if first_row is None else first_row)
-        return [(index, device, batch(rows(x, slice(lo, hi)), keys[lo:hi],
-                                      _replica(self._model_state, index)), y[lo:hi])
-                for index, device, lo, hi in self._split(len(y))]
+    def _shards(self, x, y, layout: shard_plan.Layout | None = None) -> list[tuple[int, Any, dict, Any]]:
+        """``(replica index, device, replica batch, y shard)`` for each shard of the batch, in device order: each
+        non-empty shard (an empty one contributes nothing), or, where ``layout`` pads, every device's shard padded
+        to one size. The replica batch (:func:`toolkit.training.step.replica_batch`) holds the x shard, its
+        examples' keys, the replica's model state, its share of the step and, padded, its row weights."""
+        layout = layout or self._layout(len(y))
+        keys = self._example_keys(len(y), layout.first_row)
+        if layout.pad_to is None:
+            split = self._split(len(y))
+            return [(index, device, replica_batch(batch(rows(x, slice(lo, hi)), keys[lo:hi],
+                                                        _replica(self._model_state, index)), share, self.dtype),
+                     y[lo:hi])
+                    for (index, device, lo, hi), share in zip(split, shares([hi - lo for *_, lo, hi in split],
+                                                                            layout.total))]
+        found = []
+        bounds = shard_bounds(split_sizes(len(y), len(self.devices), self.weights))
+        for index, device, (lo, hi), share in zip(range(len(self.devices)), self.devices, bounds,
+                                                  shares([hi - lo for lo, hi in bounds], layout.total)):
+            taken, weights = shard_plan.padded_rows(lo, hi, layout.pad_to)
+            model_batch = batch(rows(x, taken), keys[taken], _replica(self._model_state, index),
+                                weights.astype(self.dtype))
+            found.append((index, device, replica_batch(model_batch, share, self.dtype), y[taken]))
+        return found
 
     def _split(self, count: int) -> tuple[tuple[int, Any, int, int], ...]:
         """``(replica index, device, first row, end row)`` of each non-empty shard of ``count`` rows, in device
@@ -155,57 +166,54 @@ class DataParallel(Trainer):
                                               in enumerate(zip(self.devices, shard_bounds(sizes))) if hi > lo)
         return split
 
+    def _layout(self, count: int) -> shard_plan.Layout:
+        """Where this process's ``count`` examples sit in the step's global batch, and whether the backend's fused
+        step gets its shards padded. Across processes every process's shard sizes are learnt by an all-reduce
+        (parts may differ in size, and only the process knows its own), so that an example's random key is its
+        index in the global batch whatever the number of processes, and every process pads alike."""
+        # The non-empty shards' sizes, then a 0 for each empty one: the layout reads their sum, largest and count.
+        sizes = [hi - lo for _, _, lo, hi in self._split(count)]
+        sizes += [0] * (len(self.devices) - len(sizes))
+        if self.cluster is None:
+            return shard_plan.layout([sizes], 0, self.backend.equal_shards)
+        table = np.zeros((self.cluster.num_processes, len(self.devices)))
+        table[self.cluster.process_id] = sizes
+        table = self.backend.all_reduce_sum(table.ravel(), f"the example numbering of step {self.step_count + 1}")
+        table = np.rint(table).astype(int).reshape(self.cluster.num_processes, len(self.devices))
+        return shard_plan.layout(table.tolist(), self.cluster.process_id, self.backend.equal_shards)
+
     def _loss_and_gradients(self, x, y, micro_batches=1, metrics=()):
-        # Micro-batches run one after another, each split over the devices; their means are combined weighted by
-        # size, here and then once across processes, so the result is the whole batch's mean.
-        first_row, parts = self._place_in_batch(len(y))[0], []
+        # Micro-batches run one after another, each split over the devices; every shard's share is of the whole
+        # batch (of every process's), so the parts add up to the batch's means, here and then across processes.
+        layout = self._layout(len(y))
         if metrics not in self._gradient_fns:
             self._gradient_fns[metrics] = self.backend.compile_gradient(self.model, self.dtype, metrics)
-        gradient_fn = self._gradient_fns[metrics]
-        bounds = shard_bounds(split_sizes(len(y), micro_batches))
-        for lo, hi in bounds:
-            results, shards = [], self._shards(rows(x, slice(lo, hi)), y[lo:hi], first_row + lo)
-            for index, device, shard, shard_y in shards:
+        gradient_fn, parts = self._gradient_fns[metrics], []
+        for lo, hi in shard_bounds(split_sizes(len(y), micro_batches)):
+            part = shard_plan.Layout(layout.first_row + lo, layout.total)
+            for index, device, shard, shard_y in self._shards(rows(x, slice(lo, hi)), y[lo:hi], part):
                 shapes = f"shard x {_shapes(shard['x'])}, y {tuple(shard_y.shape)}"
-                results.append(self._compute(device, shapes, self._shard_gradient, gradient_fn,
-                                             _replica(self._params, index), shard, shard_y, device))
-            parts.append(self.backend.average(results, weights=[len(s[3]) for s in shards], device=self.devices[0]))
-        result = parts[0] if len(parts) == 1 else self.backend.average(parts, weights=[hi - lo for lo, hi in bounds],
-                                                                       device=self.devices[0])
+                parts.append(self._compute(device, shapes, self._shard_gradient, gradient_fn,
+                                           _replica(self._params, index), shard, shard_y, device))
+        result = self.backend.sum(parts, self.devices[0])  # on the first device, where the update runs
         if self.cluster is not None:
-            result = self._mean_over_processes(*result, len(y))
+            result = self._sum_over_processes(*result)
         self._accept_input_spec()
         return result
 
-    def _place_in_batch(self, count: int) -> tuple[int, int]:
-        """Where this process's ``count`` examples start in the global batch, and the global batch's size: the
-        example counts of every process, learnt by an all-reduce (parts may differ in size, and only the process
-        knows its own), so that an example's random key is its index in the global batch whatever the number of
-        processes. In one process: ``(0, count)``."""
-        if self.cluster is None:
-            return 0, count
-        counts = np.zeros(self.cluster.num_processes)
-        counts[self.cluster.process_id] = count
-        counts = self._all_reduce(counts, f"the example numbering of step {self.step_count + 1}")
-        return int(round(float(np.sum(counts[:self.cluster.process_id])))), int(round(float(np.sum(counts))))
-
-    def _mean_over_processes(self, loss, grads, model_state, scores, count: int):
-        """The mean over every process's examples: each process's mean times its example count, summed by the
-        framework's all-reduce (in float64, as one vector), over the total count; each process passes only its own
-        part of the global batch, so the parts may differ in size. The model state's new values and the metrics'
-        means are averaged the same way."""
+    def _sum_over_processes(self, loss, grads, model_state, scores):
+        """The parts of every process summed by the backend's all-reduce (in float64, as one vector): each process's
+        parts are shares of the global batch, so their sum is the global batch's means."""
         local = {"": self.backend.to_numpy(loss), **{f"g{k}": self.backend.to_numpy(g) for k, g in grads.items()},
                  **{f"s{k}": self.backend.to_numpy(v) for k, v in model_state.items()},
                  **{f"m{k}": self.backend.to_numpy(v) for k, v in scores.items()}}
         parts = [np.asarray(a, np.float64).ravel() for a in local.values()]
-        total = self._all_reduce(np.concatenate([[float(count)], *(count * p for p in parts)]),
-                                 f"the gradient reduction of step {self.step_count + 1}")
-        ends = np.cumsum([1, *(p.size for p in parts)])
-        home = self.devices[0]
-        mean = {k: self.backend.place((total[end - p.size:end] / total[0]).reshape(np.shape(a)).astype(self.dtype),
-                                      home)
-                for (k, a), p, end in zip(local.items(), parts, ends[1:])}
-        return (mean.pop(""), *({k[1:]: v for k, v in mean.items() if k[0] == kind} for kind in "gsm"))
+        total = self.backend.all_reduce_sum(np.concatenate(parts),
+                                            f"the gradient reduction of step {self.step_count + 1}")
+        ends, home = np.cumsum([p.size for p in parts]), self.devices[0]
+        summed = {k: self.backend.place(total[end - p.size:end].reshape(np.shape(a)).astype(self.dtype), home)
+                  for (k, a), p, end in zip(local.items(), parts, ends)}
+        return (summed.pop(""), *({k[1:]: v for k, v in summed.items() if k[0] == kind} for kind in "gsm"))
 
     def _shard_gradient(self, gradient_fn, replica, x, y, device):
         x = optree.tree_map(lambda a: self.backend.place(a, device), x)

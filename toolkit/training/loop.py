@@ -22,9 +22,8 @@ import numpy as np
 
 from toolkit.errors import CheckpointError, DTypeError, ShapeError
 from toolkit.training import metrics as metrics_module
+from toolkit.training.batches import rows
 from toolkit.training.callbacks import Callback
-from toolkit.training.checkpoint import restore_trainer, trainer_checkpoint
-from toolkit.training.trainer import rows
 
 #: ``verbose`` values: 0 silent, 1 a progress bar (rich) per epoch, 2 one line per epoch; "auto": 1 on a terminal.
 VERBOSITY = (0, 1, 2, "auto")
@@ -106,7 +105,7 @@ def _check_processes_agree(trainer, count: int, batch_size: int, epochs: int) ->
     cluster = trainer.cluster
     table = np.zeros((cluster.num_processes, 3))
     table[cluster.process_id] = (count, batch_size, epochs)
-    table = trainer._all_reduce(table.ravel(), "the sizes of fit").reshape(cluster.num_processes, 3)
+    table = trainer.backend.all_reduce_sum(table.ravel(), "the sizes of fit").reshape(cluster.num_processes, 3)
     if np.any(table != table[0]):
         raise ShapeError("fit across processes needs the same number of examples, batch size and epochs in every "
                          "process (each step is taken by all of them); got, per process, "
@@ -175,7 +174,7 @@ def _check_validation_data(trainer, validation_data: Any, training: dict[str, tu
     if not isinstance(validation_data, (tuple, list)) or len(validation_data) != 2:
         raise ValueError(f"validation_data must be a pair (x, y), got {type(validation_data).__name__}"
                          + (f" of {len(validation_data)}" if isinstance(validation_data, (tuple, list)) else ""))
-    found = _examples(*trainer._check_batch(*validation_data))
+    found = _examples(*trainer.check_batch(*validation_data))
     if found.keys() != training.keys() or any(found[k][0] != training[k][0] for k in found):
         raise ShapeError(f"validation_data must hold examples shaped like the training data's "
                          f"{ {k: s for k, (s, _) in training.items()} }; got { {k: s for k, (s, _) in found.items()} }")
@@ -205,7 +204,7 @@ def fit(trainer, x: Any, y: Any, epochs: int, batch_size: int, shuffle: bool, va
     for callback in callbacks:
         if not isinstance(callback, Callback):
             raise TypeError(f"callbacks must be toolkit.callbacks.Callback objects, got {type(callback).__name__}")
-    x, y = trainer._check_batch(x, y)
+    x, y = trainer.check_batch(x, y)
     metrics = metrics_module.get(metrics or trainer.model.metrics)  # none given: the model's (Keras' compiled)
     names = ["loss", *(m.name for m in metrics)]
     if validation_data is not None:
@@ -214,29 +213,25 @@ def fit(trainer, x: Any, y: Any, epochs: int, batch_size: int, shuffle: bool, va
     for callback in callbacks:
         callback.check_logs(names)
     count = len(y)
-    if getattr(trainer, "cluster", None) is not None:
+    if trainer.cluster is not None:
         _check_processes_agree(trainer, count, batch_size, end - first)
     steps = -(-count // batch_size)
     if verbose == "auto":
         verbose = 1 if sys.stdout.isatty() else 2
     progress = Progress(first, count, batch_size, bool(shuffle))
-    before = (trainer_checkpoint(trainer), trainer._input_spec)
     logs = None
     try:
-        trainer._fit_progress = progress
-        for callback in callbacks:
-            callback.trainer, callback.stop_training = trainer, False
-            callback.params = {"epochs": end, "steps": steps, "verbose": verbose}
-            callback.on_train_begin()
-        _epochs(trainer, x, y, progress, end, metrics, names, validation_data, callbacks,
-                {0: _Silent, 1: _Bar, 2: _Lines}[verbose](end, steps))
-        logs = {name: values[-1] for name, values in progress.history.history.items()}
-    except Exception:
         # A failed fit changes nothing: the trainer goes back to where it was before (RNG and counts included),
-        # whatever step failed. Not on KeyboardInterrupt: stopping a fit by hand keeps its steps, as in Keras.
-        restore_trainer(trainer, before[0])
-        trainer._input_spec = before[1]
-        raise
+        # whatever step failed; stopping a fit by hand keeps its steps, as in Keras.
+        with trainer.all_or_nothing():
+            trainer._fit_progress = progress  # what BackupAndRestore writes into its backups
+            for callback in callbacks:
+                callback.trainer, callback.stop_training = trainer, False
+                callback.params = {"epochs": end, "steps": steps, "verbose": verbose}
+                callback.on_train_begin()
+            _epochs(trainer, x, y, progress, end, metrics, names, validation_data, callbacks,
+                    {0: _Silent, 1: _Bar, 2: _Lines}[verbose](end, steps))
+            logs = {name: values[-1] for name, values in progress.history.history.items()}
     finally:
         trainer._fit_progress = None
         for callback in callbacks:
@@ -263,8 +258,7 @@ def _epochs(trainer, x, y, progress: Progress, end: int, metrics: tuple, names: 
             for done, start in enumerate(range(progress.batch * batch_size, count, batch_size),
                                          start=progress.batch + 1):
                 taken = order[start:start + batch_size]
-                loss, scores = trainer._step(rows(x, taken), y[taken], 1, metrics)
-                step_logs = {"loss": loss, **scores}
+                step_logs = trainer.train_step(rows(x, taken), y[taken], metrics)
                 for name, value in step_logs.items():
                     progress.totals[name] += value * len(taken)
                 progress.seen += len(taken)

@@ -1,22 +1,25 @@
 """What every trainer shares: parameters on their home devices, the optimizer state next to them, checked inputs,
 the NaN policy, an update that writes all or nothing, and checkpoints.
 
-A subclass decides where parameters live and how the loss and gradients of a batch are computed
-(:meth:`Trainer._loss_and_gradients`); this class does the rest. One step, top to bottom (:meth:`Trainer.step`):
+A subclass decides where parameters live and how each replica's part of the loss and its gradients are computed
+(:meth:`Trainer._loss_and_gradients`); this class does the rest. One step composed per device, top to bottom
+(:meth:`Trainer.step`; the rules are :mod:`toolkit.training.step`'s):
 
-1. check the batch (shapes, dtypes, finiteness) before anything runs;
-2. the subclass computes the mean loss and each parameter's gradient, left on the parameter's home device;
-3. for each home device, the optimizer update of the parameters living there, with a finiteness check;
-4. only if the loss and every gradient are finite: write the new parameters to every replica, keep the new state.
+1. check the batch (shapes, dtypes, finiteness) before anything runs (:mod:`toolkit.training.batches`);
+2. the subclass sums the replicas' parts of the loss, gradients, model state and metrics: the batch's mean loss and
+   each parameter's gradient, left on the parameter's home device;
+3. for each home device, the update of the parameters living there (rule 5: with the finiteness check of the
+   gradients, the new values, and, with the first, of the loss and the new model state);
+4. only if every check passed: write the new parameters to every replica, keep the new state.
 
 Nothing is written before step 4, so an error anywhere (bad input, a failure on one device, a non-finite gradient)
 leaves parameters, optimizer state, step count and RNG state as they were.
 """
+
 from __future__ import annotations
 
-import math
+import contextlib
 import os
-import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -24,17 +27,12 @@ import numpy as np
 import optree
 
 from toolkit.backend import Backend
-from toolkit.errors import (
-    ComputeError,
-    DTypeError,
-    NonFiniteError,
-    ParamsError,
-    ShapeError,
-)
+from toolkit.errors import ComputeError, DTypeError, NonFiniteError, ParamsError, ShapeError
 from toolkit.nn.context import consecutive_example_keys
 from toolkit.nn.model import Model, State
 from toolkit.registry import get_backend
 from toolkit.training import metrics as metrics_module
+from toolkit.training.batches import DTYPES, LABEL_DTYPE, BatchCheck, as_dtype, count, count_non_finite, rows
 from toolkit.training.checkpoint import (
     Checkpoint,
     load_checkpoint,
@@ -42,73 +40,19 @@ from toolkit.training.checkpoint import (
     save_checkpoint,
     trainer_checkpoint,
 )
+from toolkit.training.failures import compute_error
 from toolkit.training.optim import Optimizer
 
-#: Floating dtypes a trainer computes in.
-DTYPES = ("float32", "float64")
-#: Integer inputs (class labels) are passed to the model as this dtype on every backend.
-LABEL_DTYPE = "int32"
+__all__ = ["DTYPES", "LABEL_DTYPE", "NAN_POLICIES", "Trainer", "rows"]
+
 #: What a step does with a non-finite loss or gradient: raise NonFiniteError, or skip the update and count it.
 NAN_POLICIES = ("raise", "skip")
-
-
-def _as_dtype(dtype: Any) -> str:
-    try:
-        name = np.dtype(dtype).name
-    except TypeError:
-        name = None
-    if name not in DTYPES:
-        raise DTypeError(f"dtype must be one of {DTYPES}, got {dtype!r}")
-    return name
-
-
-def _is_user_code(filename: str) -> bool:
-    """Whether a traceback frame is the user's: not the toolkit's (its backends included), not an installed
-    package's, not Python's, not the module Aesara writes for a compiled JAX function (a ``tmp...`` file)."""
-    import toolkit.backends
-
-    ours = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))), os.path.dirname(toolkit.backends.__file__))
-    base = os.path.basename(filename)
-    return not (filename.startswith(ours) or f"{os.sep}site-packages{os.sep}" in filename
-                or filename.startswith("<frozen ") or (base.startswith("tmp") and "." not in base))
-
-
-def _user_line(error: BaseException) -> str | None:
-    """``file:line in function: code`` of the innermost frame of user code in ``error``'s traceback: the model's
-    line that failed while it was traced. None when there is none (an error raised while a compiled function ran
-    carries only the framework's frames; its message names the op)."""
-    frames = [f for f in traceback.extract_tb(error.__traceback__) if _is_user_code(f.filename)]
-    if not frames:
-        return None
-    frame = frames[-1]
-    return f"{frame.filename}:{frame.lineno} in {frame.name}: {(frame.line or '').strip()}"
 
 
 def _micro_batches(value: Any, count: int) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 1 <= value <= count:
         raise ShapeError(f"micro_batches must be an int from 1 to the batch's {count} examples, got {value!r}")
     return int(value)
-
-
-def _count(x) -> int:
-    return len(next(iter(x.values()))) if isinstance(x, Mapping) else len(x)
-
-
-def rows(x: Any, index: Any) -> Any:
-    """Rows ``index`` (a slice or an array of row numbers) of every array of the batch input ``x`` (an array or a
-    dict of arrays)."""
-    if isinstance(x, np.ndarray):
-        return x[index]
-    return optree.tree_map(lambda a: a[index], x)
-
-
-#: The dtypes a batch is cast to, as NumPy's dtype objects (one per dtype: compared by identity, unlike a string).
-_NUMPY_DTYPES = {name: np.dtype(name) for name in (*DTYPES, LABEL_DTYPE)}
-
-
-def _count_non_finite(array: np.ndarray) -> int:
-    return int(array.size - np.count_nonzero(np.isfinite(array))) if array.dtype.kind == "f" else 0
-
 
 
 class Trainer:
@@ -121,6 +65,8 @@ class Trainer:
         skipped_steps: the number of updates skipped for non-finite values (``nan_policy="skip"``).
         rng: the ``numpy.random.Generator`` seeded with ``seed``: it draws the initial parameters; use it for
             shuffling too, and a restored checkpoint replays the same order.
+        cluster: the job of several processes the trainer trains in (:func:`toolkit.distributed.initialize`), or
+            None.
     """
 
     def __init__(self, model: Model, backend: Backend | str, optimizer: Optimizer, dtype: str, seed: int,
@@ -132,11 +78,12 @@ class Trainer:
         if nan_policy not in NAN_POLICIES:
             raise ValueError(f"nan_policy must be one of {NAN_POLICIES}, got {nan_policy!r}")
         self.backend = get_backend(backend) if isinstance(backend, str) else backend
-        self.model, self.optimizer, self.dtype, self.nan_policy = model, optimizer, _as_dtype(dtype), nan_policy
+        self.model, self.optimizer, self.dtype, self.nan_policy = model, optimizer, as_dtype(dtype), nan_policy
         self.step_count = self.skipped_steps = self.epoch_count = 0
         self.seed = int(np.random.SeedSequence().entropy % 2**63) if seed is None else int(seed)
         self.rng = np.random.default_rng(self.seed)
-        self._input_spec: tuple | None = None  # shapes and kinds of the first good batch
+        self._batch_check = BatchCheck(self.dtype)
+        self.cluster = None  # a DataParallel trainer's job of several processes
         self._scorers: dict = {}  # evaluate's compiled scores, per tuple of metrics
 
     def _init_params(self, replicas: Callable[[str], Sequence[Any]] | Sequence[Any]) -> None:
@@ -165,10 +112,10 @@ class Trainer:
 
     def _loss_and_gradients(self, x: Any, y: Any, micro_batches: int = 1,
                             metrics: tuple = ()) -> tuple[Any, dict[str, Any], dict[str, Any], dict[str, Any]]:
-        """The mean loss over the checked batch, each parameter's gradient on the parameter's home device, the
-        model state's new values (averaged over replicas, weighted by shard size) and the mean of each of
-        ``metrics`` on the same training-mode outputs; computed ``micro_batches`` rows at a time where the trainer
-        accumulates (:meth:`step`)."""
+        """The sums of the replicas' parts (rules 2 to 4 of :mod:`toolkit.training.step`) over the checked batch:
+        the mean loss, each parameter's gradient on the parameter's home device, the model state's new values (the
+        replicas' weighted by their shares) and the mean of each of ``metrics`` on the same training-mode outputs;
+        computed ``micro_batches`` rows at a time where the trainer accumulates (:meth:`step`)."""
         raise NotImplementedError
 
     # ------------------------------------------------------------------------------------------------------------------
@@ -190,26 +137,57 @@ class Trainer:
         """
         return self._step(x, y, micro_batches, ())[0]
 
+    def train_step(self, x: Any, y: Any, metrics: Sequence[Any] = ()) -> dict[str, float]:
+        """:meth:`step` on ``(x, y)``, returning Keras' logs of a training step: ``{"loss": mean loss, name: mean of
+        each of metrics}`` (:class:`~toolkit.metrics.Metric` objects or names from :data:`toolkit.metrics.NAMED`),
+        the metrics scored on the step's own training-mode outputs, before the update, as Keras' training metrics.
+        What ``fit`` calls for each batch.
+
+        Args:
+            x: an array, or a dict of arrays for a model with several named inputs.
+            y: the targets.
+            metrics: what to score besides the loss.
+
+        Raises:
+            ValueError: an unknown metric; and what :meth:`step` raises, the trainer unchanged.
+        """
+        loss, scores = self._step(x, y, 1, metrics_module.get(metrics))
+        return {"loss": loss, **scores}
+
+    @contextlib.contextmanager
+    def all_or_nothing(self) -> Iterator[None]:
+        """A block of training that changes nothing if it raises: parameters, optimizer and model state, step,
+        skipped step and epoch counts, RNG state and the input shapes the trainer has accepted go back to where they
+        were (``fit`` runs in one). A KeyboardInterrupt keeps what the block did, as stopping a Keras fit by hand
+        keeps its steps."""
+        before, spec = trainer_checkpoint(self), self._batch_check.spec
+        try:
+            yield
+        except Exception:
+            restore_trainer(self, before)
+            self._batch_check.spec = spec
+            raise
+
     def _step(self, x: Any, y: Any, micro_batches: int, metrics: tuple) -> tuple[float, dict[str, float]]:
         """:meth:`step`, also giving the mean of each of ``metrics`` (:class:`~toolkit.metrics.Metric`) over the
-        batch, scored on the step's own training-mode outputs (before the update), as Keras' training metrics."""
-        x, y = self._check_batch(x, y)
+        batch, as :meth:`train_step`."""
+        x, y = self.check_batch(x, y)
         loss, grads, model_state, scores = self._loss_and_gradients(x, y, _micro_batches(micro_batches, len(y)),
                                                                     metrics)
         new_params, new_state, finite = {}, {slot: {} for slot in self._state}, True
+        checked = [loss, *model_state.values()]  # checked once, with the first home's update
         for home, names in self._by_home().items():
             step = self.backend.place(np.asarray(self.step_count + 1, dtype=self.dtype), home)
             params, state = self._at_home(names)
             group_params, group_state, group_finite = self._update_fn(
-                params, {name: grads[name] for name in names}, state, step, home)
+                params, {name: grads[name] for name in names}, state, step,
+                [self.backend.place(value, home) for value in checked], home)
+            checked = []
             new_params.update(group_params)
             for slot, values in group_state.items():
                 new_state[slot].update(values)
             finite = finite and bool(self.backend.to_numpy(group_finite))
-        loss = float(self.backend.to_numpy(loss))
-        finite = finite and math.isfinite(loss) and not any(
-            _count_non_finite(self.backend.to_numpy(value)) for value in model_state.values())
-        if finite:
+        if finite:  # rule 6: all or nothing
             for name, var in self._params.items():
                 var.assign(new_params[name])
             for slot, values in new_state.items():
@@ -217,7 +195,7 @@ class Trainer:
                     self._state[slot][name].assign(value)
             for name, value in model_state.items():
                 self._model_state[name].assign(value)
-        return self._finish_step(loss, finite), self._floats(scores)
+        return self._finish_step(float(self.backend.to_numpy(loss)), finite), self._floats(scores)
 
     def _floats(self, scores: Mapping[str, Any]) -> dict[str, float]:
         return {name: float(self.backend.to_numpy(value)) for name, value in scores.items()}
@@ -273,9 +251,9 @@ class Trainer:
             ShapeError, DTypeError, NonFiniteError: bad input, or ``batch_size`` < 1 (nothing runs).
             ComputeError: the framework failed on a device.
         """
-        x, _ = self._check_batch(x, None)
+        x, _ = self.check_batch(x, None)
         outputs = [optree.tree_map(self.backend.to_numpy, out)
-                   for _, out, _, _ in self._inference(x, self._batches(_count(x), batch_size))]
+                   for _, out, _, _ in self._inference(x, self._batches(count(x), batch_size))]
         return optree.tree_map(lambda *parts: np.concatenate(parts), *outputs)
 
     def evaluate(self, x: Any, y: Any, batch_size: int | None = None,
@@ -291,7 +269,7 @@ class Trainer:
             ComputeError: the framework failed on a device.
         """
         chosen = metrics_module.get(metrics or self.model.metrics)  # none given: the model's
-        x, y = self._check_batch(x, y)
+        x, y = self.check_batch(x, y)
         scorer = self._scorers.get(chosen)
         if scorer is None:
             def scorer(ops, outputs, y):
@@ -305,8 +283,8 @@ class Trainer:
                                    {"outputs": outputs, "y": self.backend.place(y[lo:hi], device)}, self.dtype)
             totals[:-1] += [np.sum(np.asarray(self.backend.to_numpy(scores[k]), np.float64)) for k in names]
             totals[-1] += hi - lo
-        if getattr(self, "cluster", None) is not None:
-            totals = self._all_reduce(totals, f"the evaluation after step {self.step_count}")
+        if self.cluster is not None:
+            totals = self.backend.all_reduce_sum(totals, f"the evaluation after step {self.step_count}")
         return {name: float(total / totals[-1]) for name, total in zip(names, totals)}
 
     @staticmethod
@@ -325,13 +303,13 @@ class Trainer:
 
     def gradients(self, x: Any, y: Any) -> dict[str, np.ndarray]:
         """The gradient of the mean loss over the global batch; nothing is updated."""
-        _, grads, _, _ = self._loss_and_gradients(*self._check_batch(x, y))
+        _, grads, _, _ = self._loss_and_gradients(*self.check_batch(x, y))
         return {name: self.backend.to_numpy(g) for name, g in grads.items()}
 
     def loss(self, x: Any, y: Any) -> float:
         """The mean loss over the global batch with the current parameters, computed as a training step computes
         it (training mode: batch statistics, and the dropout of the next step); nothing is updated."""
-        loss, _, _, _ = self._loss_and_gradients(*self._check_batch(x, y))
+        loss, _, _, _ = self._loss_and_gradients(*self.check_batch(x, y))
         return float(self.backend.to_numpy(loss))
 
     def params(self) -> dict[str, np.ndarray]:
@@ -427,7 +405,7 @@ class Trainer:
 
     @staticmethod
     def _check_finite_params(params: Mapping[str, np.ndarray], what: str) -> None:
-        bad = {name: n for name, value in params.items() if (n := _count_non_finite(value))}
+        bad = {name: n for name, value in params.items() if (n := count_non_finite(value))}
         if bad:
             raise NonFiniteError(f"{what}: NaN or Inf in parameters {bad} (name: count)")
 
@@ -442,78 +420,24 @@ class Trainer:
             raise self._compute_error(device, shapes, error) from error
 
     def _compute_error(self, where: Any, shapes: str, error: Exception) -> ComputeError:
-        message = str(error).strip().splitlines()[0][:500] if str(error).strip() else ""
-        line = _user_line(error)
-        return ComputeError(f"{self.model.name} failed on {where} ({shapes}): {type(error).__name__}: {message}"
-                            f"{f' (at {line})' if line else ''}; the trainer is unchanged")
+        return compute_error(self.model.name, where, shapes, error)
 
-    def _check_batch(self, x: Any, y: Any) -> tuple[Any, np.ndarray | None]:
-        """Check and cast a batch: ``x`` an array or a dict of arrays, ``y`` an array (or None: inputs only, for
-        prediction), all of one length."""
-        if type(x) is np.ndarray and type(y) is np.ndarray and self._input_spec is not None:
-            known = self._known_batch(x, y)
-            if known is not None:
-                return known
-        named = isinstance(x, Mapping)
-        xs = {k: np.asarray(v) for k, v in x.items()} if named else {"x": np.asarray(x)}
-        if not xs:
-            raise ShapeError("x is an empty dict; expected at least one input array")
-        arrays = {**({f"x[{k!r}]": v for k, v in xs.items()} if named else xs),
-                  **({} if y is None else {"y": np.asarray(y)})}
-        for what, array in arrays.items():
-            if array.ndim == 0:
-                raise ShapeError(f"x and y need a batch axis; got {what} of shape {array.shape}")
-        lengths = {what: len(a) for what, a in arrays.items()}
-        if len(set(lengths.values())) != 1:
-            listed = " and ".join(str(n) for n in lengths.values())
-            raise ShapeError(f"x and y must have the same number of examples; got {listed}")
-        if next(iter(lengths.values())) == 0:
-            raise ShapeError("the batch is empty (0 examples)")
-        arrays = {what: self._cast_input(a, what) for what, a in arrays.items()}
-        spec = {what: (a.shape[1:], a.dtype.kind) for what, a in arrays.items()}
-        if self._input_spec is not None and spec != self._input_spec:
-            for what, (shape, kind) in spec.items():
-                expected = self._input_spec.get(what)
-                if expected is None or expected[0] != shape:
-                    wanted = {w: s for w, (s, _) in self._input_spec.items()}
-                    raise ShapeError(f"examples must keep the shapes of the first batch: {wanted}; got {what} {shape}")
-                if expected[1] != kind:
-                    raise DTypeError(f"{what} must stay {'integer labels' if expected[1] == 'i' else 'floating'} as in "
-                                     f"the first batch; got dtype {arrays[what].dtype}")
-        for what, array in arrays.items():
-            if bad := _count_non_finite(array):
-                first = int(np.argwhere(~np.isfinite(array))[0][0])
-                raise NonFiniteError(f"{what} has {bad} NaN or Inf value(s), the first in example {first}")
-        if y is not None:
-            self._pending_spec = spec
-        y = arrays.pop("y", None)
-        x = {k: arrays[f"x[{k!r}]"] for k in xs} if named else arrays["x"]
-        return x, y
+    def check_batch(self, x: Any, y: Any = None) -> tuple[Any, np.ndarray | None]:
+        """``(x, y)`` checked and cast as a step takes them: ``x`` an array or a dict of arrays, ``y`` an array (or
+        None: inputs only, as for :meth:`predict`), of one length, floats cast to the trainer's dtype and integers to
+        int32, all finite, shaped like the first batch a step ran on. Nothing runs and nothing changes.
 
-    def _known_batch(self, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-        """:meth:`_check_batch` of a training batch like the ones before, in a few microseconds (it was a tenth of a
-        small model's host work per step): two arrays of the dtypes they are cast to, with the accepted shapes, of
-        one non-zero length, all finite. None for anything else; the full check then says what is wrong."""
-        if not (x.ndim and y.ndim and len(x) == len(y) and len(y)):
-            return None
-        floats, labels = _NUMPY_DTYPES[self.dtype], _NUMPY_DTYPES[LABEL_DTYPE]
-        if x.dtype is not floats and x.dtype is not labels or y.dtype is not floats and y.dtype is not labels:
-            return None
-        if {"x": (x.shape[1:], x.dtype.kind), "y": (y.shape[1:], y.dtype.kind)} != self._input_spec:
-            return None
-        if not all(np.isfinite(a).all() for a in (x, y) if a.dtype.kind == "f"):
-            return None
-        self._pending_spec = self._input_spec
-        return x, y
+        Args:
+            x: an array, or a dict of arrays for a model with several named inputs.
+            y: the targets, or None.
+
+        Raises:
+            ShapeError, DTypeError, NonFiniteError: what is wrong, naming the array.
+        """
+        return self._batch_check(x, y)
+
+    _check_batch = check_batch  # the name tests/test_model_parallel.py reads
 
     def _accept_input_spec(self) -> None:
         """Remember the first batch's shapes once it has run."""
-        if self._input_spec is None:
-            self._input_spec = self._pending_spec
-
-    def _cast_input(self, array: np.ndarray, what: str) -> np.ndarray:
-        if array.dtype.kind == "f":
-            return array.astype(self.dtype, copy=False)
-        if array.dtype.kind in "iub":
-            return array.astype(LABEL_DTYPE, copy=False)
-        raise DTypeError(f"{what} must hold numbers, got dtype {array.dtype}")
+        self._batch_check.accept()
