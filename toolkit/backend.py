@@ -316,13 +316,14 @@ class Backend(ABC):
                            across_processes: bool = False) -> Callable | None:
         """Optional: a whole data-parallel step as one compiled call, for backends where per-call overhead dominates.
 
-        Returns ``fn(indices, xs, ys, step) -> (mean loss, written, {metric name: mean})``, or None (the default:
-        the trainer composes the step from the primitives above). ``params`` maps names to
+        Returns ``fn(indices, xs, ys, shares, step) -> (mean loss, written, {metric name: mean})``, or None (the
+        default: the trainer composes the step from the primitives above). ``params`` maps names to
         :class:`MirroredVariable` (first replica: home), ``state[slot][name]`` are the optimizer's variables at
-        home, ``model_state`` the model state's mirrored variables. ``xs`` are the shards' replica batches
-        (:func:`toolkit.training.step.replica_batch`: NumPy arrays, the replicas' state values and each shard's
-        share of the step), ``ys`` their targets, ``indices`` the replica each runs on, ``step`` the update's
-        number as a NumPy scalar of the dtype. Where the backend declares :attr:`equal_shards`, a step over several
+        home, ``model_state`` the model state's mirrored variables. ``xs`` are the shards' model batches
+        (:func:`toolkit.nn.model.batch`: NumPy arrays and the replicas' state values), ``ys`` their targets,
+        ``indices`` the replica each runs on, ``shares`` their shares of the step (floats; each shard's replica batch
+        is :func:`toolkit.training.step.replica_batch` of its model batch and share), ``step`` the update's number
+        as a NumPy scalar of the dtype. Where the backend declares :attr:`equal_shards`, a step over several
         devices gets one shard of one size per device (padded, with ``rows``; :mod:`toolkit.training.shards`).
         ``across_processes``: the step is this process's part of a multi-process job's step (the shares are of the
         global batch): the parts are summed over the processes inside the step, before the update, and

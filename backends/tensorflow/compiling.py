@@ -33,13 +33,8 @@ def call_concrete(concrete, flat: list, args: tuple):
     return call_flat(flat, concrete.captured_inputs)
 
 
-def to_tensor(value, device):
-    """A NumPy array (or scalar) as an eager tensor on ``device``, for a step's inputs (see :func:`_converter`)."""
-    return _converter()(value, device)
-
-
 @functools.cache
-def _converter():
+def converter():
     """A NumPy array (or scalar) to an eager tensor on a device, for a step's inputs: ``EagerTensor(value, device,
     None)``, the constructor every conversion ends in. ``tf.convert_to_tensor`` passes through four layers of
     dispatch first and copies the array: 37-46 microseconds an input against 11-15 measured on this machine, and a

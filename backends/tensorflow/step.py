@@ -16,7 +16,7 @@ import functools
 import numpy as np
 
 from toolkit.backends.tensorflow import environment
-from toolkit.backends.tensorflow.compiling import call_concrete, dense, to_tensor, traced
+from toolkit.backends.tensorflow.compiling import call_concrete, converter, dense, traced
 from toolkit.backends.tensorflow.ops import Replicated, ReplicatedOps, per_replica, replicated
 from toolkit.training import step as rules
 
@@ -87,13 +87,14 @@ def compile_fused_step(backend, model, optimizer, dtype, params, state, model_st
     function = traced(in_step(step_fn))
     concrete: dict = {}
 
+    to_tensor = converter()  # the runtime is up: a trainer made this step
+
     @functools.lru_cache(maxsize=_SPLITS_KEPT)
-    def share_tensor(shares: tuple):  # the shares of a split, as one tensor: converting each took a call per step
+    def share_tensor(shares: tuple):  # the shares of a split, as one tensor
         return to_tensor(np.asarray(shares, dtype), home)
 
-    def run(indices, xs, ys, step):
-        shares = share_tensor(tuple(float(x["share"]) for x in xs))
-        args = (tuple(indices), [{k: v for k, v in x.items() if k != "share"} for x in xs], list(ys), shares, step)
+    def run(indices, xs, ys, shares, step):
+        args = (tuple(indices), list(xs), list(ys), share_tensor(tuple(shares)), step)
         leaves = tf.nest.flatten(args[1:])
         # The signature from the arrays before they are converted (a tensor's shape is an object made per call); a
         # variable (model state) keeps its shape, and is a resource input: its handle goes in.

@@ -77,16 +77,17 @@ class HostStep:
             symbols = optree.tree_map(symbol, (current, x, y, slots, step))
             return symbols, _one_replica_step(model, optimizer, ops, *symbols, metrics)
 
-        self._step = BySignature(build, dtype, backend.linker)
+        self._step, self._dtype = BySignature(build, dtype, backend.linker), dtype
         self._device = backend._jax_device(next(iter(params.values())).devices[0])
         self._params, self._state, self._model_state = params, state, model_state
 
-    def __call__(self, indices, xs, ys, step):
+    def __call__(self, indices, xs, ys, shares, step):
         # NumPy inputs go to jit as they are: it puts them with the parameters, which are committed to their
         # device, faster than a jax.device_put each.
         current = {name: var.replicas[0].value for name, var in self._params.items()}
         slots = {slot: {name: var.value for name, var in values.items()} for slot, values in self._state.items()}
-        loss, new_params, new_state, finite, new_model_state, scores = self._step(current, xs[0], ys[0], slots, step,
+        batch = rules.replica_batch(xs[0], shares[0], self._dtype)
+        loss, new_params, new_state, finite, new_model_state, scores = self._step(current, batch, ys[0], slots, step,
                                                                                   device=self._device)
         written = bool(np.asarray(finite))
         if written:
@@ -143,8 +144,8 @@ class SharedStep:
             self._functions[key] = function
         return leaves, self._functions[key]
 
-    def __call__(self, indices, xs, ys, step):
-        leaves, function = self._function(xs[0], ys[0])
+    def __call__(self, indices, xs, ys, shares, step):
+        leaves, function = self._function(rules.replica_batch(xs[0], shares[0], self._dtype), ys[0])
         for var, shared in self._pairs:
             if shared.get_value(borrow=True) is not var.value:
                 shared.set_value(var.value, borrow=True)
@@ -236,12 +237,13 @@ class MeshStep:
                                                        out_specs=whole))
         return self._mapped[key]
 
-    def __call__(self, indices, xs, ys, step):
+    def __call__(self, indices, xs, ys, shares, step):
         if len(indices) != len(self._devices) or len({len(y) for y in ys}) != 1:
             raise ValueError(f"the mesh step takes one shard of one size per device ({len(self._devices)}); got "
                              f"shards of {[len(y) for y in ys]} rows for replicas {list(indices)}")
         mesh = self._mesh
         x, y = optree.tree_map(lambda *a: mesh.split(np.stack(a)), *xs), mesh.split(np.stack(ys))
+        x["share"] = mesh.split(np.asarray(shares, self._dtype))  # each device's replica batch
         params, state = self._stack()
         step = mesh.whole(step)
         mapped = self._mapped_step(params, x, y, state, step)

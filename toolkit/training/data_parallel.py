@@ -16,6 +16,7 @@ A step, following the rules of :mod:`toolkit.training.step` (the rest is :class:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -91,7 +92,7 @@ class DataParallel(Trainer):
         indices, _, xs, ys = zip(*self._shards(x, y, layout))
         step = np.asarray(self.step_count + 1, dtype=self.dtype)
         try:
-            loss, written, scores = fused(indices, xs, ys, step)
+            loss, written, scores = fused(indices, xs, ys, self._shares(len(y), layout), step)
         except PaddingRefused:  # raised as the step was traced, before anything ran
             self._pad = False
             return super()._step(x, y, micro_batches, metrics)
@@ -130,28 +131,29 @@ class DataParallel(Trainer):
                 for i in range(len(self.devices))]
 
     def _shards(self, x, y, layout: shard_plan.Layout | None = None) -> list[tuple[int, Any, dict, Any]]:
-        """``(replica index, device, replica batch, y shard)`` for each shard of the batch, in device order: each
+        """``(replica index, device, model batch, y shard)`` for each shard of the batch, in device order: each
         non-empty shard (an empty one contributes nothing), or, where ``layout`` pads, every device's shard padded
-        to one size. The replica batch (:func:`toolkit.training.step.replica_batch`) holds the x shard, its
-        examples' keys, the replica's model state, its share of the step and, padded, its row weights."""
+        to one size. The model batch (:func:`toolkit.nn.model.batch`) holds the x shard, its examples' keys, the
+        replica's model state and, padded, its row weights."""
         layout = layout or self._layout(len(y))
         keys = self._example_keys(len(y), layout.first_row)
         if layout.pad_to is None:
-            split = self._split(len(y))
-            return [(index, device, replica_batch(batch(rows(x, slice(lo, hi)), keys[lo:hi],
-                                                        _replica(self._model_state, index)), share, self.dtype),
+            return [(index, device, batch(rows(x, slice(lo, hi)), keys[lo:hi], _replica(self._model_state, index)),
                      y[lo:hi])
-                    for (index, device, lo, hi), share in zip(split, shares([hi - lo for *_, lo, hi in split],
-                                                                            layout.total))]
+                    for index, device, lo, hi in self._split(len(y))]
         found = []
         bounds = shard_bounds(split_sizes(len(y), len(self.devices), self.weights))
-        for index, device, (lo, hi), share in zip(range(len(self.devices)), self.devices, bounds,
-                                                  shares([hi - lo for lo, hi in bounds], layout.total)):
+        for index, (device, (lo, hi)) in enumerate(zip(self.devices, bounds)):
             taken, weights = shard_plan.padded_rows(lo, hi, layout.pad_to)
-            model_batch = batch(rows(x, taken), keys[taken], _replica(self._model_state, index),
-                                weights.astype(self.dtype))
-            found.append((index, device, replica_batch(model_batch, share, self.dtype), y[taken]))
+            found.append((index, device, batch(rows(x, taken), keys[taken], _replica(self._model_state, index),
+                                               weights.astype(self.dtype)), y[taken]))
         return found
+
+    def _shares(self, count: int, layout: shard_plan.Layout) -> list[float]:
+        """Each shard of :meth:`_shards`' share of the step (rule 1), for this process's ``count`` examples."""
+        if layout.pad_to is None:
+            return shares([hi - lo for _, _, lo, hi in self._split(count)], layout.total)
+        return shares(split_sizes(count, len(self.devices), self.weights), layout.total)
 
     def _split(self, count: int) -> tuple[tuple[int, Any, int, int], ...]:
         """``(replica index, device, first row, end row)`` of each non-empty shard of ``count`` rows, in device
@@ -175,7 +177,7 @@ class DataParallel(Trainer):
         sizes = [hi - lo for _, _, lo, hi in self._split(count)]
         sizes += [0] * (len(self.devices) - len(sizes))
         if self.cluster is None:
-            return shard_plan.layout([sizes], 0, self.backend.equal_shards)
+            return _one_process_layout(tuple(sizes), self.backend.equal_shards)
         table = np.zeros((self.cluster.num_processes, len(self.devices)))
         table[self.cluster.process_id] = sizes
         table = self.backend.all_reduce_sum(table.ravel(), f"the example numbering of step {self.step_count + 1}")
@@ -191,10 +193,12 @@ class DataParallel(Trainer):
         gradient_fn, parts = self._gradient_fns[metrics], []
         for lo, hi in shard_bounds(split_sizes(len(y), micro_batches)):
             part = shard_plan.Layout(layout.first_row + lo, layout.total)
-            for index, device, shard, shard_y in self._shards(rows(x, slice(lo, hi)), y[lo:hi], part):
+            for (index, device, shard, shard_y), share in zip(self._shards(rows(x, slice(lo, hi)), y[lo:hi], part),
+                                                              self._shares(hi - lo, part)):
                 shapes = f"shard x {_shapes(shard['x'])}, y {tuple(shard_y.shape)}"
                 parts.append(self._compute(device, shapes, self._shard_gradient, gradient_fn,
-                                           _replica(self._params, index), shard, shard_y, device))
+                                           _replica(self._params, index), replica_batch(shard, share, self.dtype),
+                                           shard_y, device))
         result = self.backend.sum(parts, self.devices[0])  # on the first device, where the update runs
         if self.cluster is not None:
             result = self._sum_over_processes(*result)
@@ -222,6 +226,11 @@ class DataParallel(Trainer):
     def __repr__(self) -> str:
         return (f"DataParallel({self.model.name}, {self.backend.name}, devices=[{', '.join(map(str, self.devices))}], "
                 f"{self.optimizer!r}, dtype={self.dtype})")
+
+
+@functools.lru_cache(maxsize=SPLITS_KEPT)
+def _one_process_layout(sizes: tuple[int, ...], equal_shards: bool) -> shard_plan.Layout:
+    return shard_plan.layout([sizes], 0, equal_shards)
 
 
 def _replica(variables: Mapping[str, Any], index: int) -> dict[str, Any]:
