@@ -24,11 +24,6 @@ from toolkit.nn.ops import Ops
 #: trainer, the model, the ops' boundary, the distributed contract) or will document. An entry that no longer hides
 #: a failure fails the test (remove it then), so the list only shrinks.
 PENDING = {
-    "toolkit.backend": "Backend's methods lack Args:",
-    "toolkit.nn.model": "Model's infer, losses and train_losses lack Args:; so does State's constructor",
-    "toolkit.nn.ops": "Ops' constructor and its boundary with the backends (op_table.PLUMBING: call, constant, "
-                      "native_*, dtype_of ...) lack Args:; wrap, unwrap and wrap_tree have no docstring",
-    "toolkit.nn.tensor": "Tensor's constructor lacks Args:; its shape, dtype and ndim properties have no docstring",
     "toolkit.processes.distributed": "process_slice and resolve lack Args:",
     "toolkit.registry": "BackendSpec's installed and install_command have no docstring; backend_class lacks Args:",
     "toolkit.training.checkpoint": "load_checkpoint, save_checkpoint and trainer_checkpoint lack Args:; "

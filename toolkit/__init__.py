@@ -26,6 +26,7 @@ from typing import Any
 from toolkit.backend import Backend
 from toolkit.errors import (
     ArgumentError,
+    ArgumentTypeError,
     BackendUnavailableError,
     CheckpointError,
     ComputeError,
@@ -72,6 +73,7 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "ArgumentError",
+    "ArgumentTypeError",
     "Backend",
     "BackendUnavailableError",
     "Checkpoint",

@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Protocol
 import numpy as np
 import optree
 
-from toolkit.errors import DeviceNotFoundError, DeviceSpecError, DistributedError
+from toolkit.errors import ArgumentError, DeviceNotFoundError, DeviceSpecError, DistributedError, ShapeError
 from toolkit.nn.model import Model
 from toolkit.nn.ops import Ops
 from toolkit.placement.devices import Device, parse_device
@@ -81,38 +81,78 @@ class Backend(ABC):
 
     @abstractmethod
     def place(self, value: Any, device: Device) -> Native:
-        """A native copy of ``value`` on ``device`` (no copy if it is already there)."""
+        """A native copy of ``value`` on ``device`` (no copy if it is already there).
+
+        Args:
+            value: a native or NumPy array, or anything ``numpy.asarray`` takes.
+            device: one of this backend's devices.
+        """
 
     @abstractmethod
     def to_numpy(self, value: Native) -> np.ndarray:
-        """A NumPy copy of a native (or NumPy) array."""
+        """A NumPy copy of a native (or NumPy) array.
+
+        Args:
+            value: the array.
+        """
 
     @abstractmethod
     def device_of(self, value: Native) -> Device:
-        """The device holding a native array."""
+        """The device holding a native array.
+
+        Args:
+            value: a native array of this backend.
+        """
 
     @abstractmethod
     def ops(self, dtype: str) -> Ops:
-        """The backend's :class:`~toolkit.nn.ops.Ops` for computations in ``dtype``."""
+        """The backend's :class:`~toolkit.nn.ops.Ops` for computations in ``dtype``.
+
+        Args:
+            dtype: the computation's floating dtype, ``"float32"`` or ``"float64"``.
+        """
 
     @abstractmethod
     def call(self, fn: Callable[..., Any], device: Device, inputs: Mapping[str, Native], dtype: str) -> Any:
-        """Run ``fn(ops, **inputs)`` on ``device``; return its outputs (an array or a pytree of them) left there."""
+        """Run ``fn(ops, **inputs)`` on ``device``; return its outputs (an array or a pytree of them) left there.
+
+        Args:
+            fn: written with :class:`~toolkit.nn.ops.Ops`, taking the inputs by keyword.
+            device: where it runs.
+            inputs: native arrays (or pytrees of them) by name, already on ``device``.
+            dtype: the computation's dtype (see :meth:`ops`).
+        """
 
     @abstractmethod
     def compile_gradient(self, model: Model, dtype: str, metrics: tuple = ()) -> GradientFn:
         """A replica's part of the loss and its gradient on any device: :func:`toolkit.training.step.
         replica_objective` of ``model``, also scoring ``metrics`` (:class:`toolkit.metrics.Metric` objects) on the
-        training run's outputs, and the framework's gradient of the part."""
+        training run's outputs, and the framework's gradient of the part.
+
+        Args:
+            model: the model.
+            dtype: the computation's dtype.
+            metrics: the metrics whose parts the function also returns.
+        """
 
     @abstractmethod
     def compile_update(self, optimizer: Optimizer, dtype: str) -> UpdateFn:
         """:func:`toolkit.training.step.apply_update` for a whole parameter dict, compiled once and run on the
-        device of its inputs."""
+        device of its inputs.
+
+        Args:
+            optimizer: the optimizer whose update is compiled.
+            dtype: the computation's dtype.
+        """
 
     @abstractmethod
     def compile_part(self, fn: Callable[..., Any], dtype: str) -> PartFn:
-        """A model part ``fn(ops, params, *inputs)``, compiled for forward and backward runs on any device."""
+        """A model part ``fn(ops, params, *inputs)``, compiled for forward and backward runs on any device.
+
+        Args:
+            fn: the part, written with :class:`~toolkit.nn.ops.Ops`.
+            dtype: the computation's dtype.
+        """
 
     @abstractmethod
     def _new_variable(self, value: np.ndarray, device: Device, name: str | None) -> Variable:
@@ -134,13 +174,28 @@ class Backend(ABC):
     # Device selection.
 
     def list_devices(self, kind: str | None = None) -> list[Device]:
-        """Devices this backend can use, optionally only those of ``kind`` (``"cpu"`` or ``"gpu"``)."""
+        """Devices this backend can use.
+
+        Args:
+            kind: ``"cpu"`` or ``"gpu"`` for only those; None for all.
+
+        Raises:
+            DeviceSpecError: ``kind`` is something else.
+        """
         if kind is not None and kind not in ("cpu", "gpu"):
             raise DeviceSpecError(f"kind must be 'cpu', 'gpu' or None, got {kind!r}")
         return [d for d, _ in self.device_table() if kind is None or d.kind == kind]
 
     def native_name(self, device: Device | str) -> str:
-        """The framework's name for ``device``."""
+        """The framework's name for ``device``.
+
+        Args:
+            device: a :class:`Device` or a device string (``"gpu:0"``).
+
+        Raises:
+            DeviceParseError: a device string that does not parse.
+            DeviceNotFoundError: a device this backend does not see.
+        """
         device = parse_device(device)
         for d, name in self.device_table():
             if d == device:
@@ -204,12 +259,30 @@ class Backend(ABC):
     # Placement.
 
     def variable(self, value: Any, device: Device | str, name: str | None = None) -> Variable:
-        """A variable holding ``value`` on ``device`` (``.device``, ``.numpy()``, ``.assign(value)``)."""
+        """A variable holding ``value`` on ``device`` (``.device``, ``.numpy()``, ``.assign(value)``).
+
+        Args:
+            value: its initial value (anything ``numpy.asarray`` takes).
+            device: a :class:`Device` or a device string.
+            name: the framework's name for the variable, if it keeps one.
+
+        Raises:
+            DeviceParseError, DeviceNotFoundError: as :meth:`select_devices`.
+        """
         (device,) = self.select_devices([device])
         return self._new_variable(np.asarray(value), device, name)
 
     def mirrored_variable(self, value: Any, devices: Any, name: str | None = None) -> MirroredVariable:
-        """One replica of ``value`` on each device of ``devices`` (any :meth:`select_devices` spec)."""
+        """One replica of ``value`` on each device of ``devices``.
+
+        Args:
+            value: the initial value of every replica (anything ``numpy.asarray`` takes).
+            devices: any :meth:`select_devices` spec.
+            name: the framework's name for the replicas, if it keeps one.
+
+        Raises:
+            DeviceSpecError, DeviceParseError, DeviceNotFoundError: as :meth:`select_devices`.
+        """
         value = np.asarray(value)
         return MirroredVariable([self._new_variable(value, d, name) for d in self.select_devices(devices)])
 
@@ -218,11 +291,25 @@ class Backend(ABC):
 
     def split(self, array: Any, devices: Any, weights: Sequence[float] | None = None) -> list[Native]:
         """Split ``array`` on axis 0 into one shard per device (sizes from :func:`toolkit.split_sizes`), each placed
-        on its device. Shards may be empty when the array has fewer rows than there are devices."""
+        on its device. Shards may be empty when the array has fewer rows than there are devices.
+
+        Args:
+            array: the array to split (anything ``numpy.asarray`` takes), of rank >= 1.
+            devices: any :meth:`select_devices` spec.
+            weights: one number > 0 per device, the shards' relative sizes; default: equal.
+
+        Returns:
+            One native array per device, on it.
+
+        Raises:
+            ShapeError: ``array`` is a scalar.
+            ArgumentError: ``weights`` not one finite number > 0 per device.
+            DeviceSpecError, DeviceParseError, DeviceNotFoundError: as :meth:`select_devices`.
+        """
         devices = self.select_devices(devices)
         array = np.asarray(array)
         if array.ndim == 0:
-            raise ValueError("cannot split a scalar (shape ()); expected an array with a batch axis 0")
+            raise ShapeError("cannot split a scalar (shape ()); expected an array with a batch axis 0")
         sizes = split_sizes(len(array), len(devices), weights)
         return [self.place(array[a:b], d) for d, (a, b) in zip(devices, shard_bounds(sizes))]
 
@@ -239,15 +326,21 @@ class Backend(ABC):
 
         A data-parallel step does not need it: its replicas' parts are already weighted by their shares
         (:mod:`toolkit.training.step`), and :meth:`sum` adds them up.
+
+        Returns:
+            A pytree of ``values``' structure of native arrays on the target device.
+
+        Raises:
+            ArgumentError: no values, or weights not one finite number >= 0 per value, or all 0.
         """
         values = list(values)
         if not values:
-            raise ValueError("average() needs at least one value")
+            raise ArgumentError("average() needs at least one value, got none")
         if weights is None:
             weights = [1.0] * len(values)
         weights = [float(w) for w in weights]
         if len(weights) != len(values) or not all(np.isfinite(w) and w >= 0 for w in weights) or sum(weights) <= 0:
-            raise ValueError(f"average() needs one finite weight >= 0 per value ({len(values)}), not all 0; "
+            raise ArgumentError(f"average() needs one finite weight >= 0 per value ({len(values)}), not all 0; "
                              f"got {weights!r}")
         kept = [(v, w) for v, w in zip(values, weights) if w > 0]
         total = sum(w for _, w in kept)
@@ -270,10 +363,13 @@ class Backend(ABC):
 
         Returns:
             A pytree of that structure of native arrays on ``device``.
+
+        Raises:
+            ArgumentError: no values.
         """
         values = list(values)
         if not values:
-            raise ValueError("sum() needs at least one value")
+            raise ArgumentError("sum() needs at least one value, got none")
         (target,) = self.select_devices([device])
         return optree.tree_map(lambda *leaves: self._sum(leaves, target), *values)
 
@@ -281,16 +377,28 @@ class Backend(ABC):
         """The classic ``make_parallel`` recipe: split every input on axis 0 across ``devices``, run
         ``fn(ops, **shard)`` on each device, and concatenate the outputs on the first device.
 
-        ``fn`` is written with :class:`~toolkit.nn.ops.Ops`; ``ops.dtype`` is the widest floating dtype of the inputs
-        (float32 if none is floating). Devices whose shard is empty are not run.
+        Devices whose shard is empty are not run.
+
+        Args:
+            fn: written with :class:`~toolkit.nn.ops.Ops`; ``ops.dtype`` is the widest floating dtype of the
+                inputs (float32 if none is floating).
+            devices: any :meth:`select_devices` spec.
+            **inputs: arrays by name, split on axis 0; each has the same non-zero number of rows.
+
+        Returns:
+            ``fn``'s outputs (an array or a pytree of them), concatenated on axis 0 on the first device.
+
+        Raises:
+            ArgumentError: no inputs.
+            ShapeError: inputs that are scalars, empty, or of different lengths.
         """
         devices = self.select_devices(devices)
         if not inputs:
-            raise ValueError("make_parallel() needs at least one keyword input to split")
+            raise ArgumentError("make_parallel() needs at least one keyword input to split, got none")
         arrays = {k: np.asarray(v) for k, v in inputs.items()}
         lengths = {k: (len(a) if a.ndim else None) for k, a in arrays.items()}
         if None in lengths.values() or len(set(lengths.values())) != 1 or 0 in lengths.values():
-            raise ValueError(f"make_parallel() inputs must share a non-empty axis 0; got lengths {lengths}")
+            raise ShapeError(f"make_parallel() inputs must share a non-empty axis 0; got lengths {lengths}")
         floats = [a.dtype for a in arrays.values() if a.dtype.kind == "f"]
         dtype = np.result_type(*floats).name if floats else "float32"
         sizes = split_sizes(next(iter(lengths.values())), len(devices))
@@ -303,7 +411,12 @@ class Backend(ABC):
     def compile_predict(self, model: Model, dtype: str) -> Callable:
         """``fn(params, batch, device) -> outputs``: the model's inference run (:meth:`~toolkit.nn.model.Model.infer`:
         moving statistics, no dropout) on one shard's ``batch`` (x and the model state), on ``device``.
-        Written once with :meth:`call`; a backend whose ``call`` does not compile may override it."""
+        Written once with :meth:`call`; a backend whose ``call`` does not compile may override it.
+
+        Args:
+            model: the model.
+            dtype: the computation's dtype.
+        """
 
         def infer(ops, params, batch):
             return model.infer(ops, params, batch)
@@ -316,10 +429,7 @@ class Backend(ABC):
                            across_processes: bool = False) -> Callable | None:
         """Optional: a whole data-parallel step as one compiled call, for backends where per-call overhead dominates.
 
-        Returns ``fn(indices, xs, ys, shares, step) -> (mean loss, written, {metric name: mean})``, or None (the
-        default: the trainer composes the step from the primitives above). ``params`` maps names to
-        :class:`MirroredVariable` (first replica: home), ``state[slot][name]`` are the optimizer's variables at
-        home, ``model_state`` the model state's mirrored variables. ``xs`` are the shards' model batches
+        The step is ``fn(indices, xs, ys, shares, step)``: ``xs`` are the shards' model batches
         (:func:`toolkit.nn.model.batch`: NumPy arrays and the replicas' state values), ``ys`` their targets,
         ``indices`` the replica each runs on, ``shares`` their shares of the step (floats; each shard's replica batch
         is :func:`toolkit.training.step.replica_batch` of its model batch and share), ``step`` the update's number
@@ -332,6 +442,20 @@ class Backend(ABC):
         It runs the rules of :mod:`toolkit.training.step` in one program: each replica's part and its gradient,
         their sum, the update, and, only if it may be written, the new values written to every replica, the
         optimizer state and the model state; ``written`` says which happened.
+
+        Args:
+            model: the model.
+            optimizer: the optimizer whose update the step applies.
+            dtype: the computation's dtype.
+            params: the parameters' :class:`MirroredVariable` by name (first replica: home).
+            state: ``state[slot][name]``, the optimizer's variables at home.
+            model_state: the model state's mirrored variables by name.
+            metrics: the metrics whose means the step also returns.
+            across_processes: the step is this process's part of a multi-process job's step (see above).
+
+        Returns:
+            ``fn(indices, xs, ys, shares, step) -> (mean loss, written, {metric name: mean})``, or None (the
+            default: the trainer composes the step from the primitives above).
         """
         return None
 
@@ -408,6 +532,12 @@ class Backend(ABC):
         gradients are summed on the parameter's home. A backend with a tape that spans devices may override it.
         The last part's output is the vector ``[loss, *metric means]``, differentiated with the cotangent
         ``[1, 0, ...]``: the loss's gradient alone.
+
+        Args:
+            model: the :class:`~toolkit.PartedModel`.
+            placement: the device of each part, by part name.
+            dtype: the computation's dtype.
+            metrics: the metrics whose means the function also returns.
         """
         parts, last = model.parts, model.parts[-1]
 

@@ -72,9 +72,16 @@ class KerasImportError(ToolkitError, TypeError):
 
 
 class ArgumentError(ToolkitError, ValueError):
-    """An op's argument has a value the op does not accept: malformed (``padding="full"``, ``strides=0``) or a
-    combination the toolkit refuses on every backend (``flash_attention=True``, strides and dilation above 1
-    together in ``conv``). The message names the argument, what was given and what is accepted."""
+    """An argument of a public function or op has a value it does not accept: malformed (``padding="full"``,
+    ``strides=0``, a dropout rate of 1, a schedule's boundaries that do not increase) or a combination the toolkit
+    refuses on every backend (``flash_attention=True``, strides and dilation above 1 together in ``conv``). The
+    message names the argument, what was given and what is accepted."""
+
+
+class ArgumentTypeError(ToolkitError, TypeError):
+    """An argument of a public function is of a type it does not take (a model that is not a
+    :class:`toolkit.Model`, a callback that is not a :class:`toolkit.callbacks.Callback`, a function that is not
+    callable). The message names the argument, the type given and the type expected."""
 
 
 class DistributedError(ToolkitError, ValueError):

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from toolkit.errors import ArgumentTypeError
 from toolkit.nn import context
 from toolkit.nn.ops import Ops, Tensor
 
@@ -20,7 +21,11 @@ LossFn = Callable[[Ops, Any, Tensor], Tensor]
 class State:
     """Marks an entry of ``init``'s dict as model state rather than a parameter: not trained, read by ``forward``
     like a parameter, given a new value by a training step through ``ops.update_state`` (batch normalization's
-    moving mean and variance). ``toolkit.layers.batch_norm_init`` makes its statistics this way."""
+    moving mean and variance). ``toolkit.layers.batch_norm_init`` makes its statistics this way.
+
+    Attributes:
+        value: the initial value (a NumPy array, or anything ``numpy.asarray`` takes).
+    """
 
     value: Any
 
@@ -62,7 +67,7 @@ class Model:
     def __post_init__(self) -> None:
         for field in ("init", "forward", "loss"):
             if not callable(getattr(self, field)):
-                raise TypeError(f"Model.{field} must be callable, got {getattr(self, field)!r}")
+                raise ArgumentTypeError(f"Model.{field} must be callable, got {getattr(self, field)!r}")
         if not self.name:
             object.__setattr__(self, "name", getattr(self.forward, "__name__", "model"))
         object.__setattr__(self, "metrics", (self.metrics,) if isinstance(self.metrics, str) else tuple(self.metrics))
@@ -70,8 +75,20 @@ class Model:
     def losses(self, ops: Ops, params: Mapping[str, Any], x: Any, y: Any) -> Any:
         """The per-example losses ``loss(ops, forward(ops, params, x), y)`` with native arrays in and out, as a
         training run without per-example keys or model state: for code that trains the model outside the
-        trainers (the bench's native baselines). A layer that draws noise raises :class:`~toolkit.ModelStateError`
-        there; the trainers use :meth:`train_losses`."""
+        trainers (the bench's native baselines). The trainers use :meth:`train_losses`.
+
+        Args:
+            ops: the backend's :class:`~toolkit.nn.ops.Ops` (``backend.ops(dtype)``).
+            params: the parameters (and any model state) by name, native arrays.
+            x: the inputs, a native array (or a dict of them).
+            y: the targets, a native array.
+
+        Returns:
+            The per-example losses, a native array of shape ``[batch]``.
+
+        Raises:
+            ModelStateError: a layer draws noise (there are no per-example keys here).
+        """
         with context.running(context.RunContext(training=True)):
             return ops.call(self._scored, params, x, y)[0]
 
@@ -87,7 +104,19 @@ class Model:
         replicas together (:attr:`toolkit.nn.context.RunContext.replica_sum`; ``ops.cross_replica_sum`` refuses
         without one).
         ``metrics`` (:class:`toolkit.metrics.Metric` objects) are scored on the same training-mode outputs as the
-        loss, as Keras' training metrics are: ``{name: per-example values}``, empty without metrics."""
+        loss, as Keras' training metrics are: ``{name: per-example values}``, empty without metrics.
+
+        Args:
+            ops: the backend's :class:`~toolkit.nn.ops.Ops`.
+            params: the parameters by name, native arrays.
+            batch: one shard's inputs, as described above.
+            y: the shard's targets, a native array.
+            replica_sum: the backend's cross-replica sum, or None.
+            metrics: the metrics scored on the run's outputs.
+
+        Returns:
+            ``(per-example losses, {state name: new value}, {metric name: per-example values})``, native arrays.
+        """
         run = context.RunContext(training=True, keys=batch["keys"], state=batch["state"], replica_sum=replica_sum,
                                  row_weights=batch.get("rows"))
         with context.running(run):
@@ -96,7 +125,17 @@ class Model:
 
     def infer(self, ops: Ops, params: Mapping[str, Any], batch: Mapping[str, Any]) -> Any:
         """An inference run, natives in and out: ``forward``'s outputs with ``ops.training`` False (moving
-        statistics, no dropout)."""
+        statistics, no dropout).
+
+        Args:
+            ops: the backend's :class:`~toolkit.nn.ops.Ops`.
+            params: the parameters by name, native arrays.
+            batch: one shard's inputs (:func:`batch`): ``x`` and the model ``state``; its other entries are not
+                read.
+
+        Returns:
+            ``forward``'s outputs, native arrays.
+        """
         with context.running(context.RunContext(training=False, state=batch["state"])):
             return ops.call(self.forward, {**params, **batch["state"]}, batch["x"])
 

@@ -116,7 +116,11 @@ class Ops(ops_elementwise.ElementwiseOps, ops_shapes.ShapeOps, ops_math.MathOps,
     The vocabulary is grouped by kind in the ``ops_*`` modules (the groups of :data:`toolkit.nn.op_table.GROUPS`:
     elementwise and shapes for the basic ones, math, bits, arrays, reductions, sorting, products, linalg, nn, losses,
     windows, signal, core, control flow, training...), each a mixin with its primitives and composites; this class
-    holds the boundary, the dtype rules, the basic reductions and matmul."""
+    holds the boundary, the dtype rules, the basic reductions and matmul.
+
+    Args:
+        dtype: the computation's floating dtype (see above).
+    """
 
     def __init__(self, dtype: str) -> None:
         self.dtype = dtype
@@ -136,18 +140,38 @@ class Ops(ops_elementwise.ElementwiseOps, ops_shapes.ShapeOps, ops_math.MathOps,
 
     def call(self, fn: Callable, *args, **kwargs) -> Any:
         """``fn(self, *args, **kwargs)`` with the native arrays of ``args`` (any pytree) given to ``fn`` as Tensors,
-        and the Tensors of its result given back as natives: how a backend runs model, layer and optimizer code."""
+        and the Tensors of its result given back as natives: how a backend runs model, layer and optimizer code.
+
+        Args:
+            fn: a function of ``ops`` and Tensors.
+            *args, **kwargs: its arguments; native arrays anywhere in them reach ``fn`` as Tensors.
+        """
         return self.unwrap(fn(self, *self.wrap_tree(args), **self.wrap_tree(kwargs)))
 
     def wrap(self, native: Native) -> Tensor:
+        """A native array as the Tensor model code sees.
+
+        Args:
+            native: a native array of this backend (a Tensor is returned as it is).
+        """
         return native if isinstance(native, Tensor) else Tensor(native, self)
 
     def wrap_tree(self, tree: Any) -> Any:
+        """:meth:`wrap` applied to every native array of a pytree; other leaves are kept.
+
+        Args:
+            tree: a pytree (dicts, lists, tuples) of native arrays and other values.
+        """
         return optree.tree_map(lambda leaf: self.wrap(leaf) if self.is_native(leaf) else leaf, tree,
                                is_leaf=self.is_native)
 
     @staticmethod
     def unwrap(tree: Any) -> Any:
+        """Every Tensor of a pytree replaced by its native array; other leaves are kept.
+
+        Args:
+            tree: a pytree of Tensors and other values.
+        """
         return optree.tree_map(lambda leaf: leaf.native if isinstance(leaf, Tensor) else leaf, tree,
                                is_leaf=lambda leaf: isinstance(leaf, Tensor))
 
@@ -185,23 +209,44 @@ class Ops(ops_elementwise.ElementwiseOps, ops_shapes.ShapeOps, ops_math.MathOps,
 
     @abstractmethod
     def is_native(self, value: Any) -> bool:
-        """Whether ``value`` is one of the framework's arrays (not a Tensor, not a NumPy array)."""
+        """Whether ``value`` is one of the framework's arrays (not a Tensor, not a NumPy array).
+
+        Args:
+            value: anything.
+        """
 
     @abstractmethod
     def constant(self, value: np.ndarray) -> Native:
-        """A native constant holding ``value`` with its dtype."""
+        """A native constant holding ``value`` with its dtype.
+
+        Args:
+            value: a NumPy array.
+        """
 
     @abstractmethod
     def native_dtype(self, value: Native) -> str:
-        """The NumPy name of a native's dtype."""
+        """The NumPy name of a native's dtype.
+
+        Args:
+            value: a native array.
+        """
 
     @abstractmethod
     def native_shape(self, value: Native) -> tuple[int | None, ...]:
-        """A native's static shape, None where unknown."""
+        """A native's static shape, None where unknown.
+
+        Args:
+            value: a native array.
+        """
 
     @abstractmethod
     def native_cast(self, value: Native, dtype: str) -> Native:
-        """A native converted to ``dtype``."""
+        """A native converted to ``dtype``.
+
+        Args:
+            value: a native array.
+            dtype: a NumPy dtype name.
+        """
 
     def shape(self, x: Any) -> tuple[int | None, ...]:
         """The static shape of ``x`` (a Tensor, a native or a constant)."""
@@ -210,7 +255,14 @@ class Ops(ops_elementwise.ElementwiseOps, ops_shapes.ShapeOps, ops_math.MathOps,
         return self.native_shape(x) if self.is_native(x) else np.shape(x)
 
     def dtype_of(self, x: Any) -> str:
-        """The dtype of ``x`` as model code sees it (constants: by the rules of :mod:`toolkit.nn.tensor`)."""
+        """The dtype of ``x`` as model code sees it (constants: by the rules of :mod:`toolkit.nn.tensor`).
+
+        Args:
+            x: a Tensor, a native array, a Python number or a NumPy constant.
+
+        Raises:
+            DTypeError: a NumPy constant that is not boolean, integer or floating (strings, objects, complex).
+        """
         return self._dtype_of_value(x)
 
     # --- reductions ------------------------------------------------------------------------------------------------

@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from toolkit.errors import DTypeError
+
 if TYPE_CHECKING:
     from toolkit.nn.ops import Ops
 
@@ -36,8 +38,13 @@ _KINDS = ("b", "i", "f")
 
 
 class Tensor:
-    """A backend array while model code is traced. ``native`` is the framework's array; ``shape`` (a tuple of ints,
-    None where unknown), ``dtype`` (a NumPy dtype name) and ``ndim`` read it; operators call :class:`Ops`."""
+    """A backend array while model code is traced. ``shape``, ``dtype`` and ``ndim`` read the native array;
+    operators call :class:`Ops`. Made by :meth:`Ops.wrap`, not by model code.
+
+    Args:
+        native: the framework's array.
+        ops: the :class:`Ops` whose operations the operators call.
+    """
 
     __slots__ = ("native", "ops")
     __array_ufunc__ = None  # NumPy defers to our operators: np.float64(2) * t is t.__rmul__
@@ -48,14 +55,17 @@ class Tensor:
 
     @property
     def shape(self) -> tuple[int | None, ...]:
+        """The static shape: a tuple of ints, None where the size is not known while tracing."""
         return self.ops.shape(self)
 
     @property
     def dtype(self) -> str:
+        """The dtype's NumPy name (``"float32"``, ``"int32"``, ``"bool"``...)."""
         return self.ops.dtype_of(self)
 
     @property
     def ndim(self) -> int:
+        """The rank, ``len(shape)``."""
         return len(self.shape)
 
     def __len__(self) -> int:
@@ -115,7 +125,15 @@ def is_weak(value: Any) -> bool:
 
 
 def constant_dtype(value: Any, computation: str) -> str:
-    """The dtype a NumPy constant (array or scalar) gets: floating ones the computation dtype, integers int32."""
+    """The dtype a NumPy constant (array or scalar) gets: floating ones the computation dtype, integers int32.
+
+    Args:
+        value: the constant.
+        computation: the computation's floating dtype.
+
+    Raises:
+        DTypeError: a constant that is not boolean, integer or floating.
+    """
     kind = np.asarray(value).dtype.kind
     if kind == "f":
         return computation
@@ -123,8 +141,8 @@ def constant_dtype(value: Any, computation: str) -> str:
         return INT_DTYPE
     if kind == "b":
         return "bool"
-    raise TypeError(f"a constant of dtype {np.asarray(value).dtype} has no place in model code; expected booleans, "
-                    "integers or floats")
+    raise DTypeError(f"a constant of dtype {np.asarray(value).dtype} has no place in model code; expected booleans, "
+                     "integers or floats")
 
 
 def _weak_dtype(value: Any) -> str:
