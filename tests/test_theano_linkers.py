@@ -112,3 +112,23 @@ def test_c_linker_step_computes_each_product_once(optimizer):
     products = [type(node.op).__name__ for node in function.maker.fgraph.toposort()
                 if type(node.op).__name__ in {"Dot", "Dot22", "Dot22Scalar", "Gemm", "Gemv", "Ger"}]
     assert len(products) == 5, products
+
+
+def test_jax_linker_leaves_no_source_file_behind(tmp_path, monkeypatch):
+    """The engines write every compiled graph's Python source to a temporary file and never delete it; the toolkit
+    keeps it in linecache instead, where tracebacks still find its lines."""
+    import importlib
+    import linecache
+    import tempfile
+
+    backend = toolkit.get_backend(THEANO)  # imports the engine, with the toolkit's fixes
+    environment = importlib.import_module(f"toolkit.backends.{THEANO}.environment")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    compile_source = environment.imported("link.utils", "compile_function_src")
+    add_one = compile_source("def add_one(x):\n    return x + 1\n", "add_one")
+    assert add_one(1) == 2
+    assert linecache.getline(add_one.__code__.co_filename, 2) == "    return x + 1\n"
+    trainer = toolkit.DataParallel(toolkit.models.mlp([3, 5, 2]), backend, 2, toolkit.optim.SGD(0.1))
+    rng = np.random.default_rng(0)
+    trainer.step(rng.normal(size=(4, 3)), rng.integers(0, 2, size=4))
+    assert list(tmp_path.iterdir()) == []

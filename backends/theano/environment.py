@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import functools
 import importlib
+import itertools
+import linecache
 import logging
 import os
 import re
 import sys
+import weakref
 
 from toolkit.placement.devices import apply_logical_devices
 
@@ -143,6 +146,29 @@ def _batched_dot_without_blas() -> None:
     BatchedDot.c_code = c_code
 
 
+def _keep_generated_sources_in_memory() -> None:
+    """The JAX linker turns each graph into Python source and compiles it with ``link.utils.compile_function_src``,
+    which writes the source to a new temporary file that it never deletes, only so that tracebacks can show its
+    lines: a long run leaves one file per compiled function in the temporary directory (some 200,000 after a day of
+    this project's tests). Both engines do it. The source goes to ``linecache`` instead, which tracebacks and
+    ``inspect`` read first, and leaves it when the function is collected."""
+    utils = importlib.import_module(f"{engine.NAME}.link.utils")
+    counter = itertools.count()
+
+    def compile_function_src(src, function_name, global_env=None, local_env=None):
+        filename = f"<{engine.NAME} generated {function_name} #{next(counter)}>"
+        linecache.cache[filename] = (len(src), None, src.splitlines(keepends=True), filename)
+        local_env = {} if local_env is None else local_env
+        exec(compile(src, filename, mode="exec"), {} if global_env is None else global_env, local_env)
+        function = local_env[function_name]
+        function.__source__ = src
+        weakref.finalize(function, linecache.cache.pop, filename, None)
+        return function
+
+    # The JAX linker's caller (fgraph_to_python) looks the name up in its own module at each call.
+    utils.compile_function_src = compile_function_src
+
+
 #: The fixes an engine's ``FIXES`` can name, applied in this order after the engine's import.
 JAX_FIXES = {
     "reductions": _fix_jax_reductions,
@@ -172,6 +198,7 @@ def import_framework():
     jax.config.update("jax_enable_x64", True)
     for fix in engine.FIXES:
         JAX_FIXES[fix]()
+    _keep_generated_sources_in_memory()
     return framework, jax
 
 
