@@ -19,20 +19,6 @@ from tests.test_import import public_names
 from toolkit.nn import op_table
 from toolkit.nn.ops import Ops
 
-#: Modules whose public names still lack docstrings or Args: entries, each with what it lacks today: files outside
-#: the change that added this test, which other changes of issue 29 are rewriting (the backend interface, the
-#: trainer, the model, the ops' boundary, the distributed contract) or will document. An entry that no longer hides
-#: a failure fails the test (remove it then), so the list only shrinks.
-PENDING = {
-    "toolkit.processes.distributed": "process_slice and resolve lack Args:",
-    "toolkit.registry": "BackendSpec's installed and install_command have no docstring; backend_class lacks Args:",
-    "toolkit.training.checkpoint": "load_checkpoint, save_checkpoint and trainer_checkpoint lack Args:; "
-                                   "Checkpoint.step has no docstring",
-    "toolkit.training.optim": "the optimizers' constructors and Optimizer's update, apply_all, clipped and "
-                              "learning_rate lack Args:",
-    "toolkit.training.trainer": "the trainers' step, fit, evaluate, predict, save, restore ... lack Args:",
-}
-
 #: The op vocabulary (:class:`toolkit.Ops` and the ``ops_*`` mixins) has keras.ops' names, signatures and meanings:
 #: an op's docstring says what it computes and, in ``Raises:``, what it refuses (read into the README's op table by
 #: :mod:`toolkit.nn.op_table`); its arguments are keras.ops', documented there. So an op needs a docstring
@@ -139,11 +125,8 @@ def all_problems() -> dict[str, tuple[str, str]]:
 
 def test_every_public_function_and_class_documents_its_arguments():
     problems = all_problems()
-    failing = {name: problem for name, (module, problem) in problems.items() if module not in PENDING}
-    assert not failing, "public names without a docstring or an Args: entry for each argument:\n" + "\n".join(
-        f"  {name}: {problem}" for name, problem in sorted(failing.items()))
-    stale = sorted(set(PENDING) - {module for module, _ in problems.values()})
-    assert not stale, f"{stale} document every public name now: remove them from PENDING"
+    assert not problems, "public names without a docstring or an Args: entry for each argument:\n" + "\n".join(
+        f"  {name} ({module}): {problem}" for name, (module, problem) in sorted(problems.items()))
 
 
 def test_every_op_has_a_docstring():

@@ -34,9 +34,11 @@ class BackendSpec:
 
     @property
     def install_command(self) -> str:
+        """The ``pip`` command that installs the backend with its framework, for error messages."""
         return f'pip install "multigpu-toolkit[{self.extra}]"'
 
     def installed(self) -> bool:
+        """Whether every module of ``requires`` can be imported, found without importing it."""
         return all(importlib.util.find_spec(module) is not None for module in self.requires)
 
     def environment(self) -> ModuleType:

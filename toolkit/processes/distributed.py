@@ -121,6 +121,15 @@ def resolve(process_id: int | None = None, num_processes: int | None = None, coo
             timeout: float | None = None, environ: Mapping[str, str] | None = None) -> Cluster:
     """This process's :class:`Cluster`, from the arguments, or else from the environment (see the module doc).
 
+    Args:
+        process_id, num_processes, coordinator, workers, devices_per_process, timeout: see :class:`Cluster`; give
+            both ``process_id`` and ``num_processes``, or neither (to read the environment). ``timeout`` defaults
+            to ``MULTIGPU_TIMEOUT``, else :data:`DEFAULT_TIMEOUT`.
+        environ: the environment to read; default ``os.environ``.
+
+    Returns:
+        The :class:`Cluster` (one process, ``source="single"``, where nothing describes a job).
+
     Raises:
         DistributedError: what was found cannot describe a job; the message says which setting and where from.
     """
@@ -218,7 +227,18 @@ def current() -> tuple[str, Cluster] | None:
 
 def process_slice(batch_size: int, cluster: Cluster | None = None) -> slice:
     """This process's rows of a global batch of ``batch_size``: contiguous, sizes as :func:`toolkit.split_sizes`
-    gives (uneven when the batch does not divide), so the processes together read each row once."""
+    gives (uneven when the batch does not divide), so the processes together read each row once.
+
+    Args:
+        batch_size: the global batch's number of rows (>= 0).
+        cluster: the job; default: the one this process joined (:func:`initialize`), else one process.
+
+    Returns:
+        A ``slice`` of the global batch's rows.
+
+    Raises:
+        ArgumentError: ``batch_size`` is not an int >= 0.
+    """
     cluster = cluster or (_current[1] if _current else Cluster(0, 1, None, (), None, DEFAULT_TIMEOUT, "single"))
     sizes = split_sizes(batch_size, cluster.num_processes)
     low, high = shard_bounds(sizes)[cluster.process_id]

@@ -52,6 +52,7 @@ class Checkpoint:
 
     @property
     def step(self) -> int:
+        """The number of training steps taken when the checkpoint was written (``metadata["step"]``)."""
         return int(self.metadata["step"])
 
 
@@ -69,7 +70,15 @@ def _text_array(text: str) -> np.ndarray:
 
 
 def save_checkpoint(path: str | os.PathLike, checkpoint: Checkpoint) -> Path:
-    """Write ``checkpoint`` to ``path`` atomically. Returns the path.
+    """Write ``checkpoint`` to ``path`` atomically: a temporary file in the same folder, synced, then renamed over
+    ``path``, so a crash leaves the old file or the new one, never a part.
+
+    Args:
+        path: the ``.npz`` file to write; its folder is made if missing.
+        checkpoint: what to write.
+
+    Returns:
+        ``path`` as a :class:`pathlib.Path`.
 
     Raises:
         CheckpointError: a name that cannot be stored (containing ``/``), or a non-numeric array.
@@ -159,6 +168,12 @@ def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
     """Read and verify a checkpoint written by :func:`save_checkpoint` (or ``trainer.save``). Whatever the file
     holds, the result is its contents or a CheckpointError.
 
+    Args:
+        path: the checkpoint file.
+
+    Returns:
+        The :class:`Checkpoint` it holds.
+
     Raises:
         CheckpointError: the file is missing, truncated, corrupted (checksum or archive CRC), not a toolkit
             checkpoint, uses pickled objects, or is of a newer format.
@@ -197,7 +212,15 @@ def _count(meta: dict[str, Any], key: str, default: int | None) -> int:
 def trainer_checkpoint(trainer: Any, **extra: Any) -> Checkpoint:
     """What ``trainer.save`` writes, in memory: parameters, optimizer and model state, step, skipped step and epoch
     counts, RNG state and seed, and what the trainer is (dtype, model, optimizer, backend, devices, version);
-    ``extra`` entries are added to the metadata (``fit``: a fit's progress, written by BackupAndRestore)."""
+    ``extra`` entries are added to the metadata (``fit``: a fit's progress, written by BackupAndRestore).
+
+    Args:
+        trainer: a :class:`~toolkit.DataParallel` or :class:`~toolkit.ModelParallel`.
+        **extra: metadata entries to add (JSON values).
+
+    Returns:
+        The :class:`Checkpoint`; nothing is written to disk.
+    """
     from toolkit import __version__
 
     metadata = {
@@ -215,6 +238,10 @@ def trainer_checkpoint(trainer: Any, **extra: Any) -> Checkpoint:
 def restore_trainer(trainer: Any, checkpoint: Checkpoint) -> None:
     """Put ``checkpoint`` into ``trainer`` (see ``Trainer.restore``): everything is checked first, then written, so
     a refused checkpoint changes nothing.
+
+    Args:
+        trainer: a :class:`~toolkit.DataParallel` or :class:`~toolkit.ModelParallel`.
+        checkpoint: what to put into it (:func:`load_checkpoint`).
 
     Raises:
         CheckpointError: the checkpoint does not fit the trainer, or its metadata lacks or garbles a count or the

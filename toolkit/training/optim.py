@@ -26,7 +26,7 @@ import math
 from abc import ABC, abstractmethod
 from typing import ClassVar
 
-from toolkit.errors import OptimizerError
+from toolkit.errors import ArgumentError, OptimizerError
 from toolkit.nn.ops import Ops, Tensor
 from toolkit.training import schedules
 from toolkit.training.schedules import Schedule
@@ -37,7 +37,7 @@ def _check(name: str, value: float, low: float, high: float = math.inf, *, low_o
     ok = ok and (value > low if low_open else value >= low) and value < high
     if not ok:
         bracket = "(" if low_open else "["
-        raise ValueError(f"{name} must be a finite number in {bracket}{low}, {high}), got {value!r}")
+        raise ArgumentError(f"{name} must be a finite number in {bracket}{low}, {high}), got {value!r}")
     return float(value)
 
 
@@ -76,7 +76,12 @@ class Optimizer(ABC):
 
     def learning_rate(self, ops: Ops, step: Tensor):
         """The rate of the update numbered ``step`` (1-based): ``lr``, or the schedule at the ``step - 1`` updates
-        done before it (Keras' ``iterations``)."""
+        done before it (Keras' ``iterations``).
+
+        Args:
+            ops: the backend's ops.
+            step: the update's 1-based number, a scalar Tensor in the parameter dtype.
+        """
         return self.lr(ops, step - 1.0) if isinstance(self.lr, Schedule) else self.lr
 
     @property
@@ -108,7 +113,18 @@ class Optimizer(ABC):
         """The compiled body of a training update: :meth:`apply_all`, plus a boolean scalar that is true when every
         gradient, new parameter and new state value is finite (finite gradients still give Inf parameters under a
         learning rate a schedule drove to Inf). Computing both in one call lets the trainer refuse a non-finite
-        update without a second pass; the new values are only written if the trainer accepts them."""
+        update without a second pass; the new values are only written if the trainer accepts them.
+
+        Args:
+            ops: the backend's ops.
+            params: the parameters by name.
+            grads: their averaged gradients by name, before clipping.
+            state: the optimizer state, ``state[slot][name]``.
+            step: the update's 1-based number, a scalar Tensor in the parameter dtype.
+
+        Returns:
+            ``(new_params, new_state, finite)``.
+        """
         new_params, new_state = self.apply_all(ops, params, self.clipped(ops, grads), state, step)
         written = [*new_params.values(), *(value for values in new_state.values() for value in values.values())]
         return new_params, new_state, ops.all_finite([*grads.values(), *written])
@@ -116,7 +132,7 @@ class Optimizer(ABC):
     def _set_clipping(self, clipnorm: float | None, global_clipnorm: float | None) -> None:
         name = type(self).__name__
         if clipnorm is not None and global_clipnorm is not None:
-            raise ValueError(f"{name}: give clipnorm or global_clipnorm, not both (got {clipnorm!r} and "
+            raise ArgumentError(f"{name}: give clipnorm or global_clipnorm, not both (got {clipnorm!r} and "
                              f"{global_clipnorm!r})")
         self.clipnorm = None if clipnorm is None else _check(f"{name} clipnorm", clipnorm, 0.0, low_open=True)
         self.global_clipnorm = None if global_clipnorm is None else _check(f"{name} global_clipnorm",
@@ -124,7 +140,12 @@ class Optimizer(ABC):
 
     def clipped(self, ops: Ops, grads: dict[str, Tensor]) -> dict[str, Tensor]:
         """The gradients after ``clipnorm`` or ``global_clipnorm`` (Keras' formulas: a zero gradient stays zero;
-        a non-finite global norm makes every gradient NaN, which the finiteness check then refuses)."""
+        a non-finite global norm makes every gradient NaN, which the finiteness check then refuses).
+
+        Args:
+            ops: the backend's ops.
+            grads: the gradients by name.
+        """
         if getattr(self, "clipnorm", None) is not None:
             clipped = {}
             for name, grad in grads.items():
@@ -141,7 +162,18 @@ class Optimizer(ABC):
 
     def apply_all(self, ops: Ops, params: dict[str, Tensor], grads: dict[str, Tensor],
                   state: dict[str, dict[str, Tensor]], step: Tensor) -> tuple[dict, dict]:
-        """:meth:`apply` to every parameter: returns ``(new_params, new_state)``, with ``state[slot][name]``."""
+        """:meth:`apply` to every parameter.
+
+        Args:
+            ops: the backend's ops.
+            params: the parameters by name.
+            grads: their gradients by name (already clipped).
+            state: the optimizer state, ``state[slot][name]``.
+            step: the update's 1-based number, a scalar Tensor in the parameter dtype.
+
+        Returns:
+            ``(new_params, new_state)``, the state as ``state[slot][name]``.
+        """
         new_params, new_state = {}, {slot: {} for slot in state}
         for name, param in params.items():
             new_params[name], updated = self.apply(ops, param, grads[name], {k: state[k][name] for k in state}, step)
@@ -159,7 +191,18 @@ class Optimizer(ABC):
 
 
 class SGD(Optimizer):
-    """Stochastic gradient descent, with optional (Keras-style, non-Nesterov) momentum."""
+    """Stochastic gradient descent, with optional (Keras-style, non-Nesterov) momentum.
+
+    Args:
+        lr: the learning rate (> 0), or a schedule.
+        momentum: in [0, 1); 0 keeps no state.
+        clipnorm: scale each parameter's gradient to an L2 norm of at most this (> 0); None: no clipping.
+        global_clipnorm: scale all gradients together to a joint L2 norm of at most this (> 0); not with
+            ``clipnorm``.
+
+    Raises:
+        ArgumentError: a hyperparameter that is not a finite number in its range, or both clipnorms.
+    """
 
     def __init__(self, lr: float | Schedule, momentum: float = 0.0, *, clipnorm: float | None = None,
                  global_clipnorm: float | None = None) -> None:
@@ -179,7 +222,19 @@ class SGD(Optimizer):
 
 
 class Adam(Optimizer):
-    """Adam (Kingma and Ba), with the bias correction folded into the step size as Keras does."""
+    """Adam (Kingma and Ba), with the bias correction folded into the step size as Keras does.
+
+    Args:
+        lr: the learning rate (> 0), or a schedule.
+        beta1, beta2: the moments' decay rates, in [0, 1).
+        eps: added to the second moment's square root (> 0).
+        clipnorm: scale each parameter's gradient to an L2 norm of at most this (> 0); None: no clipping.
+        global_clipnorm: scale all gradients together to a joint L2 norm of at most this (> 0); not with
+            ``clipnorm``.
+
+    Raises:
+        ArgumentError: a hyperparameter that is not a finite number in its range, or both clipnorms.
+    """
 
     slots = ("m", "v")
 
@@ -200,7 +255,19 @@ class Adam(Optimizer):
 
 
 class RMSprop(Optimizer):
-    """RMSprop (Hinton), plain: no momentum, not centred."""
+    """RMSprop (Hinton), plain: no momentum, not centred.
+
+    Args:
+        lr: the learning rate (> 0), or a schedule.
+        rho: the squared gradients' decay rate, in [0, 1).
+        eps: added to the mean square before its root (> 0).
+        clipnorm: scale each parameter's gradient to an L2 norm of at most this (> 0); None: no clipping.
+        global_clipnorm: scale all gradients together to a joint L2 norm of at most this (> 0); not with
+            ``clipnorm``.
+
+    Raises:
+        ArgumentError: a hyperparameter that is not a finite number in its range, or both clipnorms.
+    """
 
     slots = ("v",)
 
@@ -219,7 +286,19 @@ class RMSprop(Optimizer):
 class AdamW(Adam):
     """Adam with decoupled weight decay (Loshchilov and Hutter), as Keras' ``AdamW``: each step first shrinks the
     parameter by ``weight_decay * lr`` of itself, then takes Adam's step (with the gradient of the undecayed
-    parameter). Every parameter decays, biases included (Keras' ``exclude_from_weight_decay`` is not offered)."""
+    parameter). Every parameter decays, biases included (Keras' ``exclude_from_weight_decay`` is not offered).
+
+    Args:
+        lr: the learning rate (> 0), or a schedule.
+        weight_decay: the fraction of ``lr`` by which each parameter shrinks per step (>= 0).
+        beta1, beta2, eps: as :class:`Adam`.
+        clipnorm: scale each parameter's gradient to an L2 norm of at most this (> 0); None: no clipping.
+        global_clipnorm: scale all gradients together to a joint L2 norm of at most this (> 0); not with
+            ``clipnorm``.
+
+    Raises:
+        ArgumentError: a hyperparameter that is not a finite number in its range, or both clipnorms.
+    """
 
     def __init__(self, lr: float | Schedule, weight_decay: float = 0.004, beta1: float = 0.9, beta2: float = 0.999,
                  eps: float = 1e-7, *, clipnorm: float | None = None, global_clipnorm: float | None = None) -> None:

@@ -27,7 +27,15 @@ import numpy as np
 import optree
 
 from toolkit.backend import Backend
-from toolkit.errors import ComputeError, DTypeError, NonFiniteError, ParamsError, ShapeError
+from toolkit.errors import (
+    ArgumentError,
+    ArgumentTypeError,
+    ComputeError,
+    DTypeError,
+    NonFiniteError,
+    ParamsError,
+    ShapeError,
+)
 from toolkit.nn.context import consecutive_example_keys
 from toolkit.nn.model import Model, State
 from toolkit.registry import get_backend
@@ -72,11 +80,11 @@ class Trainer:
     def __init__(self, model: Model, backend: Backend | str, optimizer: Optimizer, dtype: str, seed: int,
                  nan_policy: str) -> None:
         if not isinstance(model, Model):
-            raise TypeError(f"model must be a toolkit.Model, got {type(model).__name__}")
+            raise ArgumentTypeError(f"model must be a toolkit.Model, got {type(model).__name__}")
         if not isinstance(optimizer, Optimizer):
-            raise TypeError(f"optimizer must be a toolkit.optim optimizer, got {type(optimizer).__name__}")
+            raise ArgumentTypeError(f"optimizer must be a toolkit.optim optimizer, got {type(optimizer).__name__}")
         if nan_policy not in NAN_POLICIES:
-            raise ValueError(f"nan_policy must be one of {NAN_POLICIES}, got {nan_policy!r}")
+            raise ArgumentError(f"nan_policy must be one of {NAN_POLICIES}, got {nan_policy!r}")
         self.backend = get_backend(backend) if isinstance(backend, str) else backend
         self.model, self.optimizer, self.dtype, self.nan_policy = model, optimizer, as_dtype(dtype), nan_policy
         self.step_count = self.skipped_steps = self.epoch_count = 0
@@ -128,6 +136,11 @@ class Trainer:
         than memory allows still takes one update; the result is the update of the whole batch (each example keeps
         its random key), except that batch statistics are each part's.
 
+        Args:
+            x: an array, or a dict of arrays by input name.
+            y: the targets.
+            micro_batches: the number of consecutive parts the batch is run in (1: all at once).
+
         Raises:
             ShapeError, DTypeError, NonFiniteError: bad input, or ``micro_batches`` not an int from 1 to the batch
                 size (nothing is computed).
@@ -149,7 +162,7 @@ class Trainer:
             metrics: what to score besides the loss.
 
         Raises:
-            ValueError: an unknown metric; and what :meth:`step` raises, the trainer unchanged.
+            ArgumentError: an unknown metric; and what :meth:`step` raises, the trainer unchanged.
         """
         loss, scores = self._step(x, y, 1, metrics_module.get(metrics))
         return {"loss": loss, **scores}
@@ -230,6 +243,22 @@ class Trainer:
         first step, and a fit that raises leaves the trainer as it was before the fit (parameters, optimizer and
         model state, counts, RNG), whatever step failed; a KeyboardInterrupt keeps the steps taken.
 
+        Args:
+            x: an array, or a dict of arrays by input name.
+            y: the targets.
+            epochs: how many epochs (from :attr:`epoch_count` on, or up to ``epochs - 1`` with ``initial_epoch``).
+            batch_size: the global batch size of each step (the last batch of an epoch may be smaller).
+            shuffle: whether each epoch's order is drawn from :attr:`rng`.
+            validation_data: ``(x, y)`` scored by :meth:`evaluate` after each epoch, or None.
+            callbacks: :mod:`toolkit.callbacks` objects.
+            verbose: 0 silent, 1 a progress bar, 2 one line per epoch, "auto" (1 on a terminal, else 2).
+            metrics: names from :data:`toolkit.metrics.NAMED` or :class:`~toolkit.metrics.Metric` objects;
+                default: the model's.
+            initial_epoch: Keras' ``initial_epoch``, or None.
+
+        Returns:
+            The :class:`~toolkit.training.loop.History`.
+
         Raises:
             ShapeError, DTypeError, NonFiniteError: bad data, validation data, epochs, initial_epoch or batch size.
             ArgumentError, ValueError, TypeError: bad verbose, shuffle, callbacks (a monitor or file name field the
@@ -246,6 +275,13 @@ class Trainer:
         uses its moving statistics, dropout is off. Each batch of ``batch_size`` examples (default: all at once)
         runs as a training batch would: split over the devices (DataParallel) or part by part on the parts'
         devices (ModelParallel); the outputs come back as NumPy arrays, in order.
+
+        Args:
+            x: an array, or a dict of arrays by input name.
+            batch_size: examples per batch; None: all at once.
+
+        Returns:
+            The outputs, NumPy arrays (a pytree as the model's forward returns).
 
         Raises:
             ShapeError, DTypeError, NonFiniteError: bad input, or ``batch_size`` < 1 (nothing runs).
@@ -264,8 +300,14 @@ class Trainer:
         (when training across processes) every process, and divided once: the mean over all examples, whatever the
         split. Returns ``{"loss": ..., name: ...}``; nothing is updated.
 
+        Args:
+            x: an array, or a dict of arrays by input name.
+            y: the targets.
+            batch_size: examples per batch; None: all at once.
+            metrics: names or :class:`~toolkit.metrics.Metric` objects; default: the model's.
+
         Raises:
-            ValueError: an unknown metric; ShapeError, DTypeError, NonFiniteError: bad input or batch size.
+            ArgumentError: an unknown metric; ShapeError, DTypeError, NonFiniteError: bad input or batch size.
             ComputeError: the framework failed on a device.
         """
         chosen = metrics_module.get(metrics or self.model.metrics)  # none given: the model's
@@ -302,13 +344,34 @@ class Trainer:
         raise NotImplementedError
 
     def gradients(self, x: Any, y: Any) -> dict[str, np.ndarray]:
-        """The gradient of the mean loss over the global batch; nothing is updated."""
+        """The gradient of the mean loss over the global batch; nothing is updated.
+
+        Args:
+            x: an array, or a dict of arrays by input name.
+            y: the targets.
+
+        Returns:
+            ``{parameter name: gradient}``, NumPy arrays.
+
+        Raises:
+            ShapeError, DTypeError, NonFiniteError: bad input.
+            ComputeError: the framework failed on a device.
+        """
         _, grads, _, _ = self._loss_and_gradients(*self.check_batch(x, y))
         return {name: self.backend.to_numpy(g) for name, g in grads.items()}
 
     def loss(self, x: Any, y: Any) -> float:
         """The mean loss over the global batch with the current parameters, computed as a training step computes
-        it (training mode: batch statistics, and the dropout of the next step); nothing is updated."""
+        it (training mode: batch statistics, and the dropout of the next step); nothing is updated.
+
+        Args:
+            x: an array, or a dict of arrays by input name.
+            y: the targets.
+
+        Raises:
+            ShapeError, DTypeError, NonFiniteError: bad input.
+            ComputeError: the framework failed on a device.
+        """
         loss, _, _, _ = self._loss_and_gradients(*self.check_batch(x, y))
         return float(self.backend.to_numpy(loss))
 
@@ -323,6 +386,9 @@ class Trainer:
 
     def set_state(self, state: Mapping[str, Any]) -> None:
         """Replace the model state on every replica. Keys and shapes must match; values are cast to the dtype.
+
+        Args:
+            state: ``{name: array}`` for every state name.
 
         Raises:
             ParamsError: missing or extra keys, or a wrong shape; NonFiniteError: NaN or Inf. Nothing is changed.
@@ -347,6 +413,9 @@ class Trainer:
     def set_params(self, params: Mapping[str, Any]) -> None:
         """Replace every parameter (on every replica). Keys and shapes must match; values are cast to the dtype.
 
+        Args:
+            params: ``{name: array}`` for every parameter.
+
         Raises:
             ParamsError: missing or extra keys, or a wrong shape; NonFiniteError: NaN or Inf. Nothing is changed.
         """
@@ -358,12 +427,22 @@ class Trainer:
     def save(self, path: str | os.PathLike) -> None:
         """Write a checkpoint: parameters, optimizer and model state, step, skipped step and epoch counts, RNG state
         and seed, dtype, model, optimizer, toolkit version. Atomic: a crash during ``save`` leaves an earlier
-        checkpoint at ``path`` intact."""
+        checkpoint at ``path`` intact.
+
+        Args:
+            path: the ``.npz`` file to write (:func:`toolkit.checkpoint.save_checkpoint`).
+
+        Raises:
+            CheckpointError: a name or value that cannot be stored.
+        """
         save_checkpoint(path, trainer_checkpoint(self))
 
     def restore(self, path: str | os.PathLike | Checkpoint) -> None:
         """Load a checkpoint (from any backend, trainer kind and device count) into this trainer, its step and epoch
         counts included (the next ``fit`` numbers its epochs on from the checkpoint's).
+
+        Args:
+            path: a checkpoint file, or a :class:`~toolkit.Checkpoint` already loaded.
 
         Raises:
             CheckpointError: unreadable or corrupted file, or one that does not fit this trainer (parameter names or
