@@ -11,13 +11,20 @@ tf = environment.import_framework()
 
 
 def traced(fn):
-    """``fn`` as a ``tf.function`` that traces it as plain Python. Model code is written against the neutral ops,
-    with Python control flow on Python values only, so AutoGraph has nothing to convert; left on, it reads each
-    function's source and warns for every one it cannot find (code typed into a REPL, piped through stdin, lambdas).
-    TensorFlow's frequent-retracing warning counts traces per code object, and every per-device function shares one
-    body's code, so each new device or model looked like a retrace; each function traces once per input signature,
-    and reduce_retracing bounds that. Keras silences its own functions the same way."""
-    function = tf.function(fn, reduce_retracing=True, autograph=False)
+    """``fn`` as a ``tf.function`` that traces it as plain Python, once per exact input signature. Model code is
+    written against the neutral ops, with Python control flow on Python values only, so AutoGraph has nothing to
+    convert; left on, it reads each function's source and warns for every one it cannot find (code typed into a
+    REPL, piped through stdin, lambdas).
+
+    Exact shapes, not ``reduce_retracing``: that generalizes a signature's shapes (a None batch axis) at the second
+    shape it meets, and a generalized graph rounds differently, so which shape a process traced first decided the
+    last bits of a step (a fit resumed in a new process at an epoch's smaller last batch ended 5e-12 off the
+    uninterrupted one). Traced per shape, the graph for a shape is the same in every process whatever ran before.
+    A fit meets two batch shapes (the full one and the last), which cost two traces either way (measured); only a
+    third distinct shape and after trace again, as ``jax.jit`` does. TensorFlow's frequent-retracing warning counts
+    traces per code object, and every per-device function shares one body's code, so each new device or model
+    looked like a retrace; Keras silences its own functions the same way."""
+    function = tf.function(fn, reduce_retracing=False, autograph=False)
     function._omit_frequent_tracing_warning = True
     return function
 

@@ -260,9 +260,6 @@ class BackupAndRestore(Callback):
     equal, bit for bit, to a fit that was never interrupted, and returns the whole history (Keras returns the
     resumed epochs' only). Backups are written atomically, so the last complete one survives a kill during a save
     (what Keras' ``double_checkpoint`` guards against). EarlyStopping's counters are not backed up, as in Keras.
-    On TensorFlow, a new process whose first batch is an epoch's last, smaller one can end a few ulps off:
-    TensorFlow's traced step rounds differently once it has generalized the batch axis, at the second batch shape it
-    meets (bit for bit when ``batch_size`` divides the data, or in the same process).
 
     Args:
         backup_dir: the folder of the backup (``backup.npz``); give each fit its own.
