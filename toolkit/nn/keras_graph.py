@@ -227,7 +227,11 @@ class _Walker:
         if self.names.setdefault(layer.name, id(layer)) != id(layer):
             raise _refuse(layer, "another layer of the model has the same name, and from_keras names parameters "
                                  "by layer names (give the layers inside custom layers distinct names)")
-        bound = inspect.signature(layer.call).bind(*node.arguments.args, **node.arguments.kwargs)
+        signature = inspect.signature(layer.call)
+        # Keras' __call__ takes ``training`` for every layer and passes it on only to a call that has it (a model
+        # used as a layer records it on the nodes of layers without it).
+        kwargs = {k: v for k, v in node.arguments.kwargs.items() if k != "training" or k in signature.parameters}
+        bound = signature.bind(*node.arguments.args, **kwargs)
         arguments = {name: self._template(value, slots, mask_of) for name, value in bound.arguments.items()}
         masked = any(getattr(t, "_keras_mask", None) is not None for t in node.input_tensors)
         call = _Call(layer, tuple(node.input_tensors[0].shape), arguments, masked)

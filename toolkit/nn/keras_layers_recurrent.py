@@ -46,14 +46,14 @@ def _checked(layer, prefix: str, shape: tuple):
 
         return weights, every_step
 
-    steps = shape[1]
-    _require(layer, steps is not None, "a sequence length unknown when the model was built")
+    steps = shape[1]  # None (Input(shape=(None, ...))): every step of each batch, whatever its length
 
     def run(ops, p, x, mask):
         if backwards:  # Keras reads the steps (and the mask) last to first
             x, mask = ops.flip(x, axis=1), None if mask is None else ops.flip(mask, axis=1)
         h = run_loop(ops, p, x, steps=steps, units=units, prefix=prefix, mask=mask, unroll=unroll)
-        return h if mask is None or not zeroed else h * ops.expand_dims(ops.cast(mask[:, steps - 1], ops.dtype), -1)
+        last = -1 if steps is None else steps - 1
+        return h if mask is None or not zeroed else h * ops.expand_dims(ops.cast(mask[:, last], ops.dtype), -1)
 
     return weights, run
 

@@ -33,10 +33,16 @@ def _repeat_vector(layer, shape):
 
 
 def _rescaling(layer, shape):
-    """Keras' ``Rescaling``: ``x * scale + offset`` (each a number or an array broadcast over the last axes)."""
+    """Keras' ``Rescaling``: ``x * scale + offset`` (each a number or an array broadcast over the last axes). Keras on
+    TensorFlow casts a Python number with ``tf.cast``, which makes it a float32 tensor first: ``scale=1 / 255`` is
+    used as float32's nearest number (2e-10 off), in a float64 model too, so the toolkit uses that number."""
     import keras
 
-    scale, offset = np.asarray(layer.scale, dtype=float), np.asarray(layer.offset, dtype=float)
+    def as_keras_casts(value):
+        rounded = isinstance(value, (int, float)) and keras.backend.backend() == "tensorflow"
+        return np.asarray(np.float32(value) if rounded else value, dtype=float)
+
+    scale, offset = as_keras_casts(layer.scale), as_keras_casts(layer.offset)
     _require(layer, not scale.ndim or keras.config.image_data_format() == "channels_last",
              "a scale array with keras.config.image_data_format() 'channels_first'")
     return {}, lambda ops, p, x, mask: (ops.cast(x, ops.dtype) * scale + offset, mask)

@@ -44,7 +44,7 @@ def _carry(old, new, keep):
     return new if keep is None else old + keep * (new - old)
 
 
-def lstm(ops, params, x, steps: int, units: int, prefix: str = "lstm", mask=None, unroll: bool = False):
+def lstm(ops, params, x, steps: int | None, units: int, prefix: str = "lstm", mask=None, unroll: bool = False):
     """An LSTM over ``steps`` time steps of ``x`` (``[batch, time, features]``); returns the last hidden state.
 
     The standard equations (Hochreiter and Schmidhuber; as Keras' ``LSTM`` with its default activations)::
@@ -64,7 +64,7 @@ def lstm(ops, params, x, steps: int, units: int, prefix: str = "lstm", mask=None
         ops: the :class:`~toolkit.nn.ops.Ops` running the model.
         params: the model's parameters, holding :func:`lstm_init`'s names for ``prefix``.
         x: ``[batch, time, inputs]`` with ``time >= steps``; only the first ``steps`` are read.
-        steps: the number of time steps run.
+        steps: the number of time steps run (None: every step of ``x``, whatever its length).
         units: the hidden size given to :func:`lstm_init`.
         prefix: the layer's name given to :func:`lstm_init`.
         mask: ``[batch, time]`` booleans or 0/1, true where a step counts (None: every step).
@@ -109,7 +109,7 @@ def gru_init(rng: np.random.Generator, inputs: int, units: int, prefix: str = "g
             f"{prefix}/bias": np.zeros((2, 3 * units))}
 
 
-def gru(ops, params, x, steps: int, units: int, prefix: str = "gru", mask=None, unroll: bool = False):
+def gru(ops, params, x, steps: int | None, units: int, prefix: str = "gru", mask=None, unroll: bool = False):
     """A GRU over ``steps`` time steps of ``x`` (``[batch, time, features]``); returns the last hidden state.
 
     Keras' ``GRU`` with ``reset_after=True`` (Cho et al., the cuDNN variant)::
@@ -124,7 +124,7 @@ def gru(ops, params, x, steps: int, units: int, prefix: str = "gru", mask=None, 
         ops: the :class:`~toolkit.nn.ops.Ops` running the model.
         params: the model's parameters, holding :func:`gru_init`'s names for ``prefix``.
         x: ``[batch, time, inputs]`` with ``time >= steps``; only the first ``steps`` are read.
-        steps: the number of time steps run.
+        steps: the number of time steps run (None: every step of ``x``, whatever its length).
         units: the hidden size given to :func:`gru_init`.
         prefix: the layer's name given to :func:`gru_init`.
         mask: ``[batch, time]`` booleans or 0/1, true where a step counts (None: every step); a masked step keeps
