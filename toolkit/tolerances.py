@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from toolkit.errors import ArgumentError
+
 #: float64: max |a - b| of parameters after 10 steps. Measured differences are 1e-16 to 3e-15 (a few float64 ulps,
 #: grown over 10 steps); 1e-10 leaves five orders of magnitude for deeper models and longer runs while still failing
 #: on any real difference in the math (a wrong bias correction or a dropped shard is >= 1e-4).
@@ -81,14 +83,14 @@ def trajectory_bounds(dtype: str, null: Sequence[float] | None, param_scale: flo
         :data:`FLOAT64_ATOL` (a float).
 
     Raises:
-        ValueError: float32 without a null: no fixed float32 bound is honest for every optimizer and horizon (run at
+        ArgumentError: float32 without a null: no fixed float32 bound is honest for every optimizer and horizon (run at
             least two device counts, so that each backend can be compared with itself).
     """
     floor = FLOAT64_ATOL if dtype == "float64" else FLOAT32_RTOL * param_scale
     if null is None:
         if dtype != "float64":
-            raise ValueError(f"a {dtype} parity check needs each backend's own divergence to judge against: run at "
-                             "least two device counts (e.g. --devices 1,2)")
+            raise ArgumentError(f"a {dtype} parity check needs each backend's own divergence to judge against: run "
+                                "at least two device counts (e.g. --devices 1,2)")
         return floor
     return [NULL_FACTOR * gap + floor for gap in null]
 
@@ -117,7 +119,7 @@ def parity_bound(dtype: str, optimizer, steps: int, grad_scale: float, param_sca
         The bound on max |a - b| of the final parameters, a float.
 
     Raises:
-        ValueError: the adaptive bound exceeds :data:`MEANINGFUL_BOUND` of the parameter scale (Keras' default
+        ArgumentError: the adaptive bound exceeds :data:`MEANINGFUL_BOUND` of the parameter scale (Keras' default
             ``eps = 1e-7``, long runs): a check against it could not fail; use :func:`trajectory_bounds`.
     """
     if dtype == "float64":
@@ -127,7 +129,7 @@ def parity_bound(dtype: str, optimizer, steps: int, grad_scale: float, param_sca
         return FLOAT32_RTOL * param_scale
     bound = adaptive_float32_atol(optimizer.peak_lr, eps, steps, grad_scale, param_scale)
     if bound > MEANINGFUL_BOUND * param_scale:
-        raise ValueError(f"no meaningful fixed float32 bound for {type(optimizer).__name__}(eps={eps:g}) over {steps} "
-                         f"steps: {bound:.3g} against parameters of scale {param_scale:.3g}; judge the runs against "
-                         "each backend's own divergence (toolkit.tolerances.trajectory_bounds)")
+        raise ArgumentError(f"no meaningful fixed float32 bound for {type(optimizer).__name__}(eps={eps:g}) over "
+                            f"{steps} steps: {bound:.3g} against parameters of scale {param_scale:.3g}; judge the runs "
+                            "against each backend's own divergence (toolkit.tolerances.trajectory_bounds)")
     return bound

@@ -15,7 +15,7 @@ import numpy as np
 import optree
 
 from toolkit import backend as interface
-from toolkit.errors import LogicalDevicesError
+from toolkit.errors import ArgumentError, LogicalDevicesError
 from toolkit.placement.devices import Device, logical_device_count, parse_device
 from toolkit.training import step as rules
 
@@ -52,7 +52,7 @@ class Backend(interface.Backend):
 
     def __init__(self, linker: str = "jax") -> None:
         if linker not in LINKERS:
-            raise ValueError(f"{engine.NAME} linker must be one of {LINKERS}, got {linker!r}")
+            raise ArgumentError(f"{engine.NAME} linker must be one of {LINKERS}, got {linker!r}")
         self.linker = linker
         self._jax_devices: dict[Device, object] = {}
         if linker == "c":

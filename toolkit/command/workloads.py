@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from toolkit.datasets import digits, synthetic_images, synthetic_sequences, zen_corpus
+from toolkit.errors import ArgumentError
 from toolkit.nn import layers
 from toolkit.nn.model import Model
 from toolkit.nn.models import lstm_text, mlp, mnist_convnet, resnet, sparse_softmax_cross_entropy, transformer_lm
@@ -124,10 +125,10 @@ def draw_batches(examples: int, size: int, count: int, seed: int) -> list[np.nda
         ``count`` int arrays of ``size`` row indices.
 
     Raises:
-        ValueError: ``size`` exceeds the ``examples`` there are.
+        ArgumentError: ``size`` exceeds the ``examples`` there are.
     """
     if size > examples:
-        raise ValueError(f"--batch {size} is larger than the {examples} training examples")
+        raise ArgumentError(f"--batch {size} is larger than the {examples} training examples")
     order = np.random.default_rng(seed)
     return [order.choice(examples, size=size, replace=False) for _ in range(count)]
 
@@ -146,10 +147,10 @@ def epoch_batches(examples: int, size: int, epochs: int, seed: int) -> list[list
         One list per epoch of int arrays of row indices.
 
     Raises:
-        ValueError: ``size`` or ``epochs`` below 1.
+        ArgumentError: ``size`` or ``epochs`` below 1.
     """
     if size < 1 or epochs < 1:
-        raise ValueError(f"batch size and epochs must be >= 1, got {size} and {epochs}")
+        raise ArgumentError(f"batch size and epochs must be >= 1, got {size} and {epochs}")
     order = np.random.default_rng(seed)
     return [[perm[start:start + size] for start in range(0, examples, size)]
             for perm in (order.permutation(examples) for _ in range(epochs))]
@@ -166,20 +167,21 @@ def load_workload(spec: str) -> Workload:
         The :class:`Workload`.
 
     Raises:
-        ValueError: an unknown name, a module or function that cannot be found, or one that returns neither a
+        ArgumentError: an unknown name, a module or function that cannot be found, or one that returns neither a
             Model nor a Workload.
     """
     if spec in WORKLOADS:
         return WORKLOADS[spec]()
     if ":" not in spec:
-        raise ValueError(f"unknown model {spec!r}; expected one of {', '.join(WORKLOADS)} or module:function")
+        raise ArgumentError(f"unknown model {spec!r}; expected one of {', '.join(WORKLOADS)} or module:function")
     module_name, _, function_name = spec.partition(":")
     try:
         made = getattr(importlib.import_module(module_name), function_name)()
     except Exception as error:  # whatever the user's module or function raises, reported as one line
-        raise ValueError(f"cannot load model {spec!r}: {type(error).__name__}: {error}") from error
+        raise ArgumentError(f"cannot load model {spec!r}: {type(error).__name__}: {error}") from error
     if isinstance(made, Workload):
         return made
     if isinstance(made, Model):
         return Workload(made.name, made, digits)
-    raise ValueError(f"{spec} returned {type(made).__name__}; expected a toolkit.Model or toolkit.workloads.Workload")
+    raise ArgumentError(f"{spec} returned {type(made).__name__}; expected a toolkit.Model or "
+                        "toolkit.workloads.Workload")

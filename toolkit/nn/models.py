@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from toolkit.errors import ArgumentError, ShapeError
 from toolkit.nn import layers
 from toolkit.nn.model import Model
 
@@ -47,13 +48,13 @@ def mlp(sizes: Sequence[int], activation: str = "relu", name: str | None = None)
         A :class:`~toolkit.Model` taking ``[batch, sizes[0]]`` inputs and integer labels.
 
     Raises:
-        ValueError: fewer than two sizes, a size below 1, or an activation not in :data:`ACTIVATIONS`.
+        ArgumentError: fewer than two sizes, a size below 1, or an activation not in :data:`ACTIVATIONS`.
     """
     sizes = [int(s) for s in sizes]
     if len(sizes) < 2 or min(sizes) < 1:
-        raise ValueError(f"mlp needs at least two sizes >= 1 (inputs and classes), got {list(sizes)}")
+        raise ArgumentError(f"mlp needs at least two sizes >= 1 (inputs and classes), got {list(sizes)}")
     if activation not in ACTIVATIONS:
-        raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
+        raise ArgumentError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
     layers = list(zip(sizes[:-1], sizes[1:]))
 
     def init(rng: np.random.Generator) -> dict[str, np.ndarray]:
@@ -113,14 +114,14 @@ def mnist_convnet(input_shape: Sequence[int] = (28, 28, 1), classes: int = 10, f
         A :class:`~toolkit.Model` taking images or flat pixel rows and integer labels.
 
     Raises:
-        ValueError: images that shrink to nothing through the blocks with this padding.
+        ShapeError: images that shrink to nothing through the blocks with this padding.
     """
     height, width, channels = (int(s) for s in input_shape)
     size = np.array([height, width])
     for _ in filters:
         size = (size - 2 if padding == "valid" else size) // 2
     if min(size) < 1:
-        raise ValueError(f"mnist_convnet: {tuple(input_shape)} images shrink to nothing with {padding!r} padding; "
+        raise ShapeError(f"mnist_convnet: {tuple(input_shape)} images shrink to nothing with {padding!r} padding; "
                          "use larger images or padding='same'")
     flat = int(np.prod(size)) * int(filters[-1])
 
@@ -237,10 +238,10 @@ def transformer_lm(vocab: int = 128, seq_len: int = 32, width: int = 64, heads: 
         A :class:`~toolkit.Model`.
 
     Raises:
-        ValueError: ``width`` not a multiple of ``heads``.
+        ArgumentError: ``width`` not a multiple of ``heads``.
     """
     if width % heads:
-        raise ValueError(f"transformer_lm: width {width} must be a multiple of heads {heads}")
+        raise ArgumentError(f"transformer_lm: width {width} must be a multiple of heads {heads}")
 
     def init(rng):
         params = {**layers.embedding_init(rng, vocab, width, prefix="tokens"),

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from toolkit.errors import ArgumentError
+
 
 def split_sizes(batch: int, n: int, weights: Sequence[float] | None = None) -> list[int]:
     """Shard sizes for ``batch`` examples on ``n`` devices.
@@ -20,20 +22,20 @@ def split_sizes(batch: int, n: int, weights: Sequence[float] | None = None) -> l
         rounding, ties to the earlier device). A batch smaller than ``n`` gives empty shards, which is valid.
 
     Raises:
-        ValueError: a non-int or negative batch, ``n`` < 1, or weights of the wrong length or not finite and > 0.
+        ArgumentError: a non-int or negative batch, ``n`` < 1, or weights of the wrong length or not finite and > 0.
     """
     if not isinstance(batch, int) or isinstance(batch, bool) or batch < 0:
-        raise ValueError(f"batch must be an int >= 0, got {batch!r}")
+        raise ArgumentError(f"batch must be an int >= 0, got {batch!r}")
     if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-        raise ValueError(f"n (number of devices) must be an int >= 1, got {n!r}")
+        raise ArgumentError(f"n (number of devices) must be an int >= 1, got {n!r}")
     if weights is None:
         base, extra = divmod(batch, n)
         return [base + (i < extra) for i in range(n)]
     weights = list(weights)
     if len(weights) != n:
-        raise ValueError(f"weights must have one entry per device ({n}), got {len(weights)}: {weights!r}")
+        raise ArgumentError(f"weights must have one entry per device ({n}), got {len(weights)}: {weights!r}")
     if not all(isinstance(w, (int, float)) and not isinstance(w, bool) and math.isfinite(w) and w > 0 for w in weights):
-        raise ValueError(f"weights must be finite numbers > 0, got {weights!r}")
+        raise ArgumentError(f"weights must be finite numbers > 0, got {weights!r}")
     total = math.fsum(weights)
     exact = [batch * w / total for w in weights]
     sizes = [math.floor(e) for e in exact]
@@ -72,9 +74,9 @@ def shard_weights(sizes: Sequence[int]) -> list[float]:
         One float per shard, summing to 1.
 
     Raises:
-        ValueError: every shard is empty.
+        ArgumentError: every shard is empty.
     """
     total = sum(sizes)
     if total <= 0:
-        raise ValueError(f"cannot weight shards of sizes {list(sizes)}: the batch is empty")
+        raise ArgumentError(f"cannot weight shards of sizes {list(sizes)}: the batch is empty")
     return [size / total for size in sizes]

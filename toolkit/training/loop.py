@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from toolkit.errors import CheckpointError, DTypeError, ShapeError
+from toolkit.errors import ArgumentError, ArgumentTypeError, CheckpointError, DTypeError, ShapeError
 from toolkit.training import metrics as metrics_module
 from toolkit.training.batches import rows
 from toolkit.training.callbacks import Callback
@@ -172,8 +172,8 @@ def _check_validation_data(trainer, validation_data: Any, training: dict[str, tu
     """Validation data is checked like a batch and must hold examples like the training data's: on a new trainer
     too, where no step has fixed the model's input shapes yet."""
     if not isinstance(validation_data, (tuple, list)) or len(validation_data) != 2:
-        raise ValueError(f"validation_data must be a pair (x, y), got {type(validation_data).__name__}"
-                         + (f" of {len(validation_data)}" if isinstance(validation_data, (tuple, list)) else ""))
+        raise ArgumentError(f"validation_data must be a pair (x, y), got {type(validation_data).__name__}"
+                            + (f" of {len(validation_data)}" if isinstance(validation_data, (tuple, list)) else ""))
     found = _examples(*trainer.check_batch(*validation_data))
     if found.keys() != training.keys() or any(found[k][0] != training[k][0] for k in found):
         raise ShapeError(f"validation_data must hold examples shaped like the training data's "
@@ -197,13 +197,14 @@ def fit(trainer, x: Any, y: Any, epochs: int, batch_size: int, shuffle: bool, va
             raise ShapeError(f"initial_epoch must be at most epochs (the number after the last epoch, as in Keras); "
                              f"got initial_epoch={first}, epochs={end}")
     if verbose not in VERBOSITY:
-        raise ValueError(f"verbose must be one of {VERBOSITY}, got {verbose!r}")
+        raise ArgumentError(f"verbose must be one of {VERBOSITY}, got {verbose!r}")
     if not isinstance(shuffle, (bool, np.bool_)):
-        raise TypeError(f"shuffle must be True or False, got {shuffle!r}")
+        raise ArgumentTypeError(f"shuffle must be True or False, got {shuffle!r}")
     callbacks = list(callbacks)
     for callback in callbacks:
         if not isinstance(callback, Callback):
-            raise TypeError(f"callbacks must be toolkit.callbacks.Callback objects, got {type(callback).__name__}")
+            raise ArgumentTypeError(f"callbacks must be toolkit.callbacks.Callback objects, got "
+                                    f"{type(callback).__name__}")
     x, y = trainer.check_batch(x, y)
     metrics = metrics_module.get(metrics or trainer.model.metrics)  # none given: the model's (Keras' compiled)
     names = ["loss", *(m.name for m in metrics)]

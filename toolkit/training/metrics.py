@@ -16,7 +16,7 @@ import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from toolkit.errors import ShapeError
+from toolkit.errors import ArgumentError, ShapeError
 from toolkit.nn import keras_loss_functions as keras_functions
 from toolkit.nn.ops import Ops, Tensor
 from toolkit.nn.ops_nn import EPSILON
@@ -84,10 +84,10 @@ def sparse_top_k_categorical_accuracy(k: int = 5) -> Metric:
         after the labels' axes.
 
     Raises:
-        ValueError: ``k`` not an int >= 1.
+        ArgumentError: ``k`` not an int >= 1.
     """
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValueError(f"sparse_top_k_categorical_accuracy k must be an int >= 1, got {k!r}")
+        raise ArgumentError(f"sparse_top_k_categorical_accuracy k must be an int >= 1, got {k!r}")
 
     def fn(ops, outputs, y):
         labels = _sparse_labels(ops, outputs, y, "sparse_top_k_categorical_accuracy")
@@ -177,7 +177,7 @@ NAMED: dict[str, Callable[[], Metric]] = {
 def _named(name: str) -> Metric:
     """The metric a name selects, one object per name (so what the backends compile for it is reused)."""
     if name not in NAMED:
-        raise ValueError(f"unknown metric {name!r}; known: {', '.join(NAMED)} (or a toolkit.metrics.Metric)")
+        raise ArgumentError(f"unknown metric {name!r}; known: {', '.join(NAMED)} (or a toolkit.metrics.Metric)")
     return NAMED[name]()
 
 
@@ -191,7 +191,7 @@ def get(metrics: Iterable[str | Metric]) -> tuple[Metric, ...]:
         A tuple of :class:`Metric`, in the order given (one object per name, so compiled metrics are reused).
 
     Raises:
-        ValueError: an unknown name, a name given twice, or something that is neither (nothing is evaluated).
+        ArgumentError: an unknown name, a name given twice, or something that is neither (nothing is evaluated).
     """
     if isinstance(metrics, (str, Metric)):
         metrics = [metrics]
@@ -200,11 +200,11 @@ def get(metrics: Iterable[str | Metric]) -> tuple[Metric, ...]:
         if isinstance(metric, str):
             metric = _named(metric)
         elif not isinstance(metric, Metric):
-            raise ValueError(f"a metric is a name or a toolkit.metrics.Metric, got {type(metric).__name__}")
+            raise ArgumentError(f"a metric is a name or a toolkit.metrics.Metric, got {type(metric).__name__}")
         found.append(metric)
     names = [m.name for m in found]
     if "loss" in names or len(set(names)) != len(names):
-        raise ValueError(f"metric names must be unique and not 'loss', got {names}")
+        raise ArgumentError(f"metric names must be unique and not 'loss', got {names}")
     return tuple(found)
 
 

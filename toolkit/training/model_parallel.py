@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolkit.backend import Backend
-from toolkit.errors import DeviceSpecError, ParamsError, ShapeError
+from toolkit.errors import ArgumentError, ArgumentTypeError, DeviceSpecError, ParamsError, ShapeError
 from toolkit.nn import context
 from toolkit.nn.model import InitFn, LossFn, Model
 from toolkit.nn.ops import Ops, Tensor
@@ -40,8 +40,8 @@ class Part:
         device: where :class:`ModelParallel` runs it unless told otherwise (any device spelling).
 
     Raises:
-        ValueError: an empty name, or no inputs.
-        TypeError: an ``fn`` that is not callable.
+        ArgumentError: an empty name, or no inputs.
+        ArgumentTypeError: an ``fn`` that is not callable.
     """
 
     name: str
@@ -52,13 +52,13 @@ class Part:
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
-            raise ValueError(f"a Part needs a non-empty name, got {self.name!r}")
+            raise ArgumentError(f"a Part needs a non-empty name, got {self.name!r}")
         if not callable(self.fn):
-            raise TypeError(f"Part {self.name!r}: fn must be callable, got {self.fn!r}")
+            raise ArgumentTypeError(f"Part {self.name!r}: fn must be callable, got {self.fn!r}")
         object.__setattr__(self, "inputs", tuple(self.inputs))
         object.__setattr__(self, "params", tuple(self.params))
         if not self.inputs:
-            raise ValueError(f"Part {self.name!r} needs at least one input")
+            raise ArgumentError(f"Part {self.name!r} needs at least one input, got none")
 
 
 @dataclass(frozen=True, eq=False)
@@ -92,20 +92,20 @@ class PartedModel(Model):
             or an array where several inputs are named) raises :class:`~toolkit.ShapeError`.
 
         Raises:
-            ValueError: no parts, something that is not a :class:`Part`, duplicate names, or an input that names
+            ArgumentError: no parts, something that is not a :class:`Part`, duplicate names, or an input that names
                 neither a data input nor an earlier part.
         """
         parts, inputs = tuple(parts), tuple(inputs)
         if not parts or not all(isinstance(p, Part) for p in parts):
-            raise ValueError(f"a PartedModel needs a non-empty list of Part, got {parts!r}")
+            raise ArgumentError(f"a PartedModel needs a non-empty list of Part, got {parts!r}")
         known = list(inputs)
         for part in parts:
             if part.name in known:
-                raise ValueError(f"part name {part.name!r} is used twice (data inputs: {list(inputs)})")
+                raise ArgumentError(f"part name {part.name!r} is used twice (data inputs: {list(inputs)})")
             unknown = [i for i in part.inputs if i not in known]
             if unknown:
-                raise ValueError(f"part {part.name!r} reads {unknown}, which are neither data inputs nor earlier "
-                                 f"parts; known so far: {known}")
+                raise ArgumentError(f"part {part.name!r} reads {unknown}, which are neither data inputs nor "
+                                    f"earlier parts; known so far: {known}")
             known.append(part.name)
 
         # ModelParallel runs the parts outside a model run (no per-example keys, no state): they run as training,
@@ -186,7 +186,7 @@ class ModelParallel(Trainer):
     ``DataParallel``; the result equals the same model trained on one device.
 
     Raises:
-        TypeError: ``model`` is not a :class:`PartedModel`.
+        ArgumentTypeError: ``model`` is not a :class:`PartedModel`.
         DeviceSpecError: ``devices`` names a part the model does not have, or a part has no device.
         ParamsError: a parameter ``model.init`` makes that no part reads, one a part reads that ``init`` does not
             make, or model state (not carried across parts).
@@ -196,7 +196,7 @@ class ModelParallel(Trainer):
                  devices: Mapping[str, Any] | None = None, dtype: str = "float32", seed: int = 0,
                  nan_policy: str = "raise") -> None:
         if not isinstance(model, PartedModel):
-            raise TypeError(f"ModelParallel needs a toolkit.PartedModel, got {type(model).__name__}")
+            raise ArgumentTypeError(f"ModelParallel needs a toolkit.PartedModel, got {type(model).__name__}")
         super().__init__(model, backend, optimizer, dtype, seed, nan_policy)
         devices = dict(devices or {})
         names = [part.name for part in model.parts]

@@ -13,6 +13,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
+from toolkit.errors import ArgumentError
 from toolkit.nn.ops import Ops, Tensor
 
 
@@ -20,7 +21,7 @@ def _number(what: str, value, low: float = -math.inf, *, low_open: bool = False)
     ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
     if not ok or not (value > low if low_open else value >= low):
         bound = f"> {low}" if low_open else f">= {low}"
-        raise ValueError(f"{what} must be a finite number {bound}, got {value!r}")
+        raise ArgumentError(f"{what} must be a finite number {bound}, got {value!r}")
     return float(value)
 
 
@@ -47,7 +48,7 @@ class Schedule(ABC):
             The peak rate, a float.
 
         Raises:
-            ValueError: the schedule grows without bound (:class:`ExponentialDecay` with ``decay_rate > 1``).
+            ArgumentError: the schedule grows without bound (:class:`ExponentialDecay` with ``decay_rate > 1``).
         """
 
     def config(self) -> dict:
@@ -73,7 +74,7 @@ class ExponentialDecay(Schedule):
         staircase: floor the exponent.
 
     Raises:
-        ValueError: an argument that is not a finite number > 0.
+        ArgumentError: an argument that is not a finite number > 0.
     """
 
     def __init__(self, initial_learning_rate: float, decay_steps: int, decay_rate: float,
@@ -90,7 +91,7 @@ class ExponentialDecay(Schedule):
 
     def peak(self):
         if self.decay_rate > 1.0:
-            raise ValueError(f"{self!r} grows without bound: it has no peak")
+            raise ArgumentError(f"{self!r} grows without bound: it has no peak")
         return self.initial_learning_rate
 
 
@@ -103,7 +104,7 @@ class PiecewiseConstantDecay(Schedule):
         values: the rates, one more than the boundaries, each a finite number >= 0.
 
     Raises:
-        ValueError: boundaries that do not increase, not one value more than boundaries, no boundary, or a value
+        ArgumentError: boundaries that do not increase, not one value more than boundaries, no boundary, or a value
             that is not a finite number >= 0.
     """
 
@@ -111,10 +112,10 @@ class PiecewiseConstantDecay(Schedule):
         boundaries = [_number("PiecewiseConstantDecay boundary", b) for b in boundaries]
         values = [_number("PiecewiseConstantDecay value", v, 0.0) for v in values]
         if len(values) != len(boundaries) + 1 or not boundaries:
-            raise ValueError(f"PiecewiseConstantDecay needs one more value than boundaries (at least one boundary); "
-                             f"got {len(boundaries)} boundaries and {len(values)} values")
+            raise ArgumentError(f"PiecewiseConstantDecay needs one more value than boundaries (at least one "
+                                f"boundary); got {len(boundaries)} boundaries and {len(values)} values")
         if any(b >= c for b, c in zip(boundaries, boundaries[1:])):
-            raise ValueError(f"PiecewiseConstantDecay boundaries must increase, got {boundaries}")
+            raise ArgumentError(f"PiecewiseConstantDecay boundaries must increase, got {boundaries}")
         self.boundaries, self.values = boundaries, values
 
     def __call__(self, ops, step):
@@ -144,7 +145,7 @@ class CosineDecay(Schedule):
         warmup_steps: the steps the warm-up lasts, > 0 with a ``warmup_target``.
 
     Raises:
-        ValueError: an argument that is not a finite number in its range, or a ``warmup_target`` without
+        ArgumentError: an argument that is not a finite number in its range, or a ``warmup_target`` without
             ``warmup_steps``.
     """
 
@@ -157,7 +158,8 @@ class CosineDecay(Schedule):
                                                                         warmup_target, 0.0)
         self.warmup_steps = _number("CosineDecay warmup_steps", warmup_steps, 0.0)
         if self.warmup_target is not None and not self.warmup_steps:
-            raise ValueError("CosineDecay warmup_target needs warmup_steps > 0")
+            raise ArgumentError(f"CosineDecay warmup_target needs warmup_steps > 0, got "
+                                f"{self.warmup_steps!r}")
 
     def _decayed(self, ops, t, start):
         cosine = 0.5 * (1.0 + ops.cos(math.pi * (t / self.decay_steps)))

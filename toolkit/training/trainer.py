@@ -261,7 +261,7 @@ class Trainer:
 
         Raises:
             ShapeError, DTypeError, NonFiniteError: bad data, validation data, epochs, initial_epoch or batch size.
-            ArgumentError, ValueError, TypeError: bad verbose, shuffle, callbacks (a monitor or file name field the
+            ArgumentError, ArgumentTypeError: bad verbose, shuffle, callbacks (a monitor or file name field the
                 fit does not log), validation data or metrics. All of these before any step.
             CheckpointError: a BackupAndRestore backup that cannot be read or is another fit's (before any step).
         """

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from toolkit.errors import ArgumentError, ShapeError
+
 
 def dropout(ops, x, rate: float, noise_shape: Sequence[int | None] | None = None):
     """In training, each entry is zeroed with probability ``rate`` and the others are scaled by ``1 / (1 - rate)``;
@@ -26,11 +28,12 @@ def dropout(ops, x, rate: float, noise_shape: Sequence[int | None] | None = None
         A tensor of ``x``'s shape and dtype.
 
     Raises:
-        ValueError: ``rate`` outside ``[0, 1)``, or a ``noise_shape`` that does not broadcast to ``x``'s shape.
+        ArgumentError: ``rate`` outside ``[0, 1)``.
+        ShapeError: a ``noise_shape`` that does not broadcast to ``x``'s shape.
     """
     rate = float(rate)
     if not 0.0 <= rate < 1.0:
-        raise ValueError(f"dropout rate must be in [0, 1), got {rate}")
+        raise ArgumentError(f"dropout rate must be in [0, 1), got {rate}")
     if not ops.training or rate == 0.0:
         return x
     shape = ops.shape(x)
@@ -39,7 +42,7 @@ def dropout(ops, x, rate: float, noise_shape: Sequence[int | None] | None = None
     else:
         noise = tuple(size if wanted is None else wanted for size, wanted in zip(shape, noise_shape))
         if len(noise_shape) != len(shape) or any(n not in (1, s) for n, s in zip(noise[1:], shape[1:])):
-            raise ValueError(f"dropout noise_shape {tuple(noise_shape)} does not broadcast to x's shape {shape}: "
+            raise ShapeError(f"dropout noise_shape {tuple(noise_shape)} does not broadcast to x's shape {shape}: "
                              "each entry must be None, 1 or x's size")
     keep = ops.example_uniform(noise) >= rate
     return ops.where(keep, x / (1.0 - rate), 0.0)
