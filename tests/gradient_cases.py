@@ -71,6 +71,8 @@ NON_DIFFERENTIABLE = {
     "stop_gradient": "no gradient by definition (tests/test_ops_core.py: test_stop_gradient_passes_no_gradient)",
     "example_uniform": "random noise, drawn per example",
     "update_state": "writes model state; returns nothing to differentiate",
+    "record": "returns its argument itself, so its gradient is the argument's (tests/test_localize.py trains through "
+              "recorded outputs)",
     "cross_replica_sum": "a sum across the replicas of a running training step (tests/test_model_state.py checks "
                          "its values and gradients in data-parallel steps)",
 }

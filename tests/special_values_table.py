@@ -27,6 +27,7 @@ EXCLUDED: dict[str, str] = {
     "update_state": "training context: writes model state, defined only inside a trainer's step",
     "cross_replica_sum": "training context: a sum over the replicas of a data-parallel step (refused outside one)",
     "example_uniform": "random: no reference (noise defined only inside a training run)",
+    "record": "training context: returns its argument itself (a name for multigpu localize; tests/test_localize.py)",
     "corrcoef": "added by another task, has its own tests: tests/test_ops_statistics.py runs it on NaN, -0.0, "
                 "empty, integer and boolean inputs",
     "unique": "added by another task, has its own tests: tests/test_ops_statistics.py runs it on NaN, -0.0, "

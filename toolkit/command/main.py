@@ -1,4 +1,4 @@
-"""The ``multigpu`` command (also ``python -m toolkit``): devices, compare, parity, bench, launch.
+"""The ``multigpu`` command (also ``python -m toolkit``): devices, compare, parity, localize, bench, launch.
 
 Errors in what the user typed (a malformed option, an unknown model, a bad device list, too few devices, an output
 folder that cannot be written) are one line on stderr and exit status 2, before anything runs; a parity failure is
@@ -59,7 +59,8 @@ def _seeds(text: str) -> list[int]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``multigpu`` command's argument parser: one subcommand each for devices, compare, parity, bench, launch.
+    """The ``multigpu`` command's argument parser: one subcommand each for devices, compare, parity, localize,
+    bench, launch.
 
     Returns:
         The parser; its errors are one line on stderr and exit status :data:`EXIT_USAGE`.
@@ -67,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     from toolkit.command.compare import OPTIMIZERS
     from toolkit.command.divergence import SPLIT_BOUND
     from toolkit.command.flops import PEAK_MATMUL_SIZE
+    from toolkit.command.localize import LOCALIZE_BOUND
     from toolkit.command.seed_stats import INTERVAL_LEVEL
     from toolkit.command.seeds import DEFAULT_SEED
     from toolkit.command.workloads import BENCH_MODELS, WORKLOADS
@@ -131,6 +133,41 @@ def build_parser() -> argparse.ArgumentParser:
                         help="check each backend of --backends against the runs of a `multigpu compare --out` "
                              "folder's results.json (made in another environment, e.g. Aesara's): the model, devices, "
                              "dtype, optimizer, lr, steps, batch and seeds are the file's (its first seed's runs)")
+
+    localize = commands.add_parser(
+        "localize", help="where the numbers part: every layer output and gradient against a float64 reference",
+        description="For one set of parameters and one batch, compute a training step on every backend in --dtype "
+                    "and in float64: every output the model names with ops.record(name, x), the model's output, "
+                    "the loss and every parameter's gradient, each against the first backend's float64 step. "
+                    "Names the first of them past --bound (in the order a step computes them: outputs, loss, "
+                    "gradients in backpropagation order) and which backend is farther from the reference. One "
+                    "float32 step stays near 1e-6 of float64; training amplifies it: with --steps N --follow every "
+                    "backend also trains N steps in --dtype beside float64, and the step and layer where each run "
+                    "first parts from float64 are named. Writes localize.json to --out.")
+    localize.add_argument("--model", default="digits-mlp", help=f"{', '.join(WORKLOADS)} or module:function")
+    localize.add_argument("--backends", type=_backends, default=available_backends(),
+                          help="comma-separated; the first one's float64 step is the reference (default: every "
+                               "installed backend)")
+    localize.add_argument("--dtype", choices=["float32", "float64"], default="float32",
+                          help="the computation dtype compared with float64 (default %(default)s)")
+    localize.add_argument("--batch", type=int, default=32, help="the batch size (default %(default)s)")
+    localize.add_argument("--steps", type=int, default=0,
+                          help="float64 training steps on the first backend before the step compared (default "
+                               "%(default)s: the initial parameters)")
+    localize.add_argument("--follow", action="store_true",
+                          help="also train every backend in --dtype alongside those --steps, and say at which step "
+                               "and in which layer each run parts from float64 (past --bound)")
+    localize.add_argument("--optimizer", choices=list(OPTIMIZERS), default="adam",
+                          help="the optimizer of those steps (default %(default)s)")
+    localize.add_argument("--lr", type=float, default=0.01, help="their learning rate (default %(default)s)")
+    localize.add_argument("--seed", type=int, default=DEFAULT_SEED,
+                          help="seeds the initial parameters, the data and the dropout noise (default %(default)s)")
+    localize.add_argument("--bound", type=float, default=LOCALIZE_BOUND, metavar="RELATIVE",
+                          help="the relative error past which a quantity has parted (default %(default)g)")
+    localize.add_argument("--out", type=Path, default=Path("results"),
+                          help="folder for localize.json (default %(default)s)")
+    localize.add_argument("--quiet", action="store_true", help="no table: one line at the end")
+    localize.add_argument("--json", action="store_true", help="print the results as JSON on stdout")
 
     bench = commands.add_parser("bench", help="step time of the toolkit against native TensorFlow and Aesara code")
     bench.add_argument("--model", type=lambda text: [m for m in text.split(",") if m], default=list(BENCH_MODELS),
@@ -198,7 +235,8 @@ def main(argv: list[str] | None = None) -> int:
     """
     args = build_parser().parse_args(argv)
     try:
-        commands = {"devices": _devices, "compare": _compare, "parity": _parity, "bench": _bench, "launch": _launch}
+        commands = {"devices": _devices, "compare": _compare, "parity": _parity, "localize": _localize,
+                    "bench": _bench, "launch": _launch}
         return commands[args.command](args)
     except (ToolkitError, ValueError) as error:
         print(f"multigpu {args.command}: error: {error}", file=sys.stderr)
@@ -372,6 +410,35 @@ def _parity_against(args) -> int:
     if args.json:
         print(json.dumps({"ok": passed}))
     return EXIT_OK if passed else EXIT_PARITY_FAILED
+
+
+def _localize(args) -> int:
+    import toolkit
+    from toolkit.command.compare import OPTIMIZERS
+    from toolkit.command.localize import localize, print_localization
+    from toolkit.command.seeds import run_seeds
+    from toolkit.command.workloads import load_workload
+
+    if args.batch < 1 or args.steps < 0:
+        raise ValueError(f"--batch must be >= 1 and --steps >= 0, got {args.batch} and {args.steps}")
+    if args.follow and not args.steps:
+        raise ValueError("--follow follows the training steps before the one compared: give --steps N (N >= 1)")
+    if not args.bound > 0:
+        raise ValueError(f"--bound must be > 0, got {args.bound}")
+    (seeds,) = run_seeds([args.seed])
+    _check_out(args.out)
+    unknown = [name for name in args.backends if name not in toolkit.registry.REGISTRY]
+    if unknown:
+        raise ValueError(f"unknown backend(s) {unknown}; known: {', '.join(toolkit.registry.REGISTRY)}")
+    workload = load_workload(args.model)
+    for name in args.backends:
+        toolkit.get_backend(name)  # not installed: one clear error, now
+    results = localize(workload, args.backends, args.dtype, args.batch, seeds, args.steps,
+                       lambda: OPTIMIZERS[args.optimizer](args.lr), args.bound, args.follow)
+    results["config"] = {"model": args.model, "backends": args.backends, "dtype": args.dtype, "batch": args.batch,
+                         "steps": args.steps, "optimizer": args.optimizer, "lr": args.lr, "seed": args.seed,
+                         "follow": args.follow}
+    return _emit(args, "localize.json", results, lambda: print_localization(results))
 
 
 def _bench(args) -> int:

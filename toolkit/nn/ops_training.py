@@ -1,7 +1,8 @@
 """The training context's ops: whether the model runs for training (:attr:`TrainingOps.training`), model state
 updated by a training step (``update_state``), sums across the replicas of a data-parallel step
-(``cross_replica_sum``, synchronized statistics), per-example random numbers (``example_uniform``) and the step's
-finiteness check (``all_finite``). They read the run of :mod:`toolkit.nn.context` that a trainer opens around a step.
+(``cross_replica_sum``, synchronized statistics), per-example random numbers (``example_uniform``), the step's
+finiteness check (``all_finite``) and named intermediate outputs (``record``, collected by :func:`recording`). They
+read the run of :mod:`toolkit.nn.context` that a trainer opens around a step.
 
 Part of :class:`~toolkit.nn.ops.Ops`: a backend implements the primitives (the abstract methods, listed in
 :data:`ARGUMENTS` with how their array arguments are converted) on natives; the composites are written once, here.
@@ -9,16 +10,40 @@ Part of :class:`~toolkit.nn.ops.Ops`: a backend implements the primitives (the a
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
-from toolkit.errors import ModelStateError, ShapeError
+from toolkit.errors import ArgumentError, ModelStateError, ShapeError
 from toolkit.nn import context
 
 #: How each primitive's array arguments are converted (the letters of :data:`toolkit.nn.ops.ARGUMENTS`).
 ARGUMENTS: dict[str, str] = {"all_finite": "T", "_hash_uniform": "tt"}
+
+#: The outputs ``ops.record`` names while :func:`recording` is open (None: no recording, ``record`` is the identity).
+_RECORDS: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("toolkit_records", default=None)
+
+
+@contextlib.contextmanager
+def recording() -> Iterator[dict[str, Any]]:
+    """Collect the intermediate outputs that model code names with ``ops.record(name, x)`` while this is open, in the
+    order they are recorded: how ``multigpu localize`` reads every layer's output. Open it inside the function a
+    backend traces (around ``forward``) and return the dict from that function, so the values become its outputs.
+
+    Yields:
+        ``{name: Tensor}``, filled as ``forward`` runs; a name recorded again (a layer called twice) is kept as
+        ``name#2``, ``name#3`` and so on.
+    """
+    records: dict[str, Any] = {}
+    token = _RECORDS.set(records)
+    try:
+        yield records
+    finally:
+        _RECORDS.reset(token)
 
 
 class TrainingOps(ABC):
@@ -50,6 +75,31 @@ class TrainingOps(ABC):
         if new != old:
             raise ModelStateError(f"update_state({name!r}): the new value has shape {new}, the state has {old}")
         run.updates[name] = value
+
+    def record(self, name: str, x):
+        """``x`` itself, named ``name`` as an intermediate output of the model: where a recording is open
+        (:func:`recording`, as ``multigpu localize`` opens one) the value is collected under ``name``; elsewhere
+        nothing happens, and nothing of it reaches a compiled step (it returns the same tensor it was given).
+
+        Raises:
+            ArgumentError: ``name`` is not a non-empty string.
+            ModelStateError: a recording is open and ``record`` is called inside ``ops.scan``'s ``f`` (the body is
+                built once, its values exist only inside the loop: record the scan's outputs instead).
+        """
+        if not isinstance(name, str) or not name:
+            raise ArgumentError(f"record needs a non-empty string name, got {name!r}")
+        records = _RECORDS.get()
+        if records is None:
+            return x
+        if self._scan_depth:
+            raise ModelStateError(f"record({name!r}) inside ops.scan's f: the body's values exist only inside the "
+                                  "loop; record the scan's outputs (its ys or final carry) after it")
+        key, count = name, 1
+        while key in records:
+            count += 1
+            key = f"{name}#{count}"
+        records[key] = self.wrap(self._native(x))
+        return x
 
     def cross_replica_sum(self, x):
         """``x`` summed over the replicas of a data-parallel training step, the same on every replica: each device
