@@ -104,7 +104,7 @@ def check_fused_step_follows_outside_writes(backend, n: int, path) -> None:
     fused = toolkit.DataParallel(SMALL_MLP, backend, n, toolkit.optim.Adam(0.05), dtype="float64", nan_policy="skip")
     composed = toolkit.DataParallel(SMALL_MLP, backend, n, toolkit.optim.Adam(0.05), dtype="float64",
                                     nan_policy="skip")
-    composed._fused_steps = None
+    composed.fused = False
     both = (fused, composed)
 
     def step():

@@ -252,8 +252,7 @@ def test_training_metrics_score_the_steps_own_outputs(backend, n_devices, model,
     devices), while the
     validation loss of the same parameters (inference mode) differs: the metrics are the training-mode outputs'."""
     trainer = toolkit.DataParallel(model, backend, n_devices, toolkit.optim.Adam(0.01), dtype="float64", seed=7)
-    if not fused:
-        trainer._fused_steps = None
+    trainer.fused = fused
     again = toolkit.metrics.Metric("loss_again", model.loss)
     fit = functools.partial(trainer.fit, STATE_X, STATE_Y, epochs=2, batch_size=5, verbose=0, metrics=[again],
                             validation_data=(STATE_X, STATE_Y))

@@ -223,7 +223,7 @@ def test_tensorflow_runs_each_backward_pass_where_its_forward_ran():
                                     toolkit.optim.SGD(0.1), dtype="float64")
     parallel.step(x, y)
     indices, _, xs, ys = zip(*parallel._shards(*parallel._check_batch(x, y)))
-    graph = parallel._fused_steps[()].function.get_concrete_function(
+    graph = parallel.fused_step().function.get_concrete_function(
         tuple(indices), list(xs), list(ys), tf.constant([0.5, 0.5], tf.float64), np.asarray(2.0)).graph
     devices = _backward_devices(graph)
     assert devices and all(len(d) == 1 for d in devices.values())

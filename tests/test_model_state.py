@@ -53,8 +53,7 @@ SYNC_BATCH_NORM = toolkit.Model(_bn_init, _sync_bn_forward, sparse_softmax_cross
 def _train(model, backend, devices, fused=True, weights=None, steps=STEPS, **options):
     trainer = toolkit.DataParallel(model, backend, devices, toolkit.optim.Adam(0.01), dtype="float64", seed=7,
                                    weights=weights, **options)
-    if not fused:
-        trainer._fused_steps = None
+    trainer.fused = fused
     return trainer, [trainer.step(X, Y) for _ in range(steps)]
 
 
@@ -270,7 +269,7 @@ def test_synchronized_statistics_are_refused_where_replicas_do_not_meet(backend_
     """A step composed per device (every backend's composed path: trainer.gradients, accumulated micro-batches)
     and model code outside a trainer cannot sum over replicas: a typed error, nothing changed."""
     trainer = toolkit.DataParallel(SYNC_BATCH_NORM, backend_name, 2, toolkit.optim.SGD(0.1), dtype="float64")
-    trainer._fused_steps = None
+    trainer.fused = False
     params, state = trainer.params(), trainer.state()
     with pytest.raises(toolkit.ComputeError, match="cross_replica_sum .* needs a data-parallel training step "
                                                    "that runs its replicas together") as error:

@@ -17,16 +17,17 @@ A step, following the rules of :mod:`toolkit.training.step` (the rest is :class:
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import optree
 
 from toolkit.backend import Backend
-from toolkit.errors import ComputeError, ModelStateError
+from toolkit.errors import ArgumentTypeError, ComputeError, ModelStateError
 from toolkit.nn.model import Model, batch
 from toolkit.placement.splitting import shard_bounds, split_sizes
+from toolkit.training import metrics as metrics_module
 from toolkit.training import shards as shard_plan
 from toolkit.training.optim import Optimizer
 from toolkit.training.step import PaddingRefused, replica_batch, shares
@@ -129,6 +130,75 @@ class DataParallel(Trainer):
         """The parameters as held by each device's replica, in device order (all equal after every step)."""
         return [{name: var.replicas[i].numpy() for name, var in self._params.items()}
                 for i in range(len(self.devices))]
+
+    # ------------------------------------------------------------------------------------------------------------------
+    # The step as one compiled call: a switch to compose it instead, and a hook on the call.
+
+    @property
+    def fused(self) -> bool:
+        """Whether a step runs as one compiled call (:meth:`toolkit.backend.Backend.compile_fused_step`) where the
+        backend compiles one and the step allows it (one micro-batch). False: every step is composed from the
+        backend's primitives, device by device, as :meth:`gradients` and accumulated micro-batches are; the update
+        is the same (to rounding), so setting it False compares the two paths, or names the device where a step
+        fails. Setting it True again compiles the fused step at the next step.
+
+        Raises:
+            ArgumentTypeError: (on assignment) a value that is not True or False.
+        """
+        return self._fused_steps is not None
+
+    @fused.setter
+    def fused(self, value: bool) -> None:
+        if not isinstance(value, (bool, np.bool_)):
+            raise ArgumentTypeError(f"DataParallel.fused must be True or False, got {value!r}")
+        if not value:
+            self._fused_steps = None
+        elif self._fused_steps is None:
+            self._fused_steps = {}  # compiled by the next step, for its metrics
+
+    def fused_step(self, metrics: Sequence[Any] = ()) -> Callable | None:
+        """The compiled call a step scoring ``metrics`` runs (compiled now if no step has needed it yet).
+
+        Args:
+            metrics: names or :class:`~toolkit.metrics.Metric` objects, as :meth:`train_step` takes; ``()`` for
+                :meth:`step`.
+
+        Returns:
+            ``fn(indices, xs, ys, shares, step) -> (mean loss, written, {metric name: mean})``
+            (:meth:`toolkit.backend.Backend.compile_fused_step`), or None where steps are composed (:attr:`fused`
+            False, or a backend that compiles no fused step for this trainer).
+
+        Raises:
+            ArgumentError: an unknown metric.
+        """
+        if self._fused_steps is None:
+            return None
+        key = metrics_module.get(metrics)
+        if key not in self._fused_steps:
+            self._fused_steps[key] = self._compile_fused_step(key)
+        return self._fused_steps[key]
+
+    def wrap_fused_step(self, wrapper: Callable[[Callable], Callable], metrics: Sequence[Any] = ()) -> bool:
+        """Make the steps that score ``metrics`` call ``wrapper(step)`` in place of the compiled step: a wrapper
+        that calls through can time the compiled call (``multigpu bench`` does), count the calls or read their
+        arguments (each shard's share of the step, for one).
+
+        Args:
+            wrapper: takes the compiled step (:meth:`fused_step`) and returns a callable with its arguments and
+                result.
+            metrics: as :meth:`fused_step`.
+
+        Returns:
+            True; False, with nothing changed, where steps are composed (there is no compiled call to wrap).
+
+        Raises:
+            ArgumentError: an unknown metric.
+        """
+        step = self.fused_step(metrics)
+        if step is None:
+            return False
+        self._fused_steps[metrics_module.get(metrics)] = wrapper(step)
+        return True
 
     def _shards(self, x, y, layout: shard_plan.Layout | None = None) -> list[tuple[int, Any, dict, Any]]:
         """``(replica index, device, model batch, y shard)`` for each shard of the batch, in device order: each

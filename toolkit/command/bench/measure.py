@@ -103,18 +103,19 @@ class _ToolkitRunner:
     def __init__(self, trainer, batches: Batches) -> None:
         self._trainer, self._batches, self._next = trainer, batches, 0
         self.compiled_s = None
-        fused = (trainer._fused_steps or {}).get(())
-        if fused is not None:
-            self.compiled_s = 0.0
 
-            def timed(*args):
+        def timed(fused):
+            def call(*args):
                 began = time.perf_counter()
                 try:
                     return fused(*args)
                 finally:
                     self.compiled_s += time.perf_counter() - began
 
-            trainer._fused_steps[()] = timed
+            return call
+
+        if trainer.wrap_fused_step(timed):
+            self.compiled_s = 0.0
 
     def run(self, steps: int) -> float:
         for _ in range(steps):
@@ -274,7 +275,6 @@ def _measure(config: dict[str, Any]) -> list[dict[str, Any]]:
             "host_ms": statistics.median(host[(name, candidate)]) if host[(name, candidate)] else None,
             "compute_bound": workload.compute_bound, "products_alone_ms": alone.get(name),
             "param_diff": None if candidate == "toolkit" else _relative_diff(_values(runner), reference),
-            "library": natives(name).library(name, candidate),
         })
     return results
 
