@@ -117,8 +117,8 @@ def test_a_public_submodule_gives_every_public_name_of_its_implementation(name):
 
 
 def test_a_model_typed_into_stdin_trains_quietly(backend_name):
-    # Functions typed into a REPL or piped through stdin have no source file; TensorFlow's AutoGraph used to warn
-    # about each one it could not read (8 to 16 lines per model).
+    # Functions typed into a REPL or piped through stdin have no source file; TensorFlow's AutoGraph warns about each
+    # one it cannot read (8 to 16 lines per model), which the toolkit's tf.function(autograph=False) avoids.
     result = run_python(f"""
         import numpy as np
         import toolkit

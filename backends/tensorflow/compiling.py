@@ -43,12 +43,12 @@ def call_concrete(concrete, flat: list, args: tuple):
 @functools.cache
 def converter():
     """A NumPy array (or scalar) to an eager tensor on a device, for a step's inputs: ``EagerTensor(value, device,
-    None)``, the constructor every conversion ends in. ``tf.convert_to_tensor`` passes through four layers of
-    dispatch first and copies the array: 37-46 microseconds an input against 11-15 measured on this machine, and a
-    step had five inputs. The tensor may share the array's memory: the step is synchronous (its outputs are read
-    before it returns, and nothing keeps its inputs), and TensorFlow never writes into a buffer it does not own.
-    Where TensorFlow lacks the constructor, ``tf.convert_to_tensor`` under the device's scope. Made on first use:
-    it starts TensorFlow's runtime, which must wait until a job of several processes is joined."""
+    None)``, the constructor every conversion ends in. ``tf.convert_to_tensor`` passes through four layers of dispatch
+    first and copies the array, about three times the constructor's cost per input, which a small model's step pays for
+    each of its inputs. The tensor may share the array's memory: the step is synchronous (its outputs are read before it
+    returns, and nothing keeps its inputs), and TensorFlow never writes into a buffer it does not own. Where TensorFlow
+    lacks the constructor, ``tf.convert_to_tensor`` under the device's scope. Made on first use: it starts TensorFlow's
+    runtime, which must wait until a job of several processes is joined."""
     try:
         from tensorflow.python.eager import context
         from tensorflow.python.framework.ops import EagerTensor

@@ -1,12 +1,12 @@
 """TensorFlow's translation of a data-parallel training step (the rules are the core's, :mod:`toolkit.training.step`):
 one ``tf.function`` for the whole step, with the variables captured rather than passed.
 
-TensorFlow's per-call cost (argument canonicalisation, one dispatch per eager op) was most of a small model's step
-time. The replicas are traced together (``ReplicatedOps``: each op once per replica, under its device), so the model
-can sum over them (synchronized batch normalization), and one gradient of the replicas' summed parts gives every
-replica's parameters theirs. Across processes the step runs in MultiWorkerMirroredStrategy's replica context, whose
-all-reduce joins the processes' sums inside the graph (differentiably, for the model's cross-replica sums) and adds up
-their parts of the loss, gradients, state and metrics before the update.
+TensorFlow's per-call cost (argument canonicalisation, one dispatch per eager op) is most of a small model's step time
+when a step is run as several calls. The replicas are traced together (``ReplicatedOps``: each op once per replica,
+under its device), so the model can sum over them (synchronized batch normalization), and one gradient of the replicas'
+summed parts gives every replica's parameters theirs. Across processes the step runs in MultiWorkerMirroredStrategy's
+replica context, whose all-reduce joins the processes' sums inside the graph (differentiably, for the model's
+cross-replica sums) and adds up their parts of the loss, gradients, state and metrics before the update.
 """
 
 from __future__ import annotations

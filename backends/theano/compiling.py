@@ -73,7 +73,7 @@ class Function:
         else:
             self._run = theano.function(inputs, outputs, mode=mode(linker), on_unused_input="ignore")
             # Inputs always match the signature compiled for (BySignature), so Aesara's per-call checks and
-            # conversions can go: they were a quarter of a small model's step.
+            # conversions can go: they cost about a quarter of a small model's step.
             self._run.trust_input = True
 
     def __call__(self, *args, device=None) -> list:

@@ -76,7 +76,7 @@ class TheanoOps(TheanoElementwiseOps, TheanoShapeOps, TheanoMathOps, TheanoBitOp
     def native_cast(self, value, dtype):
         if value.dtype == "bool" and str(dtype).startswith("float"):
             # XLA rewrites a product with a boolean cast to a float into a select (and the engines a product with
-            # switch(b, 1, 0) likewise), so that 0 * inf was 0, not NaN (a crossentropy of a boolean target against
+            # switch(b, 1, 0) likewise), so that 0 * inf would be 0, not NaN (a crossentropy of a boolean target against
             # an infinite logit). Through abs, which neither rewrite looks into, the product keeps IEEE's values.
             return tt.abs(checked_cast(value, dtype))
         return checked_cast(value, dtype)

@@ -22,7 +22,8 @@ class TheanoElementwiseOps:
 
     def _floor_divide(self, x1, x2):
         if x1.dtype.startswith("float"):
-            # floor(x1 / x2), as TensorFlow's FloorDiv: the engines rewrite a float x // 1 into x (1.5 // 1.0 was 1.5).
+            # floor(x1 / x2), as TensorFlow's FloorDiv: the engines rewrite a float x // 1 into x (1.5 // 1.0 would
+            # be 1.5).
             return tt.floor(true_divide(x1, x2))
         return floor_divide(x1, x2)
 

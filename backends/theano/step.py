@@ -162,8 +162,8 @@ class MeshStep:
     """A data-parallel step over several JAX devices as one ``jax.jit`` of a ``shard_map`` over a one-axis mesh (what
     JAX recommends over ``pmap``, which current JAX keeps in maintenance only): one dispatch for all devices, the
     replicas' parts summed by ``lax.psum`` and the update computed on every device, so the replicas stay equal
-    without a copy. Calling a jitted function per device instead cost a dispatch each, and every cross-device copy
-    (the gradients to the first device, the new parameters back) about 40 microseconds in jax 0.4.30.
+    without a copy. Calling a jitted function per device instead costs a dispatch per device and two cross-device
+    copies per parameter (its gradients to the first device, its new value back).
 
     The parameters, optimizer state and model state go in and out as replicated arrays made of each device's own
     buffer (no copy: each replica's variable holds its device's buffer), the batch as one array split on its first

@@ -1,5 +1,4 @@
-"""The ``multigpu`` command (also ``python -m toolkit``): devices, compare, parity, localize, report, bench,
-launch.
+"""The ``multigpu`` command (also ``python -m toolkit``): devices, compare, parity, localize, bench, launch.
 
 Errors in what the user typed (a malformed option, an unknown model, a bad device list, too few devices, an output
 folder that cannot be written) are one line on stderr and exit status 2, before anything runs; a parity failure is
@@ -61,7 +60,7 @@ def _seeds(text: str) -> list[int]:
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``multigpu`` command's argument parser: one subcommand each for devices, compare, parity, localize,
-    report, bench, launch.
+    bench, launch.
 
     Returns:
         The parser; its errors are one line on stderr and exit status :data:`EXIT_USAGE`.
@@ -125,11 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="a pair of runs parts at the first step where a parameter's max |a - b|, over "
                               "the largest |parameter|, passes this (default %(default)g)")
     compare.add_argument("--out", type=Path, default=Path("results"),
-                         help="folder for results.json, the tidy CSV files (runs.csv, steps.csv, pairs.csv) and the "
-                              "plots (default %(default)s)")
-    compare.add_argument("--tensorboard", type=Path, default=None, metavar="DIR",
-                         help="also write each run's losses, step times and divergences as TensorBoard event files "
-                              "under DIR (one run per backend, device count and seed; no TensorFlow needed)")
+                         help="folder for results.json and the plots (default %(default)s)")
 
     parity = commands.add_parser("parity", help="exit 1 with a diff when the backends disagree beyond tolerance")
     parity.set_defaults(dtype="float64")
@@ -173,16 +168,6 @@ def build_parser() -> argparse.ArgumentParser:
                           help="folder for localize.json (default %(default)s)")
     localize.add_argument("--quiet", action="store_true", help="no table: one line at the end")
     localize.add_argument("--json", action="store_true", help="print the results as JSON on stdout")
-
-    report = commands.add_parser(
-        "report", help="one self-contained HTML report of result folders",
-        description="Build one HTML file from one or many folders written by multigpu compare or localize --out: "
-                    "the runs, the gap against the seed spread, where runs part, the plots (embedded) and the "
-                    "localization. Open it in any browser; it needs no other file.")
-    report.add_argument("folders", type=Path, nargs="+", metavar="DIR", help="result folders")
-    report.add_argument("--out", type=Path, default=Path("report.html"),
-                        help="the HTML file written (default %(default)s)")
-    report.add_argument("--title", default="multigpu comparison report", help="the report's title")
 
     bench = commands.add_parser("bench", help="step time of the toolkit against native TensorFlow and Aesara code")
     bench.add_argument("--model", type=lambda text: [m for m in text.split(",") if m], default=list(BENCH_MODELS),
@@ -251,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         commands = {"devices": _devices, "compare": _compare, "parity": _parity, "localize": _localize,
-                    "report": _report, "bench": _bench, "launch": _launch}
+                    "bench": _bench, "launch": _launch}
         return commands[args.command](args)
     except (ToolkitError, ValueError) as error:
         print(f"multigpu {args.command}: error: {error}", file=sys.stderr)
@@ -334,20 +319,13 @@ def _run(args, workload) -> dict[str, Any]:
 
 def _compare(args) -> int:
     from toolkit.command.compare import public, save_params
-    from toolkit.command.events import write_tensorboard
     from toolkit.command.plots import write_plots
-    from toolkit.command.tidy import write_csv
 
-    if args.tensorboard is not None:
-        _check_out(args.tensorboard)
     results = _run(args, _prepare(args))
     plots = write_plots(results, _out(args))
     params = save_params(results, _out(args))
-    tables = write_csv(results, _out(args))
-    boards = [f"{args.tensorboard} (TensorBoard)"] if args.tensorboard is not None and write_tensorboard(
-        results, args.tensorboard) else []
     return _emit(args, "results.json", public(results), lambda: print_table(results),
-                 [*(str(p) for p in params), *(str(p) for p in tables), *(str(p) for p in plots), *boards])
+                 [*(str(p) for p in params), *(str(p) for p in plots)])
 
 
 def _check_out(folder: Path) -> None:
@@ -461,15 +439,6 @@ def _localize(args) -> int:
                          "steps": args.steps, "optimizer": args.optimizer, "lr": args.lr, "seed": args.seed,
                          "follow": args.follow}
     return _emit(args, "localize.json", results, lambda: print_localization(results))
-
-
-def _report(args) -> int:
-    from toolkit.command.report import write_report
-
-    if args.out.is_dir():
-        raise ValueError(f"--out {args.out} is a folder; expected the HTML file to write")
-    print(f"wrote {write_report(args.folders, args.out, args.title)}")
-    return EXIT_OK
 
 
 def _bench(args) -> int:

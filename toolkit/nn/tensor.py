@@ -4,8 +4,8 @@ Model code receives its parameters and inputs as :class:`Tensor`, a thin wrapper
 (a ``tf.Tensor``, an Aesara variable) that exists only while the code is traced; the compiled functions run the
 frameworks' own arrays. Its Python operators (``+ - * / // % ** @``, unary ``-``, ``abs``, comparisons, ``& | ~``,
 basic indexing) are :class:`~toolkit.nn.ops.Ops` calls, so they follow the rules below on every backend, where the
-frameworks' own operators disagree (``(a > 0) * a`` was a bool tensor on TensorFlow and the ReLU on Aesara; a float64
-NumPy constant kept a float32 model float32 on TensorFlow and made it float64 on Aesara).
+frameworks' own operators disagree (with them, ``(a > 0) * a`` is a bool tensor on TensorFlow and the ReLU on Aesara;
+a float64 NumPy constant keeps a float32 model float32 on TensorFlow and makes it float64 on Aesara).
 
 The rules (:func:`result_dtype`), NumPy's with the computation dtype in charge of constants, as Keras and JAX do:
 
