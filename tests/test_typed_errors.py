@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -16,6 +17,9 @@ import pytest
 
 import toolkit
 from toolkit import ArgumentError, ArgumentTypeError, DTypeError, ShapeError
+from toolkit.command.parity import check_request, read_reference
+from toolkit.command.seed_stats import t_quantile
+from toolkit.command.seeds import parse_seeds, run_seeds
 from toolkit.command.workloads import draw_batches, epoch_batches, load_workload
 from toolkit.metrics import get as get_metrics
 from toolkit.metrics import sparse_top_k_categorical_accuracy
@@ -94,6 +98,14 @@ CASES = [
      "returned ToolkitError; expected a toolkit.Model or toolkit.workloads.Workload"),
     (lambda: draw_batches(10, 11, 1, 0), ArgumentError, ValueError, "--batch 11 is larger than the 10 training"),
     (lambda: epoch_batches(10, 0, 1, 0), ArgumentError, ValueError, "batch size and epochs must be >= 1, got 0 and 1"),
+    (lambda: parse_seeds("0,x"), ArgumentError, ValueError, "expected seeds like 0-9 or 0,3,7-9 .* got '0,x'"),
+    (lambda: parse_seeds("3-1"), ArgumentError, ValueError, "the range '3-1' in '3-1' runs backwards"),
+    (lambda: parse_seeds("1,0-2"), ArgumentError, ValueError, r"seeds \[1\] are given more than once"),
+    (lambda: run_seeds([]), ArgumentError, ValueError, "expected at least one seed"),
+    (lambda: t_quantile(0.3, 2), ArgumentError, ValueError, "expected 0.5 <= p < 1 and df >= 1, got p=0.3, df=2"),
+    (lambda: check_request("float32", [1]), ArgumentError, ValueError, "needs each backend's own divergence"),
+    (lambda: read_reference(Path("/nonexistent-h6/results.json")), ArgumentError, ValueError,
+     "--against /nonexistent-h6/results.json: cannot read it"),
     (lambda: constant_dtype(np.array(["a"]), "float32"), DTypeError, TypeError,
      "a constant of dtype <U1 has no place in model code"),
 ]

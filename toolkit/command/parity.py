@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from toolkit.errors import ArgumentError
 from toolkit.tolerances import trajectory_bounds
 
 #: The run options that ``parity --against`` takes from the reference file's config.
@@ -47,7 +48,7 @@ def check_request(dtype: str, devices: list[int]) -> None:
         devices: the device counts asked for.
 
     Raises:
-        ValueError: float32 on fewer than two device counts (:func:`toolkit.tolerances.trajectory_bounds`).
+        ArgumentError: float32 on fewer than two device counts (:func:`toolkit.tolerances.trajectory_bounds`).
     """
     trajectory_bounds(dtype, None if len(devices) < 2 else [0.0], 1.0)
 
@@ -105,7 +106,7 @@ def read_reference(path: Path) -> dict[str, Any]:
         The results, a dict.
 
     Raises:
-        ValueError: a file that cannot be read, is not JSON, is not a compare results file, or whose config lacks
+        ArgumentError: a file that cannot be read, is not JSON, is not a compare results file, or whose config lacks
             one of :data:`AGAINST_CONFIG`.
     """
     from toolkit.command.compare import SCHEMA
@@ -113,14 +114,14 @@ def read_reference(path: Path) -> dict[str, Any]:
     try:
         reference = json.loads(Path(path).read_text())
     except OSError as error:
-        raise ValueError(f"--against {path}: cannot read it ({error.strerror})") from error
+        raise ArgumentError(f"--against {path}: cannot read it ({error.strerror})") from error
     except json.JSONDecodeError as error:
-        raise ValueError(f"--against {path}: not JSON ({error.msg} at line {error.lineno})") from error
+        raise ArgumentError(f"--against {path}: not JSON ({error.msg} at line {error.lineno})") from error
     if not isinstance(reference, dict) or reference.get("schema") != SCHEMA or "config" not in reference:
-        raise ValueError(f"--against {path}: expected a `multigpu compare --out` results.json (schema {SCHEMA!r})")
+        raise ArgumentError(f"--against {path}: expected a `multigpu compare --out` results.json (schema {SCHEMA!r})")
     missing = [key for key in AGAINST_CONFIG if key not in reference["config"]]
     if missing:
-        raise ValueError(f"--against {path}: its config lacks {missing}")
+        raise ArgumentError(f"--against {path}: its config lacks {missing}")
     return reference
 
 

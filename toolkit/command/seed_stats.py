@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from toolkit.errors import ArgumentError
+
 #: The confidence level of every interval: a two-sided Student t interval over seeds.
 INTERVAL_LEVEL = 0.95
 
@@ -59,10 +61,10 @@ def t_quantile(p: float, df: int) -> float:
         The quantile, within 1e-8 (relative).
 
     Raises:
-        ValueError: ``p`` outside ``[0.5, 1)`` or ``df < 1``.
+        ArgumentError: ``p`` outside ``[0.5, 1)`` or ``df < 1``.
     """
     if not 0.5 <= p < 1.0 or df < 1:
-        raise ValueError(f"expected 0.5 <= p < 1 and df >= 1, got p={p}, df={df}")
+        raise ArgumentError(f"expected 0.5 <= p < 1 and df >= 1, got p={p}, df={df}")
     low, high = 0.0, math.pi / 2
     for _ in range(200):  # bisection on the angle, to float64 resolution
         middle = 0.5 * (low + high)

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from toolkit.errors import ArgumentError
 from toolkit.nn.model import State
 
 #: The seed of a run when no seed is given.
@@ -37,21 +38,21 @@ def parse_seeds(text: str) -> list[int]:
         The seeds, in the order written.
 
     Raises:
-        ValueError: a part that is not a non-negative integer or a range ``a-b`` with ``a <= b``, no seed at all, or
+        ArgumentError: a part that is not a non-negative integer or a range ``a-b`` with ``a <= b``, no seed at all, or
             a seed given twice.
     """
     seeds: list[int] = []
     for part in (p.strip() for p in text.split(",")):
         low, dash, high = part.partition("-")
         if not (low.isdigit() and (high.isdigit() if dash else not high)):
-            raise ValueError(f"expected seeds like 0-9 or 0,3,7-9 (non-negative integers and ranges); got {text!r}")
+            raise ArgumentError(f"expected seeds like 0-9 or 0,3,7-9 (non-negative integers and ranges); got {text!r}")
         first, last = int(low), int(high) if dash else int(low)
         if last < first:
-            raise ValueError(f"the range {part!r} in {text!r} runs backwards; expected a-b with a <= b")
+            raise ArgumentError(f"the range {part!r} in {text!r} runs backwards; expected a-b with a <= b")
         seeds.extend(range(first, last + 1))
     repeated = sorted({s for s in seeds if seeds.count(s) > 1})
     if repeated:
-        raise ValueError(f"seeds {repeated} are given more than once in {text!r}")
+        raise ArgumentError(f"seeds {repeated} are given more than once in {text!r}")
     return seeds
 
 
@@ -86,15 +87,15 @@ def run_seeds(seeds: Sequence[int], init: int | None = None, data: int | None = 
         One :class:`RunSeeds` per seed, in order.
 
     Raises:
-        ValueError: no seeds, a seed given twice, or a negative one.
+        ArgumentError: no seeds, a seed given twice, or a negative one.
     """
     if not seeds:
-        raise ValueError("expected at least one seed")
+        raise ArgumentError("expected at least one seed")
     if len(set(seeds)) != len(seeds):
-        raise ValueError(f"seeds must be distinct, got {list(seeds)}")
+        raise ArgumentError(f"seeds must be distinct, got {list(seeds)}")
     for name, value in (("seed", min(seeds)), ("init seed", init), ("data seed", data), ("noise seed", noise)):
         if value is not None and value < 0:
-            raise ValueError(f"a {name} must be >= 0 (numpy's generators take no negative seed), got {value}")
+            raise ArgumentError(f"a {name} must be >= 0 (numpy's generators take no negative seed), got {value}")
     return [RunSeeds(s if init is None else init, s if data is None else data, s if noise is None else noise)
             for s in seeds]
 
