@@ -141,20 +141,11 @@ def values(keras, shared: dict) -> dict[str, dict]:
 
 
 _SHARED_REFUSED = {"dtype"}
-_CONSTRAINTS = {"bias_constraint"}
-#: The walk's outcomes that are refusals, by layer: constraints (the toolkit's step applies none) and mixed
-#: precision; every other argument is honoured.
+#: The walk's outcomes that are refusals, by layer: mixed precision and the arguments named; every other argument
+#: is honoured.
 REFUSED = {
-    **{kind: _SHARED_REFUSED | _CONSTRAINTS | {"kernel_constraint"} for kind in ("Conv1D", "Conv3D")},
-    **{f"SeparableConv{d}": _SHARED_REFUSED | _CONSTRAINTS | {"depthwise_constraint", "pointwise_constraint"}
-       for d in _ND[:2]},
-    **{f"DepthwiseConv{d}": _SHARED_REFUSED | _CONSTRAINTS | {"depthwise_constraint"} for d in _ND[:2]},
-    **{f"Conv{d}Transpose": _SHARED_REFUSED | _CONSTRAINTS | {"kernel_constraint"} for d in _ND},
     "UpSampling2D": _SHARED_REFUSED | {"interpolation"},
-    "PReLU": _SHARED_REFUSED | {"alpha_constraint"},
-    "GroupNormalization": _SHARED_REFUSED | {"beta_constraint", "gamma_constraint"},
-    "SimpleRNN": _SHARED_REFUSED | {"use_bias", "kernel_constraint", "recurrent_constraint", "bias_constraint",
-                                    "dropout", "recurrent_dropout", "return_state", "stateful"},
+    "SimpleRNN": _SHARED_REFUSED | {"use_bias", "dropout", "recurrent_dropout", "return_state", "stateful"},
     # Keras cannot serialize an activity_regularizer given to these (get_config fails), so from_keras cannot read
     # their arguments
     **{kind: _SHARED_REFUSED | {"activity_regularizer"} for kind in ("Identity", "ELU")},

@@ -335,7 +335,6 @@ def test_what_is_not_translated_is_refused_by_name(keras):
     for settings, words in [
         ({"metrics": ["mse", metrics.AUC()]}, "AUC is not supported"),
         ({"loss_weights": [0.5]}, r"loss_weights=\[0.5\] is not supported"),
-        ({"weighted_metrics": ["mae"]}, "weighted_metrics=.* sample_weight"),
         ({"metrics": {"dense": ["mae"]}}, "per output are not supported"),
         ({"metrics": ["mse", "mse"]}, "names must be unique"),
     ]:

@@ -39,8 +39,9 @@ def _doubled(mean):
 
 
 def _halved(apply_update):
-    def halved_update(ops, optimizer, params, grads, slots, step, checked=()):  # a transform of the new values
-        new_params, new_slots, finite = apply_update(ops, optimizer, params, grads, slots, step, checked)
+    def halved_update(ops, optimizer, params, grads, slots, step, checked=(), constraints=None):  # of new values
+        new_params, new_slots, finite = apply_update(ops, optimizer, params, grads, slots, step, checked,
+                                                     constraints)
         return {name: 0.5 * value for name, value in new_params.items()}, new_slots, finite
 
     return halved_update

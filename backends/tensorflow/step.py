@@ -63,7 +63,7 @@ def compile_fused_step(backend, model, optimizer, dtype, params, state, model_st
             current = {name: params[name].replicas[0].value for name in names}
             slots = {slot: {name: var.value for name, var in values.items()} for slot, values in state.items()}
             new_params, new_state, finite = ops.call(rules.apply_update, optimizer, current, grads, slots, step,
-                                                     [loss, *mean_state.values()])
+                                                     [loss, *mean_state.values()], model.constraints)
 
         def assign_everywhere(mirrored, value):
             for replica in mirrored.replicas:

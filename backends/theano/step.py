@@ -37,9 +37,10 @@ def replica_loss_and_gradients(model, ops, params, batch, y, metrics=(), replica
     return loss, grads, model_state, scores
 
 
-def update_graph(optimizer, ops, params, grads, slots, step, checked):
-    """Rule 5 as a graph: the new parameters and optimizer state, and whether the step may be written."""
-    return ops.call(rules.apply_update, optimizer, params, grads, slots, step, checked)
+def update_graph(optimizer, ops, params, grads, slots, step, checked, constraints=None):
+    """Rule 5 as a graph: the new parameters (constrained) and optimizer state, and whether the step may be
+    written."""
+    return ops.call(rules.apply_update, optimizer, params, grads, slots, step, checked, constraints)
 
 
 def _one_replica_step(model, optimizer, ops, params, batch, y, slots, step, metrics):
@@ -48,7 +49,7 @@ def _one_replica_step(model, optimizer, ops, params, batch, y, slots, step, metr
     loss, grads, model_state, scores = replica_loss_and_gradients(model, ops, params, batch, y, metrics,
                                                                   single_replica)
     new_params, new_state, finite = update_graph(optimizer, ops, params, grads, slots, step,
-                                                [loss, *model_state.values()])
+                                                [loss, *model_state.values()], model.constraints)
     return loss, new_params, new_state, finite, model_state, scores
 
 
@@ -191,7 +192,7 @@ class MeshStep:
 
         def build_update(params, grads, slots, step, checked):
             symbols = optree.tree_map(symbol, (params, grads, slots, step, checked))
-            return symbols, update_graph(optimizer, ops, *symbols)
+            return symbols, update_graph(optimizer, ops, *symbols, model.constraints)
 
         self._gradient = BySignature(build_gradient, dtype, "jax")
         self._update = BySignature(build_update, dtype, "jax")

@@ -129,6 +129,9 @@ class RunContext:
             shard's examples and 0 for rows that pad the shard to the step's common shard size (a step whose
             backend runs shards of one size: :mod:`toolkit.training.shards`). Losses, metrics and ``ops.moments``
             over the batch axis weigh rows by it.
+        penalties: terms a training run's model adds to its loss outside the examples' weights (Keras' regularization
+            losses), each a scalar or a ``[batch]`` vector: :meth:`toolkit.nn.model.Model.train_losses` adds them to
+            the per-example losses after weighing those by the examples' weights (Keras' ``sample_weight``).
     """
 
     training: bool
@@ -138,6 +141,7 @@ class RunContext:
     calls: int = 0
     replica_sum: Callable[[Any], Any] | None = None
     row_weights: Any = None
+    penalties: list[Any] = field(default_factory=list)
 
 
 def single_replica(value: Any) -> Any:

@@ -27,8 +27,9 @@ one; layers pass it on; merges AND theirs; attention and recurrent layers consum
   Only trainable weights are penalised, as in Keras. The trainer's ``evaluate`` scores outputs without the
   parameters, so it cannot add the penalties Keras' ``evaluate`` adds: the imported loss refuses to be evaluated
   there (a :class:`~toolkit.KerasImportError`) rather than give a different number.
-- ``..._constraint`` on a trainable weight: refused. Keras applies a constraint after each optimizer update; the
-  toolkit's training step has no such step.
+- ``..._constraint`` on a trainable weight (``MaxNorm``, ``NonNeg``, ``UnitNorm``, ``MinMaxNorm``): the model's
+  constraint of that parameter (:mod:`toolkit.nn.constraints`), applied after each update as Keras applies it;
+  another constraint class is refused.
 - The compiled loss and metrics (:mod:`toolkit.nn.keras_losses`): every Keras loss and per-example metric by name,
   function or object with its arguments, computed as Keras computes it, with Keras' rank rules (targets ``(N,)``
   against outputs ``(N, 1)`` are not broadcast to ``(N, N)``; sparse labels ``(N, 1)`` are squeezed; other shapes
@@ -51,7 +52,7 @@ from typing import Any
 import numpy as np
 
 from toolkit.errors import KerasImportError
-from toolkit.nn import context, keras_graph, keras_losses, keras_outputs
+from toolkit.nn import constraints, context, keras_graph, keras_losses, keras_outputs
 from toolkit.nn.keras_activations import ACTIVATIONS
 from toolkit.nn.keras_base import Flow, _MaskOf, _Slot
 from toolkit.nn.keras_graph import graph as _graph
@@ -143,21 +144,32 @@ def _coefficients(layer, regularizer, key: str) -> tuple[float, float]:
     return float(getattr(regularizer, "l1", 0.0)), float(getattr(regularizer, "l2", 0.0))
 
 
+def _constraint(layer, constraint, key: str):
+    """The toolkit's constraint for a Keras ``MaxNorm``, ``NonNeg``, ``UnitNorm`` or ``MinMaxNorm``; anything else
+    (a subclass included, whose formula may differ) is refused."""
+    import keras
+
+    kind = type(constraint).__name__
+    if kind not in constraints.KERAS or type(constraint) is not getattr(keras.constraints, kind):
+        raise _refuse(layer, f"{key} is not supported; supported constraints: {', '.join(constraints.KERAS)}")
+    return constraints.KERAS[kind](**(constraint.get_config() or {}))
+
+
 class _Settings:
     """What the importer applies besides a layer's own translation: its frozen weights (model state that nothing
-    updates), the penalties of its regularized trainable weights and of its outputs."""
+    updates), the penalties of its regularized trainable weights and of its outputs, the constraints of its
+    trainable weights."""
 
     def __init__(self, layer, weights: dict, trainable: set[int]):
         variables = list(layer.weights)
         if len(variables) != len(weights):
             raise _refuse(layer, f"has {len(variables)} weights where its translation has {len(weights)}")
-        self.weights, self.penalties = {}, []
+        self.weights, self.penalties, self.constraints = {}, [], {}
         for (name, value), variable in zip(weights.items(), variables):
             trained = id(variable) in trainable
-            if trained and getattr(variable, "constraint", None) is not None:
-                raise _refuse(layer, f"{_config_key(layer, '_constraint', variable.constraint)} is not supported: "
-                                     "Keras applies a constraint after each optimizer update, and the toolkit's "
-                                     "training step has none (remove it, or freeze the layer: trainable = False)")
+            if trained and getattr(variable, "constraint", None) is not None:  # frozen weights are never updated
+                key = _config_key(layer, "_constraint", variable.constraint)
+                self.constraints[name] = _constraint(layer, variable.constraint, key)
             if trained and getattr(variable, "regularizer", None) is not None:
                 key = _config_key(layer, "_regularizer", variable.regularizer)
                 self.penalties.append((name, *_coefficients(layer, variable.regularizer, key)))
@@ -181,23 +193,6 @@ def _activity_penalty(ops, y, l1: float, l2: float):
     """Each example's share of Keras' activity penalty (the penalty of the whole output divided by the batch size):
     the penalty of its own row."""
     return _penalty(ops, y, l1, l2, axis=tuple(range(1, len(ops.shape(y)))) or None)
-
-
-class _Handover:
-    """Carries a training run's penalties from ``forward``, which sees the parameters, to the loss, which Keras
-    adds them to: both run in the same :class:`~toolkit.nn.context.RunContext` (``Model.train_losses``)."""
-
-    def __init__(self):
-        self._runs: dict[int, tuple] = {}
-
-    def give(self, penalty) -> None:
-        run = context.current()
-        self._runs[id(run)] = (run, penalty)
-
-    def take(self):
-        run = context.current()
-        entry = self._runs.pop(id(run), None) if run is not None else None
-        return entry[1] if entry is not None and entry[0] is run else None
 
 
 # --- the graph ---------------------------------------------------------------------------------------------------
@@ -247,8 +242,9 @@ def from_keras(keras_model, loss: Any = None, name: str | None = None) -> Model:
 
     Raises:
         KerasImportError: not a built Sequential or functional model, a layer, argument or call not supported
-            (the message names the layer and the argument: a constraint, a regularizer other than L1/L2/L1L2, a
-            non-default argument no translator reads), or a loss or metric not translated; nothing is imported.
+            (the message names the layer and the argument: a constraint other than MaxNorm/NonNeg/UnitNorm/
+            MinMaxNorm, a regularizer other than L1/L2/L1L2, a non-default argument no translator reads), or a
+            loss or metric not translated; nothing is imported.
     """
     import keras
 
@@ -259,7 +255,7 @@ def from_keras(keras_model, loss: Any = None, name: str | None = None) -> Model:
         raise KerasImportError("the Keras model is not built: give it an Input or call it on data first")
     calls, output = _graph(keras_model)
     trainable = {id(variable) for variable in keras_model.trainable_weights}
-    params, program, penalties, seen = {}, [], [], set()
+    params, program, penalties, seen, constrained = {}, [], [], set(), {}
     for call in calls:
         translator = _translator(call.layer)
         if id(call.layer) not in seen:
@@ -269,6 +265,7 @@ def from_keras(keras_model, loss: Any = None, name: str | None = None) -> Model:
         if id(call.layer) not in seen:  # a shared layer's weights are penalised once, as Keras counts variables
             params.update(settings.weights)
             penalties += settings.penalties
+            constrained.update(settings.constraints)
             seen.add(id(call.layer))
         program.append((apply, call.arguments, settings.activity))
     score = (keras_outputs.compiled_loss if isinstance(output, list) else keras_losses.compiled_loss)(keras_model,
@@ -276,7 +273,6 @@ def from_keras(keras_model, loss: Any = None, name: str | None = None) -> Model:
     inputs = keras_outputs.arrange(keras_outputs.input_names(keras_model))
     initial = _copied(params)
     penalized = bool(penalties) or any(activity is not None for _, _, activity in program)
-    handover = _Handover()
 
     def init(rng):
         return _copied(initial)
@@ -290,25 +286,23 @@ def from_keras(keras_model, loss: Any = None, name: str | None = None) -> Model:
         if penalized and ops.training:
             for key, l1, l2 in penalties:
                 penalty = penalty + _penalty(ops, p[key], l1, l2)
-            handover.give(penalty)
+            # Added to the loss by the run (Model.train_losses), after the examples' weights, as Keras adds them.
+            context.current().penalties.append(penalty)
         return [flows[i].value for i in output] if isinstance(output, list) else flows[output].value
 
     def loss_fn(ops, outputs, y):
         losses = score(ops, outputs, y)
-        if not penalized:
-            return losses
-        penalty = handover.take()
-        if penalty is None:
+        if penalized and not ops.training:
             raise KerasImportError(
                 f"the loss of {keras_model.name!r} includes its regularizers' penalties, which need the parameters: "
                 "the trainer's evaluate (and fit's validation) scores outputs alone, so it cannot add them as Keras' "
                 "evaluate does; use trainer.loss(x, y) (training mode), or import a model without regularizers to "
                 "evaluate it")
-        return losses + penalty
+        return losses
 
     loss_fn.__name__ = getattr(score, "__name__", "loss")
     return Model(init, forward, loss_fn, name=name or keras_model.name, rows_independent=True,
-                 metrics=keras_losses.compiled_metrics(keras_model))
+                 metrics=keras_losses.compiled_metrics(keras_model), constraints=constrained)
 
 
 def to_keras(params: dict[str, np.ndarray], keras_model, state: dict[str, np.ndarray] | None = None) -> None:

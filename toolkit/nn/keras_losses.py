@@ -27,17 +27,21 @@ values are those Keras' ``MeanMetricWrapper`` averages. Keras' rules are kept:
 **Nothing silent**: anything else is a :class:`~toolkit.KerasImportError` that names it: another loss or metric (a
 custom function, ``AUC``, ``RootMeanSquaredError``: not a mean of per-example values), a subclass, an argument the
 translation does not apply (``reduction`` other than Keras' default, ``ignore_class``, ``from_sorted_ids``, an axis
-across examples), a loss or metric dtype other than the model's, ``loss_weights`` or ``weighted_metrics``.
+across examples), a loss or metric dtype other than the model's, ``loss_weights`` on a model of one output.
 
 What differs from Keras on TensorFlow by design: behind a final ``softmax``/``sigmoid``, Keras on TensorFlow computes
 a crossentropy from the logits the activation received (``_keras_logits``) and does not clip; the toolkit computes
 it from the probabilities, as Keras on JAX, NumPy and PyTorch do. The two agree to rounding unless a probability is
-within ``epsilon`` of 0 or 1 (a saturated output). Keras' ``sample_weight`` and ``class_weight`` are not taken: the
-trainer's ``fit`` has no per-example weights yet.
+within ``epsilon`` of 0 or 1 (a saturated output).
+
+``weighted_metrics`` become weighted metrics (:attr:`toolkit.metrics.Metric.weighted`), named as Keras names them
+(``weighted_<name>`` where ``metrics`` already has the name); the trainer's ``fit(sample_weight=, class_weight=)`` and
+``evaluate(sample_weight=)`` weigh the loss and them as Keras does.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from collections.abc import Callable
 from typing import Any
@@ -238,30 +242,33 @@ def compiled_loss(keras_model, loss: Any = None) -> Callable:
 
 
 def compiled_metrics(keras_model) -> tuple[Metric, ...]:
-    """The metrics ``keras_model`` was compiled with (``metrics=``), as :class:`toolkit.metrics.Metric` objects named
-    as Keras' ``fit`` logs them; empty without.
+    """The metrics ``keras_model`` was compiled with (``metrics=``, then ``weighted_metrics=``, those weighted:
+    :attr:`toolkit.metrics.Metric.weighted`), as :class:`toolkit.metrics.Metric` objects named as Keras' ``fit``
+    logs them; empty without.
 
     Raises:
-        KerasImportError: a metric that is not translated, metrics per output (a dict or nested lists), or
-            ``weighted_metrics`` (weighed by ``sample_weight``, which the toolkit's ``fit`` does not take).
+        KerasImportError: a metric that is not translated, or metrics per output (a dict or nested lists).
     """
     from toolkit.training import metrics as metrics_module
 
     config = _compile_config(keras_model)
-    if config.get("weighted_metrics"):
-        raise KerasImportError(f"weighted_metrics={config['weighted_metrics']!r} is not supported: they are weighed "
-                               "by fit's sample_weight, which the toolkit's fit does not take (compile them as "
-                               "metrics=)")
-    given = config.get("metrics") or ()
-    given = [given] if not isinstance(given, (list, tuple, dict)) else given
-    if isinstance(given, dict) or any(isinstance(m, (list, tuple, dict)) for m in given):
-        raise KerasImportError(f"metrics={given!r} per output are not supported (from_keras imports models of one "
-                               "output: pass a flat list)")
-    found = tuple(translate_metric(m, keras_model.compute_dtype) for m in given)
+    found = []
+    for key in ("metrics", "weighted_metrics"):
+        given = config.get(key) or ()
+        given = [given] if not isinstance(given, (list, tuple, dict)) else given
+        if isinstance(given, dict) or any(isinstance(m, (list, tuple, dict)) for m in given):
+            raise KerasImportError(f"{key}={given!r} per output are not supported (from_keras imports models of one "
+                                   "output: pass a flat list)")
+        for metric in given:
+            metric = translate_metric(metric, keras_model.compute_dtype)
+            if key == "weighted_metrics":  # Keras' name, "weighted_" first where a metric already has it
+                name = f"weighted_{metric.name}" if any(m.name == metric.name for m in found) else metric.name
+                metric = dataclasses.replace(metric, name=name, weighted=True)
+            found.append(metric)
     try:
         return metrics_module.get(found)
     except ValueError as error:
-        raise KerasImportError(f"metrics={list(given)!r}: {error}") from error
+        raise KerasImportError(f"metrics={[m.name for m in found]!r}: {error}") from error
 
 
 __all__ = ["FUNCTIONS", "REDUCTIONS", "compiled_loss", "compiled_metrics", "translate_loss", "translate_metric"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -48,6 +49,8 @@ class Model:
             The built-in models and imported Keras models are row-independent.
         metrics: what ``fit`` and ``evaluate`` report when they are given no ``metrics=``
             (:class:`toolkit.metrics.Metric` objects or their names): an imported Keras model's compiled metrics.
+        constraints: ``{parameter name: constraint(ops, value) -> value}``, applied to the parameter's new value
+            after each update, as Keras applies ``kernel_constraint`` (:mod:`toolkit.nn.constraints`).
 
     ``init`` may mark entries with :class:`State`: the trainer keeps them apart from the parameters (``state()``),
     passes them to ``forward`` in ``params``, and writes the new values a training step gives them.
@@ -63,6 +66,7 @@ class Model:
     name: str = ""
     rows_independent: bool = False
     metrics: tuple = ()
+    constraints: Mapping[str, Callable[[Ops, Tensor], Tensor]] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for field in ("init", "forward", "loss"):
@@ -71,6 +75,10 @@ class Model:
         if not self.name:
             object.__setattr__(self, "name", getattr(self.forward, "__name__", "model"))
         object.__setattr__(self, "metrics", (self.metrics,) if isinstance(self.metrics, str) else tuple(self.metrics))
+        if not isinstance(self.constraints, Mapping) or not all(map(callable, self.constraints.values())):
+            raise TypeError(f"Model.constraints must be a dict of callables by parameter name, got "
+                            f"{self.constraints!r}")
+        object.__setattr__(self, "constraints", dict(self.constraints))
 
     def losses(self, ops: Ops, params: Mapping[str, Any], x: Any, y: Any) -> Any:
         """The per-example losses ``loss(ops, forward(ops, params, x), y)`` with native arrays in and out, as a
@@ -98,11 +106,13 @@ class Model:
         """A training run, natives in and out: ``(per-example losses, new model state, metric values)``.
 
         ``batch`` is what a trainer passes for one shard (:func:`batch`): ``x``, the examples' ``keys``, the
-        ``state`` values and, for a padded shard, its ``rows`` weights (the losses and metrics are returned for
-        every row; the caller weighs them). The new state has an entry for every state name (its old value where
-        ``forward`` gave it none). ``replica_sum`` is the backend's cross-replica sum where the step traces its
-        replicas together (:attr:`toolkit.nn.context.RunContext.replica_sum`; ``ops.cross_replica_sum`` refuses
-        without one).
+        ``state`` values, for a padded shard its ``rows`` weights (the losses and metrics are returned for
+        every row; the caller weighs them) and, where the examples are weighed (Keras' ``sample_weight``), their
+        ``weights``: each example's loss is multiplied by its weight, then the run's penalties
+        (:attr:`toolkit.nn.context.RunContext.penalties`: Keras' regularization losses) are added, unweighted.
+        The new state has an entry for every state name (its old value where ``forward`` gave it none).
+        ``replica_sum`` is the backend's cross-replica sum where the step traces its replicas together
+        (:attr:`toolkit.nn.context.RunContext.replica_sum`; ``ops.cross_replica_sum`` refuses without one).
         ``metrics`` (:class:`toolkit.metrics.Metric` objects) are scored on the same training-mode outputs as the
         loss, as Keras' training metrics are: ``{name: per-example values}``, empty without metrics.
 
@@ -120,7 +130,8 @@ class Model:
         run = context.RunContext(training=True, keys=batch["keys"], state=batch["state"], replica_sum=replica_sum,
                                  row_weights=batch.get("rows"))
         with context.running(run):
-            losses, scores = ops.call(self._scored, {**params, **batch["state"]}, batch["x"], y, tuple(metrics))
+            losses, scores = ops.call(self._scored, {**params, **batch["state"]}, batch["x"], y, tuple(metrics),
+                                      batch.get("weights"))
         return losses, {name: run.updates.get(name, value) for name, value in batch["state"].items()}, scores
 
     def infer(self, ops: Ops, params: Mapping[str, Any], batch: Mapping[str, Any]) -> Any:
@@ -140,11 +151,17 @@ class Model:
             return ops.call(self.forward, {**params, **batch["state"]}, batch["x"])
 
     def _scored(self, ops: Ops, params: Mapping[str, Tensor], x: Any, y: Any,
-                metrics: Sequence[Any] = ()) -> tuple[Tensor, dict[str, Tensor]]:
-        """``loss(ops, forward(ops, params, x), y)`` and each metric's per-example values on the same outputs, on
-        Tensors."""
+                metrics: Sequence[Any] = (), weights: Tensor | None = None) -> tuple[Tensor, dict[str, Tensor]]:
+        """``loss(ops, forward(ops, params, x), y)`` times the examples' ``weights`` (if any) plus the run's
+        penalties, and each metric's per-example values on the same outputs, on Tensors."""
         outputs = self.forward(ops, params, x)
-        return self.loss(ops, outputs, y), {metric.name: metric(ops, outputs, y) for metric in metrics}
+        losses = self.loss(ops, outputs, y)
+        if weights is not None:
+            losses = losses * weights
+        run = context.current()
+        for penalty in run.penalties if run is not None else ():
+            losses = losses + penalty
+        return losses, {metric.name: metric(ops, outputs, y) for metric in metrics}
 
 
 def batch(x: Any, keys: Any, state: Mapping[str, Any], rows: Any = None) -> dict[str, Any]:

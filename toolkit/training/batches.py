@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import optree
 
-from toolkit.errors import DTypeError, NonFiniteError, ShapeError
+from toolkit.errors import ArgumentError, DTypeError, NonFiniteError, ShapeError
 
 #: Floating dtypes a trainer computes in.
 DTYPES = ("float32", "float64")
@@ -141,3 +141,112 @@ class BatchCheck:
         if array.dtype.kind in "iub":
             return array.astype(LABEL_DTYPE, copy=False)
         raise DTypeError(f"{what} must hold numbers, got dtype {array.dtype}")
+
+
+def sample_weights(sample_weight: Any, count: int, dtype: str, what: str = "sample_weight") -> np.ndarray:
+    """Keras' ``sample_weight`` checked and cast: one weight per example, a ``(count,)`` or ``(count, 1)`` array
+    of finite numbers (negative weights are taken, as Keras takes them).
+
+    Args:
+        sample_weight: the weights.
+        count: the batch's example count.
+        dtype: the trainer's dtype, which the weights are cast to.
+        what: the argument's name in messages.
+
+    Returns:
+        A ``(count,)`` array of ``dtype``.
+
+    Raises:
+        ShapeError: another shape (per-output weights included); DTypeError: not numbers; NonFiniteError: NaN or
+            Inf.
+    """
+    if isinstance(sample_weight, Mapping):
+        raise ShapeError(f"{what} must be one array of a weight per example (per-output weights are not "
+                         "supported), got a dict")
+    array = np.asarray(sample_weight)
+    if array.dtype.kind not in "biuf":
+        raise DTypeError(f"{what} must hold numbers, got dtype {array.dtype}")
+    if array.ndim == 2 and array.shape[1:] == (1,):
+        array = array[:, 0]
+    if array.shape != (count,):
+        raise ShapeError(f"{what} must hold one weight per example, shape ({count},) or ({count}, 1); got shape "
+                         f"{array.shape}")
+    array = array.astype(dtype)
+    if bad := count_non_finite(array):
+        raise NonFiniteError(f"{what} has {bad} NaN or Inf value(s), the first in example "
+                             f"{int(np.argwhere(~np.isfinite(array))[0][0])}")
+    return array
+
+
+def class_weights(y: np.ndarray, class_weight: Any, dtype: str) -> np.ndarray:
+    """Keras' ``class_weight`` as per-example weights, as Keras' ``class_weight_to_sample_weights`` converts it:
+    each example's class is its label (integer labels, or ``(N, 1)`` labels squeezed, rounded) or the argmax of its
+    one-hot row; a class the dict does not name weighs 1.0.
+
+    Args:
+        y: the checked targets, one array.
+        class_weight: ``{class index: weight}``.
+        dtype: the trainer's dtype.
+
+    Returns:
+        A ``(len(y),)`` array of ``dtype``.
+
+    Raises:
+        ArgumentError: not a dict, a key that is not an integer class index, or a weight that is not a finite number.
+    """
+    if not isinstance(class_weight, Mapping):
+        raise ArgumentError(f"class_weight must be a dict {{class index: weight}}, got {type(class_weight).__name__}")
+    table = {}
+    for key, value in class_weight.items():
+        if isinstance(key, (bool, np.bool_)) or not isinstance(key, (int, np.integer)):
+            raise ArgumentError(f"class_weight keys must be integer class indices, got {key!r}")
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)) \
+                or not np.isfinite(value):
+            raise ArgumentError(f"class_weight[{key}] must be a finite number, got {value!r}")
+        table[int(key)] = float(value)
+    labels = np.asarray(y)
+    if labels.ndim > 1:
+        labels = np.argmax(labels, axis=-1) if labels.shape[-1] != 1 else np.squeeze(labels, axis=-1)
+    if labels.ndim != 1:
+        raise ShapeError(f"class_weight needs one class per example: labels (N,), (N, 1) or one-hot (N, classes); got "
+                         f"targets of shape {np.shape(y)}")
+    labels = np.round(labels).astype("int32")
+    return np.asarray([table.get(int(label), 1.0) for label in labels], dtype=dtype)
+
+
+def metric_weights(weights: np.ndarray, total: int, total_weight: float) -> np.ndarray:
+    """The factors of a weighted metric's per-example values (:mod:`toolkit.training.step`): ``weight * N / W``
+    for a global batch of ``N`` (``total``) examples whose weights sum to ``W`` (``total_weight``), so that the
+    replicas' share-weighted means add up to ``sum(value * weight) / W``; 0 where ``W`` is 0 (Keras' divide_no_nan).
+    """
+    return weights * (total / total_weight) if total_weight else np.zeros_like(weights)
+
+
+def step_weights(sample_weight: Any, count: int, metrics: tuple, dtype: str,
+                 across_processes: bool = False) -> dict[str, np.ndarray] | None:
+    """The model batch's entries that weigh a step's batch of ``count`` examples (:mod:`toolkit.training.step`):
+    ``weights`` and, for weighted ``metrics``, ``metric_weights``.
+
+    Args:
+        sample_weight: one weight per example (Keras'), or None.
+        count: the batch's example count.
+        metrics: the step's :class:`toolkit.metrics.Metric` objects.
+        dtype: the trainer's dtype.
+        across_processes: whether the batch is one process's part of a step of several.
+
+    Returns:
+        The entries, or None without ``sample_weight``.
+
+    Raises:
+        ShapeError, DTypeError, NonFiniteError: bad weights; ArgumentError: weighted metrics across processes.
+    """
+    if sample_weight is None:
+        return None
+    found = {"weights": sample_weights(sample_weight, count, dtype)}
+    if any(metric.weighted for metric in metrics):
+        if across_processes:  # the global batch's total weight would need one more all-reduce
+            raise ArgumentError("weighted metrics with sample_weight are not supported across processes; pass them "
+                                "as metrics (unweighted) there")
+        found["metric_weights"] = metric_weights(found["weights"], count,
+                                                 float(np.sum(found["weights"], dtype=np.float64)))
+    return found

@@ -76,32 +76,33 @@ class DataParallel(Trainer):
         self._fused_steps = {(): self._compile_fused_step(())}
         self._pad = True  # False once the model's step refused padded shards (see toolkit.training.shards)
 
-    def _step(self, x, y, micro_batches, metrics):
+    def _step(self, x, y, micro_batches, metrics, sample_weight=None):
         # Where the backend compiles the whole step into one call, that call is used; the result is the same.
         # Accumulating over micro-batches composes the step.
         if self._fused_steps is None or not (micro_batches == 1 and type(micro_batches) is int):
-            return super()._step(x, y, micro_batches, metrics)
+            return super()._step(x, y, micro_batches, metrics, sample_weight)
         if metrics not in self._fused_steps:
             self._fused_steps[metrics] = self._compile_fused_step(metrics)
         fused = self._fused_steps[metrics]
         if fused is None:
-            return super()._step(x, y, micro_batches, metrics)
+            return super()._step(x, y, micro_batches, metrics, sample_weight)
         x, y = self.check_batch(x, y)
+        weights = self._weights(sample_weight, len(y), metrics)
         layout = self._layout(len(y))
         if layout.pad_to is not None and not self._pad:
-            return super()._step(x, y, micro_batches, metrics)
-        indices, _, xs, ys = zip(*self._shards(x, y, layout))
+            return super()._step(x, y, micro_batches, metrics, sample_weight)
+        indices, _, xs, ys = zip(*self._shards(x, y, layout, weights))
         step = np.asarray(self.step_count + 1, dtype=self.dtype)
         try:
             loss, written, scores = fused(indices, xs, ys, self._shares(len(y), layout), step)
         except PaddingRefused:  # raised as the step was traced, before anything ran
             self._pad = False
-            return super()._step(x, y, micro_batches, metrics)
+            return super()._step(x, y, micro_batches, metrics, sample_weight)
         except ComputeError:
             raise
         except Exception as error:
             if not isinstance(error, ModelStateError):  # the model's own error: composing would not say more
-                self._loss_and_gradients(x, y)  # the composed computation names the failing device (ComputeError)
+                self._loss_and_gradients(x, y, 1, metrics, weights)  # the composed step names the failing device
             raise self._compute_error(", ".join(map(str, self.devices)), f"x {_shapes(x)}, y {tuple(y.shape)}",
                                       error) from error
         self._accept_input_spec()
@@ -200,23 +201,26 @@ class DataParallel(Trainer):
         self._fused_steps[metrics_module.get(metrics)] = wrapper(step)
         return True
 
-    def _shards(self, x, y, layout: shard_plan.Layout | None = None) -> list[tuple[int, Any, dict, Any]]:
+    def _shards(self, x, y, layout: shard_plan.Layout | None = None,
+                weights: Mapping[str, np.ndarray] | None = None) -> list[tuple[int, Any, dict, Any]]:
         """``(replica index, device, model batch, y shard)`` for each shard of the batch, in device order: each
         non-empty shard (an empty one contributes nothing), or, where ``layout`` pads, every device's shard padded
         to one size. The model batch (:func:`toolkit.nn.model.batch`) holds the x shard, its examples' keys, the
-        replica's model state and, padded, its row weights."""
+        replica's model state, padded, its row weights and, with ``weights`` (:meth:`Trainer._weights`), the
+        examples' weights."""
         layout = layout or self._layout(len(y))
         keys = self._example_keys(len(y), layout.first_row)
         if layout.pad_to is None:
-            return [(index, device, batch(rows(x, slice(lo, hi)), keys[lo:hi], _replica(self._model_state, index)),
+            return [(index, device, _weighed(batch(rows(x, slice(lo, hi)), keys[lo:hi],
+                                                   _replica(self._model_state, index)), weights, slice(lo, hi)),
                      y[lo:hi])
                     for index, device, lo, hi in self._split(len(y))]
         found = []
         bounds = shard_bounds(split_sizes(len(y), len(self.devices), self.weights))
         for index, (device, (lo, hi)) in enumerate(zip(self.devices, bounds)):
-            taken, weights = shard_plan.padded_rows(lo, hi, layout.pad_to)
-            found.append((index, device, batch(rows(x, taken), keys[taken], _replica(self._model_state, index),
-                                               weights.astype(self.dtype)), y[taken]))
+            taken, padding = shard_plan.padded_rows(lo, hi, layout.pad_to)
+            found.append((index, device, _weighed(batch(rows(x, taken), keys[taken], _replica(self._model_state, index),
+                                                        padding.astype(self.dtype)), weights, taken), y[taken]))
         return found
 
     def _shares(self, count: int, layout: shard_plan.Layout) -> list[float]:
@@ -254,7 +258,7 @@ class DataParallel(Trainer):
         table = np.rint(table).astype(int).reshape(self.cluster.num_processes, len(self.devices))
         return shard_plan.layout(table.tolist(), self.cluster.process_id, self.backend.equal_shards)
 
-    def _loss_and_gradients(self, x, y, micro_batches=1, metrics=()):
+    def _loss_and_gradients(self, x, y, micro_batches=1, metrics=(), weights=None):
         # Micro-batches run one after another, each split over the devices; every shard's share is of the whole
         # batch (of every process's), so the parts add up to the batch's means, here and then across processes.
         layout = self._layout(len(y))
@@ -263,7 +267,9 @@ class DataParallel(Trainer):
         gradient_fn, parts = self._gradient_fns[metrics], []
         for lo, hi in shard_bounds(split_sizes(len(y), micro_batches)):
             part = shard_plan.Layout(layout.first_row + lo, layout.total)
-            for (index, device, shard, shard_y), share in zip(self._shards(rows(x, slice(lo, hi)), y[lo:hi], part),
+            part_weights = None if weights is None else rows(weights, slice(lo, hi))
+            for (index, device, shard, shard_y), share in zip(self._shards(rows(x, slice(lo, hi)), y[lo:hi], part,
+                                                                           part_weights),
                                                               self._shares(hi - lo, part)):
                 shapes = f"shard x {_shapes(shard['x'])}, y {tuple(shard_y.shape)}"
                 parts.append(self._compute(device, shapes, self._shard_gradient, gradient_fn,
@@ -301,6 +307,13 @@ class DataParallel(Trainer):
 @functools.lru_cache(maxsize=SPLITS_KEPT)
 def _one_process_layout(sizes: tuple[int, ...], equal_shards: bool) -> shard_plan.Layout:
     return shard_plan.layout([sizes], 0, equal_shards)
+
+
+def _weighed(shard: dict, weights: Mapping[str, np.ndarray] | None, taken: Any) -> dict:
+    """The model batch ``shard`` with rows ``taken`` of the examples' ``weights`` (none: as it is)."""
+    if weights is not None:
+        shard.update(rows(dict(weights), taken))
+    return shard
 
 
 def _replica(variables: Mapping[str, Any], index: int) -> dict[str, Any]:

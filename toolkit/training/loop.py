@@ -22,11 +22,15 @@ import numpy as np
 
 from toolkit.errors import ArgumentError, ArgumentTypeError, CheckpointError, DTypeError, ShapeError
 from toolkit.training import metrics as metrics_module
-from toolkit.training.batches import rows
+from toolkit.training.batches import class_weights, rows, sample_weights
 from toolkit.training.callbacks import Callback
 
 #: ``verbose`` values: 0 silent, 1 a progress bar (rich) per epoch, 2 one line per epoch; "auto": 1 on a terminal.
 VERBOSITY = (0, 1, 2, "auto")
+
+#: The entry of an epoch's running sums that adds up the examples' weights: a weighted metric's divisor (Keras'
+#: weighted metrics are means weighed by sample_weight over the epoch; the loss and the others, by batch size).
+_WEIGHT = "_weight"
 
 
 @dataclass
@@ -170,11 +174,16 @@ def _examples(x: Any, y: np.ndarray) -> dict[str, tuple]:
 
 def _check_validation_data(trainer, validation_data: Any, training: dict[str, tuple]) -> None:
     """Validation data is checked like a batch and must hold examples like the training data's: on a new trainer
-    too, where no step has fixed the model's input shapes yet."""
-    if not isinstance(validation_data, (tuple, list)) or len(validation_data) != 2:
-        raise ArgumentError(f"validation_data must be a pair (x, y), got {type(validation_data).__name__}"
+    too, where no step has fixed the model's input shapes yet; its weights (a third entry, as Keras takes
+    ``(x, y, sample_weight)``) like ``sample_weight``."""
+    if not isinstance(validation_data, (tuple, list)) or len(validation_data) not in (2, 3):
+        raise ArgumentError(f"validation_data must be a pair (x, y) or (x, y, sample_weight), got "
+                            f"{type(validation_data).__name__}"
                             + (f" of {len(validation_data)}" if isinstance(validation_data, (tuple, list)) else ""))
-    found = _examples(*trainer.check_batch(*validation_data))
+    checked = trainer.check_batch(*validation_data[:2])
+    if len(validation_data) == 3 and validation_data[2] is not None:
+        sample_weights(validation_data[2], len(checked[1]), trainer.dtype, "validation_data's sample_weight")
+    found = _examples(*checked)
     if found.keys() != training.keys() or any(found[k][0] != training[k][0] for k in found):
         raise ShapeError(f"validation_data must hold examples shaped like the training data's "
                          f"{ {k: s for k, (s, _) in training.items()} }; got { {k: s for k, (s, _) in found.items()} }")
@@ -185,8 +194,31 @@ def _check_validation_data(trainer, validation_data: Any, training: dict[str, tu
                              f"got {kinds[kind]}")
 
 
+def _fit_weights(trainer, y: np.ndarray, sample_weight: Any, class_weight: Any) -> np.ndarray | None:
+    """The examples' weights of a fit: ``sample_weight``, or ``class_weight`` converted (Keras' rules), or None.
+
+    Raises:
+        ArgumentError: both given, or a bad class_weight; ShapeError, DTypeError, NonFiniteError: bad weights.
+    """
+    if sample_weight is not None and class_weight is not None:
+        raise ArgumentError("pass sample_weight or class_weight, not both (Keras refuses both too): fold the class "
+                            "weights into sample_weight")
+    if class_weight is not None:
+        return class_weights(y, class_weight, trainer.dtype)
+    return None if sample_weight is None else sample_weights(sample_weight, len(y), trainer.dtype)
+
+
+def _means(totals: dict[str, float], seen: int, weighted: set[str]) -> dict[str, float]:
+    """An epoch's logs from its running sums: each weighted metric over the weights' sum (0 where that is 0, as
+    Keras' divide_no_nan), the rest over the examples seen."""
+    weight = totals.get(_WEIGHT, 0.0)
+    return {name: (total / weight if weight else 0.0) if name in weighted else total / seen
+            for name, total in totals.items() if name != _WEIGHT}
+
+
 def fit(trainer, x: Any, y: Any, epochs: int, batch_size: int, shuffle: bool, validation_data: Any,
-        callbacks: Sequence[Callback], verbose: Any, metrics: Sequence, initial_epoch: int | None = None) -> History:
+        callbacks: Sequence[Callback], verbose: Any, metrics: Sequence, initial_epoch: int | None = None,
+        sample_weight: Any = None, class_weight: Any = None) -> History:
     """See :meth:`toolkit.training.trainer.Trainer.fit`."""
     epochs, batch_size = _count(epochs, "epochs", 1), _count(batch_size, "batch_size", 1)
     if initial_epoch is None:  # epochs keep counting from the trainer's (restored) count; ``epochs`` more run
@@ -206,7 +238,10 @@ def fit(trainer, x: Any, y: Any, epochs: int, batch_size: int, shuffle: bool, va
             raise ArgumentTypeError(f"callbacks must be toolkit.callbacks.Callback objects, got "
                                     f"{type(callback).__name__}")
     x, y = trainer.check_batch(x, y)
+    weights = _fit_weights(trainer, y, sample_weight, class_weight)
     metrics = metrics_module.get(metrics or trainer.model.metrics)  # none given: the model's (Keras' compiled)
+    if weights is not None:
+        trainer._weights(weights[:1], 1, metrics)  # what a step would refuse (weighted metrics across processes)
     names = ["loss", *(m.name for m in metrics)]
     if validation_data is not None:
         _check_validation_data(trainer, validation_data, _examples(x, y))
@@ -231,7 +266,7 @@ def fit(trainer, x: Any, y: Any, epochs: int, batch_size: int, shuffle: bool, va
                 callback.params = {"epochs": end, "steps": steps, "verbose": verbose}
                 callback.on_train_begin()
             _epochs(trainer, x, y, progress, end, metrics, names, validation_data, callbacks,
-                    {0: _Silent, 1: _Bar, 2: _Lines}[verbose](end, steps))
+                    {0: _Silent, 1: _Bar, 2: _Lines}[verbose](end, steps), weights)
             logs = {name: values[-1] for name, values in progress.history.history.items()}
     finally:
         trainer._fit_progress = None
@@ -241,15 +276,17 @@ def fit(trainer, x: Any, y: Any, epochs: int, batch_size: int, shuffle: bool, va
 
 
 def _epochs(trainer, x, y, progress: Progress, end: int, metrics: tuple, names: list[str], validation_data: Any,
-            callbacks: list[Callback], report: _Lines) -> None:
-    """The epochs of a fit from ``progress`` (the first, or a resumed one) to ``end``."""
+            callbacks: list[Callback], report: _Lines, weights: np.ndarray | None = None) -> None:
+    """The epochs of a fit from ``progress`` (the first, or a resumed one) to ``end``, the examples weighed by
+    ``weights`` (or not)."""
     count, batch_size = progress.count, progress.batch_size
+    weighted = {metric.name for metric in metrics if metric.weighted}
     try:
         while progress.epoch < end:
             epoch = progress.epoch
             if progress.batch == 0:
                 progress.epoch_rng = trainer.rng.bit_generator.state
-                progress.totals, progress.seen = dict.fromkeys(names[:1 + len(metrics)], 0.0), 0
+                progress.totals, progress.seen = dict.fromkeys([*names[:1 + len(metrics)], _WEIGHT], 0.0), 0
             else:  # resumed mid-epoch: draw the epoch's order again, then skip the batches done
                 trainer.rng.bit_generator.state = progress.epoch_rng
             order = trainer.rng.permutation(count) if progress.shuffle else np.arange(count)
@@ -259,17 +296,21 @@ def _epochs(trainer, x, y, progress: Progress, end: int, metrics: tuple, names: 
             for done, start in enumerate(range(progress.batch * batch_size, count, batch_size),
                                          start=progress.batch + 1):
                 taken = order[start:start + batch_size]
-                step_logs = trainer.train_step(rows(x, taken), y[taken], metrics)
+                step_weights = None if weights is None else weights[taken]
+                step_logs = trainer.train_step(rows(x, taken), y[taken], metrics, step_weights)
+                weight = len(taken) if step_weights is None else float(np.sum(step_weights, dtype=np.float64))
                 for name, value in step_logs.items():
-                    progress.totals[name] += value * len(taken)
+                    progress.totals[name] += value * (weight if name in weighted else len(taken))
+                progress.totals[_WEIGHT] = progress.totals.get(_WEIGHT, 0.0) + weight
                 progress.seen += len(taken)
                 progress.batch = done
                 for callback in callbacks:
                     callback.on_step_end(trainer.step_count, step_logs)
-                report.step(done, {name: total / progress.seen for name, total in progress.totals.items()})
-            logs = {name: total / count for name, total in progress.totals.items()}
+                report.step(done, _means(progress.totals, progress.seen, weighted))
+            logs = _means(progress.totals, count, weighted)
             if validation_data is not None:
-                scores = trainer.evaluate(*validation_data, batch_size=batch_size, metrics=metrics)
+                scores = trainer.evaluate(*validation_data[:2], batch_size=batch_size, metrics=metrics,
+                                          sample_weight=validation_data[2] if len(validation_data) == 3 else None)
                 logs.update({f"val_{name}": value for name, value in scores.items()})
             for name, value in logs.items():
                 progress.history.history.setdefault(name, []).append(value)

@@ -29,10 +29,14 @@ class Metric:
     Attributes:
         name: the name it is logged under (``val_`` prefixed on validation data); not ``"loss"``.
         fn: ``fn(ops, outputs, y)``, the values of a batch: ``[batch]``, or ``[batch, ...]`` averaged per example.
+        weighted: False: the mean over the examples, whatever their weights (Keras' ``metrics``); True: the mean
+            weighed by the examples' weights, ``sum(value * weight) / sum(weight)`` (Keras' ``weighted_metrics``;
+            0 where the weights sum to 0). Without weights both are the plain mean.
     """
 
     name: str
     fn: Callable[[Ops, Tensor, Tensor], Tensor]
+    weighted: bool = False
 
     def __call__(self, ops: Ops, outputs: Tensor, y: Tensor) -> Tensor:
         """The metric of each example of a batch.

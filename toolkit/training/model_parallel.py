@@ -68,8 +68,8 @@ class PartedModel(Model):
     Attributes:
         parts: the parts in the order they run; the last part's output is the model's.
         inputs: the names of the data inputs.
-        init, forward, loss, name, rows_independent, metrics: as for :class:`~toolkit.Model`; :meth:`build` makes
-            ``forward`` from the parts.
+        init, forward, loss, name, rows_independent, metrics, constraints: as for :class:`~toolkit.Model`;
+            :meth:`build` makes ``forward`` from the parts.
     """
 
     parts: tuple[Part, ...] = ()
@@ -223,7 +223,11 @@ class ModelParallel(Trainer):
         self._gradient_fns = {(): self.backend.compile_parted_gradient(model, self.devices, self.dtype)}
         self._forward = None  # predict's and evaluate's parts, compiled on first use
 
-    def _loss_and_gradients(self, x, y, micro_batches=1, metrics=()):
+    def _loss_and_gradients(self, x, y, micro_batches=1, metrics=(), weights=None):
+        if weights is not None:
+            raise ArgumentError(f"sample_weight and class_weight are not supported by ModelParallel (its parts "
+                                f"compute the loss of {self.model.name!r} without per-example weights); train with "
+                                "DataParallel to weigh examples")
         # Micro-batches run one after another through every part; their mean losses, metrics and gradients are
         # combined weighted by size, each gradient on its parameter's home, which gives the whole batch's mean.
         if metrics not in self._gradient_fns:

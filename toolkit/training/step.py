@@ -6,12 +6,19 @@ of it, each process's part (:mod:`toolkit.training.shards`). Every path follows 
 1. **Shares** (:func:`shares`): a replica of ``n`` examples has the share ``n / N`` of the step.
 2. **Each replica's part** (:func:`replica_objective`, traced for each replica): its share of the batch's mean
    loss, ``share * mean(per-example losses)``, the same of each metric, and ``share * new value`` of the model
-   state. Rows that pad a shard to a common size weigh 0 in the means.
+   state. Rows that pad a shard to a common size weigh 0 in the means. Where the examples are weighed (Keras'
+   ``sample_weight``: the model batch's ``weights``), each example's loss is its loss times its weight, to which
+   the run's penalties are added (:meth:`toolkit.nn.model.Model.train_losses`), so the batch's loss is Keras'
+   ``sum(loss * weight) / N`` plus the regularization penalties, whatever the split; a weighted metric's
+   per-example values are multiplied by the model batch's ``metric_weights`` (``weight * N / sum of the global
+   batch's weights``, :func:`toolkit.training.batches.metric_weights`), so its parts add up to Keras'
+   ``sum(value * weight) / sum(weight)``.
 3. **Gradients** of each replica's part of the loss (primitive: the framework's differentiation).
 4. **The sum over replicas and processes** (primitive): the parts add up to the batch's mean loss, its gradient,
    the share-weighted mean of the replicas' new model state and each metric's mean.
-5. **The update and the finiteness rule** (:func:`apply_update`, traced once): the optimizer's update, accepted only
-   if the loss, every gradient, every new value and the new model state are finite.
+5. **The update and the finiteness rule** (:func:`apply_update`, traced once): the optimizer's update, the
+   model's constraints applied to the new values (:func:`constrain`), accepted only if the loss, every gradient,
+   every new value and the new model state are finite.
 6. **The all-or-nothing write** (primitive): if accepted, the new parameters go to every replica, the optimizer
    state to the parameters' homes and the model state to every replica; otherwise nothing is written.
 
@@ -27,10 +34,10 @@ The primitives, path by path (3. gradients; 4. the sum; 6. the write):
 - the Theano family on several devices (mesh step, one ``shard_map``): the engine's ``grad`` on each device;
   ``lax.psum``; the outputs written after the call.
 
-Where the next rules go: a per-example weight (Keras' ``sample_weight``) is one more factor of the per-example
-values in :func:`_mean`, carried in the replica's batch like its keys (and 0 on padding rows); a transform of the
-new values (Keras' constraints) goes in :func:`apply_update` before the finiteness check, so that every path writes
-it, all or nothing.
+The examples' weights travel in the replica's batch like its keys, so every path carries them through shards,
+padding and micro-batches. The constraints of the parameters (:attr:`toolkit.Model.constraints`, Keras'
+``kernel_constraint``) transform the new values in :func:`apply_update`, before the finiteness check, so that every
+path writes them, all or nothing.
 """
 
 from __future__ import annotations
@@ -104,12 +111,16 @@ def replica_objective(ops: Ops, model: Model, params: Mapping[str, Any], batch: 
     rows = batch.get("rows")
     if rows is not None and not (model.rows_independent or summed):
         raise PaddingRefused(model.name)
-    return ops.call(_parts, losses, new_state, scores, batch["share"], rows)
+    weighted = {metric.name for metric in metrics if getattr(metric, "weighted", False)}
+    return ops.call(_parts, losses, new_state, scores, batch["share"], rows,
+                    {name: batch["metric_weights"] for name in weighted if "metric_weights" in batch})
 
 
-def _parts(ops: Ops, losses, new_state: Mapping[str, Any], scores: Mapping[str, Any], share, rows):
+def _parts(ops: Ops, losses, new_state: Mapping[str, Any], scores: Mapping[str, Any], share, rows,
+           metric_weights: Mapping[str, Any]):
     return (share * _mean(ops, losses, rows), {name: share * value for name, value in new_state.items()},
-            {name: share * _mean(ops, values, rows) for name, values in scores.items()})
+            {name: share * _mean(ops, values * metric_weights[name] if name in metric_weights else values, rows)
+             for name, values in scores.items()})
 
 
 def _mean(ops: Ops, values, rows):
@@ -121,8 +132,8 @@ def _mean(ops: Ops, values, rows):
 
 
 def apply_update(ops: Ops, optimizer: Optimizer, params: Mapping[str, Any], grads: Mapping[str, Any],
-                 slots: Mapping[str, Mapping[str, Any]], step: Any,
-                 checked: Sequence[Any] = ()) -> tuple[dict, dict, Any]:
+                 slots: Mapping[str, Mapping[str, Any]], step: Any, checked: Sequence[Any] = (),
+                 constraints: Mapping[str, Callable] | None = None) -> tuple[dict, dict, Any]:
     """Rule 5, on Tensors: the update, and whether the step may be written.
 
     Args:
@@ -133,12 +144,46 @@ def apply_update(ops: Ops, optimizer: Optimizer, params: Mapping[str, Any], grad
         slots: the optimizer state, ``slots[slot][name]``.
         step: the update's number, a scalar of the dtype.
         checked: further values that must be finite (the loss and the new model state).
+        constraints: the model's constraints (:attr:`toolkit.Model.constraints`), applied to the new values of the
+            parameters they name here (:func:`constrain`); None where the caller applies them itself.
 
     Returns:
         ``(new params, new slots, written)``: ``written`` a boolean scalar, true when every gradient, new value and
         value of ``checked`` is finite.
     """
     new_params, new_slots, finite = optimizer.update(ops, params, grads, slots, step)
+    if constraints:
+        new_params = constrain(ops, constraints, new_params)
+        finite = ops.logical_and(finite, ops.all_finite([new_params[name] for name in constraints
+                                                         if name in new_params]))
     if checked:
         finite = ops.logical_and(finite, ops.all_finite(list(checked)))
     return new_params, new_slots, finite
+
+
+def constrain(ops: Ops, constraints: Mapping[str, Callable], params: Mapping[str, Any]) -> dict[str, Any]:
+    """Rule 5's projection, on Tensors: each parameter of ``params`` that ``constraints`` names, replaced by its
+    constraint of it (Keras applies a variable's constraint right after its update); the others as they are.
+
+    Args:
+        ops: the backend's ops.
+        constraints: ``{parameter name: constraint(ops, value) -> value}``.
+        params: new parameter values (those of one home device, on the composed path).
+
+    Returns:
+        The parameters, constrained.
+    """
+    return {name: constraints[name](ops, value) if name in constraints else value for name, value in params.items()}
+
+
+def constrained(ops: Ops, params: Mapping[str, Any], constraints: Mapping[str, Callable]) -> tuple[dict, Any]:
+    """:func:`constrain` for the step composed per device, which applies it after its update call: the
+    parameters, constrained, and whether they are all finite.
+
+    Args:
+        ops: the backend's ops.
+        params: new parameter values of one home device.
+        constraints: the model's constraints.
+    """
+    new = constrain(ops, constraints, params)
+    return new, ops.all_finite(list(new.values()))

@@ -19,6 +19,7 @@ leaves parameters, optimizer state, step count and RNG state as they were.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
@@ -40,7 +41,17 @@ from toolkit.nn.context import consecutive_example_keys
 from toolkit.nn.model import Model, State
 from toolkit.registry import get_backend
 from toolkit.training import metrics as metrics_module
-from toolkit.training.batches import DTYPES, LABEL_DTYPE, BatchCheck, as_dtype, count, count_non_finite, rows
+from toolkit.training.batches import (
+    DTYPES,
+    LABEL_DTYPE,
+    BatchCheck,
+    as_dtype,
+    count,
+    count_non_finite,
+    rows,
+    sample_weights,
+    step_weights,
+)
 from toolkit.training.checkpoint import (
     Checkpoint,
     load_checkpoint,
@@ -50,6 +61,7 @@ from toolkit.training.checkpoint import (
 )
 from toolkit.training.failures import compute_error
 from toolkit.training.optim import Optimizer
+from toolkit.training.step import constrained
 
 __all__ = ["DTYPES", "LABEL_DTYPE", "NAN_POLICIES", "Trainer", "rows"]
 
@@ -117,29 +129,36 @@ class Trainer:
                               for name, value in initial.items()}
                        for slot in self.optimizer.state_slots()}
         self._update_fn = self.backend.compile_update(self.optimizer, self.dtype)
+        if unknown := sorted(set(self.model.constraints) - set(initial)):
+            raise ParamsError(f"model.constraints name {unknown}, which are not parameters of {self.model.name!r}")
+        self._constrain = functools.partial(constrained, constraints=self.model.constraints)
 
-    def _loss_and_gradients(self, x: Any, y: Any, micro_batches: int = 1,
-                            metrics: tuple = ()) -> tuple[Any, dict[str, Any], dict[str, Any], dict[str, Any]]:
+    def _loss_and_gradients(self, x: Any, y: Any, micro_batches: int = 1, metrics: tuple = (),
+                            weights: Mapping[str, np.ndarray] | None = None
+                            ) -> tuple[Any, dict[str, Any], dict[str, Any], dict[str, Any]]:
         """The sums of the replicas' parts (rules 2 to 4 of :mod:`toolkit.training.step`) over the checked batch:
         the mean loss, each parameter's gradient on the parameter's home device, the model state's new values (the
         replicas' weighted by their shares) and the mean of each of ``metrics`` on the same training-mode outputs;
-        computed ``micro_batches`` rows at a time where the trainer accumulates (:meth:`step`)."""
+        computed ``micro_batches`` rows at a time where the trainer accumulates (:meth:`step`). ``weights``: the
+        examples' weights (:meth:`_weights`), carried in the model batches, or None."""
         raise NotImplementedError
 
     # ------------------------------------------------------------------------------------------------------------------
-    def step(self, x: Any, y: Any, micro_batches: int = 1) -> float:
+    def step(self, x: Any, y: Any, micro_batches: int = 1, sample_weight: Any = None) -> float:
         """One optimizer update on the global batch ``(x, y)``; returns its mean loss (before the update).
 
         ``x`` is an array, or a dict of arrays for a model with several named inputs; ``y`` holds the targets
         (integer labels or floats). All share axis 0. With ``micro_batches=k`` (gradient accumulation) the batch
         is run in ``k`` consecutive parts, the next one after the last is done, so that a batch ``k`` times larger
         than memory allows still takes one update; the result is the update of the whole batch (each example keeps
-        its random key), except that batch statistics are each part's.
+        its random key), except that batch statistics are each part's. ``sample_weight`` (Keras'): one weight per
+        example; the loss is then ``sum(loss * weight) / N`` (Keras' reduction) plus the model's penalties.
 
         Args:
             x: an array, or a dict of arrays by input name.
             y: the targets.
             micro_batches: the number of consecutive parts the batch is run in (1: all at once).
+            sample_weight: one weight per example (Keras'), or None.
 
         Raises:
             ShapeError, DTypeError, NonFiniteError: bad input, or ``micro_batches`` not an int from 1 to the batch
@@ -148,9 +167,9 @@ class Trainer:
             NonFiniteError: with ``nan_policy="raise"``, a NaN or Inf loss or gradient.
             In every case the trainer is left exactly as it was.
         """
-        return self._step(x, y, micro_batches, ())[0]
+        return self._step(x, y, micro_batches, (), sample_weight)[0]
 
-    def train_step(self, x: Any, y: Any, metrics: Sequence[Any] = ()) -> dict[str, float]:
+    def train_step(self, x: Any, y: Any, metrics: Sequence[Any] = (), sample_weight: Any = None) -> dict[str, float]:
         """:meth:`step` on ``(x, y)``, returning Keras' logs of a training step: ``{"loss": mean loss, name: mean of
         each of metrics}`` (:class:`~toolkit.metrics.Metric` objects or names from :data:`toolkit.metrics.NAMED`),
         the metrics scored on the step's own training-mode outputs, before the update, as Keras' training metrics.
@@ -160,11 +179,13 @@ class Trainer:
             x: an array, or a dict of arrays for a model with several named inputs.
             y: the targets.
             metrics: what to score besides the loss.
+            sample_weight: one weight per example, or None (as :meth:`step`); a weighted metric
+                (:attr:`toolkit.metrics.Metric.weighted`) is then ``sum(value * weight) / sum(weight)``.
 
         Raises:
             ArgumentError: an unknown metric; and what :meth:`step` raises, the trainer unchanged.
         """
-        loss, scores = self._step(x, y, 1, metrics_module.get(metrics))
+        loss, scores = self._step(x, y, 1, metrics_module.get(metrics), sample_weight)
         return {"loss": loss, **scores}
 
     @contextlib.contextmanager
@@ -181,12 +202,14 @@ class Trainer:
             self._batch_check.spec = spec
             raise
 
-    def _step(self, x: Any, y: Any, micro_batches: int, metrics: tuple) -> tuple[float, dict[str, float]]:
+    def _step(self, x: Any, y: Any, micro_batches: int, metrics: tuple,
+              sample_weight: Any = None) -> tuple[float, dict[str, float]]:
         """:meth:`step`, also giving the mean of each of ``metrics`` (:class:`~toolkit.metrics.Metric`) over the
         batch, as :meth:`train_step`."""
         x, y = self.check_batch(x, y)
+        weights = self._weights(sample_weight, len(y), metrics)
         loss, grads, model_state, scores = self._loss_and_gradients(x, y, _micro_batches(micro_batches, len(y)),
-                                                                    metrics)
+                                                                    metrics, weights)
         new_params, new_state, finite = {}, {slot: {} for slot in self._state}, True
         checked = [loss, *model_state.values()]  # checked once, with the first home's update
         for home, names in self._by_home().items():
@@ -196,6 +219,10 @@ class Trainer:
                 params, {name: grads[name] for name in names}, state, step,
                 [self.backend.place(value, home) for value in checked], home)
             checked = []
+            if any(name in self.model.constraints for name in names):  # rule 5's projection, before the write
+                group_params, constrained_finite = self.backend.call(self._constrain, home,
+                                                                     {"params": group_params}, self.dtype)
+                group_finite = self.backend.to_numpy(group_finite) and self.backend.to_numpy(constrained_finite)
             new_params.update(group_params)
             for slot, values in group_state.items():
                 new_state[slot].update(values)
@@ -209,6 +236,10 @@ class Trainer:
             for name, value in model_state.items():
                 self._model_state[name].assign(value)
         return self._finish_step(float(self.backend.to_numpy(loss)), finite), self._floats(scores)
+
+    def _weights(self, sample_weight: Any, count: int, metrics: tuple) -> dict[str, np.ndarray] | None:
+        """:func:`toolkit.training.batches.step_weights` of a batch of this trainer."""
+        return step_weights(sample_weight, count, metrics, self.dtype, self.cluster is not None)
 
     def _floats(self, scores: Mapping[str, Any]) -> dict[str, float]:
         return {name: float(self.backend.to_numpy(value)) for name, value in scores.items()}
@@ -227,16 +258,20 @@ class Trainer:
 
     def fit(self, x: Any, y: Any, epochs: int = 1, batch_size: int = 32, shuffle: bool = True,
             validation_data: Any = None, callbacks: Sequence[Any] = (), verbose: Any = "auto",
-            metrics: Sequence[Any] = (), initial_epoch: int | None = None):
+            metrics: Sequence[Any] = (), initial_epoch: int | None = None, sample_weight: Any = None,
+            class_weight: Any = None):
         """Train on ``x, y`` for ``epochs`` epochs of batches of ``batch_size``, as Keras' ``model.fit``: exactly the
         :meth:`step` calls on each epoch's batches, in an order drawn from :attr:`rng` when ``shuffle`` (the last
         batch smaller when the size does not divide). Returns a :class:`~toolkit.training.loop.History` with each
         epoch's ``loss`` and ``metrics`` (names from :data:`toolkit.metrics.NAMED`, or
         :class:`~toolkit.metrics.Metric` objects; each the batch-size-weighted mean of its steps' values, scored on
         each step's training-mode outputs before its update, as Keras) and, with ``validation_data=(x, y)``,
-        ``val_loss`` and ``val_<metric>`` from :meth:`evaluate`. ``callbacks``:
+        ``val_loss`` and ``val_<metric>`` from :meth:`evaluate` (``(x, y, sample_weight)``: weighed). ``callbacks``:
         :mod:`toolkit.callbacks` objects. ``verbose``: 0 silent, 1 a progress bar, 2 one line per epoch, "auto"
-        (1 on a terminal, else 2).
+        (1 on a terminal, else 2). ``sample_weight`` (one weight per example) or ``class_weight`` (``{class: weight}``,
+        converted as Keras converts it: a class it does not name weighs 1) weigh each example's loss as Keras does
+        (:meth:`step`), and the weighted metrics (:attr:`toolkit.metrics.Metric.weighted`, Keras'
+        ``weighted_metrics``): their epoch value is ``sum(value * weight) / sum(weight)``.
 
         Epochs are numbered on from :attr:`epoch_count` (restored with a checkpoint), ``epochs`` more of them; with
         ``initial_epoch`` (Keras), epochs ``initial_epoch`` to ``epochs - 1`` run. Everything is checked before the
@@ -255,6 +290,9 @@ class Trainer:
             metrics: names from :data:`toolkit.metrics.NAMED` or :class:`~toolkit.metrics.Metric` objects;
                 default: the model's.
             initial_epoch: Keras' ``initial_epoch``, or None.
+            sample_weight: one weight per example, or None.
+            class_weight: ``{class index: weight}`` (a class it does not name weighs 1), or None; not with
+                ``sample_weight``.
 
         Returns:
             The :class:`~toolkit.training.loop.History`.
@@ -262,13 +300,14 @@ class Trainer:
         Raises:
             ShapeError, DTypeError, NonFiniteError: bad data, validation data, epochs, initial_epoch or batch size.
             ArgumentError, ArgumentTypeError: bad verbose, shuffle, callbacks (a monitor or file name field the
-                fit does not log), validation data or metrics. All of these before any step.
+                fit does not log), validation data, metrics, sample_weight or class_weight (both given, a key not
+                a class index, a weight not finite). All of these before any step.
             CheckpointError: a BackupAndRestore backup that cannot be read or is another fit's (before any step).
         """
         from toolkit.training.loop import fit
 
         return fit(self, x, y, epochs, batch_size, shuffle, validation_data, callbacks, verbose, metrics,
-                   initial_epoch)
+                   initial_epoch, sample_weight, class_weight)
 
     def predict(self, x: Any, batch_size: int | None = None) -> Any:
         """The model's outputs for ``x`` (an array or a dict of arrays) in inference mode: batch normalization
@@ -293,25 +332,29 @@ class Trainer:
         return optree.tree_map(lambda *parts: np.concatenate(parts), *outputs)
 
     def evaluate(self, x: Any, y: Any, batch_size: int | None = None,
-                 metrics: Sequence[str | metrics_module.Metric] = ()) -> dict[str, float]:
+                 metrics: Sequence[str | metrics_module.Metric] = (), sample_weight: Any = None) -> dict[str, float]:
         """The mean loss and ``metrics`` (names from :data:`toolkit.metrics.NAMED`, or
         :class:`~toolkit.metrics.Metric` objects) over every example of ``x, y`` in inference mode, batched like
         :meth:`predict`. Each device's per-example values are summed and counted in float64, over every batch and
         (when training across processes) every process, and divided once: the mean over all examples, whatever the
-        split. Returns ``{"loss": ..., name: ...}``; nothing is updated.
+        split. Returns ``{"loss": ..., name: ...}``; nothing is updated. With ``sample_weight`` (one weight per
+        example), as Keras' ``evaluate``: the loss ``sum(loss * weight) / N``, a weighted metric
+        (:attr:`toolkit.metrics.Metric.weighted`) ``sum(value * weight) / sum(weight)``, the others unweighted.
 
         Args:
             x: an array, or a dict of arrays by input name.
             y: the targets.
             batch_size: examples per batch; None: all at once.
             metrics: names or :class:`~toolkit.metrics.Metric` objects; default: the model's.
+            sample_weight: one weight per example (Keras'), or None.
 
         Raises:
-            ArgumentError: an unknown metric; ShapeError, DTypeError, NonFiniteError: bad input or batch size.
+            ArgumentError: an unknown metric; ShapeError, DTypeError, NonFiniteError: bad input, weights or batch size.
             ComputeError: the framework failed on a device.
         """
         chosen = metrics_module.get(metrics or self.model.metrics)  # none given: the model's
         x, y = self.check_batch(x, y)
+        weights = None if sample_weight is None else sample_weights(sample_weight, len(y), "float64")
         scorer = self._scorers.get(chosen)
         if scorer is None:
             def scorer(ops, outputs, y):
@@ -319,15 +362,22 @@ class Trainer:
 
             self._scorers[chosen] = scorer
         names = ("loss", *(m.name for m in chosen))
-        totals = np.zeros(len(names) + 1)  # the sums, then the example count
+        weighed = [True, *(m.weighted for m in chosen)]  # the loss is weighed, and weighted metrics
+        totals = np.zeros(len(names) + 2)  # the sums, then the example count and the sum of the weights
         for device, outputs, lo, hi in self._inference(x, self._batches(len(y), batch_size)):
             scores = self._compute(device, f"y {tuple(y[lo:hi].shape)}", self.backend.call, scorer, device,
                                    {"outputs": outputs, "y": self.backend.place(y[lo:hi], device)}, self.dtype)
-            totals[:-1] += [np.sum(np.asarray(self.backend.to_numpy(scores[k]), np.float64)) for k in names]
-            totals[-1] += hi - lo
+            w = 1.0 if weights is None else weights[lo:hi]
+            totals[:-2] += [np.sum(np.asarray(self.backend.to_numpy(scores[k]), np.float64) * (w if use else 1.0))
+                            for k, use in zip(names, weighed)]
+            totals[-2:] += hi - lo, np.sum(w) if weights is not None else hi - lo
         if self.cluster is not None:
             totals = self.backend.all_reduce_sum(totals, f"the evaluation after step {self.step_count}")
-        return {name: float(total / totals[-1]) for name, total in zip(names, totals)}
+        # Keras' loss divides the weighted sum by the example count, a weighted metric by the weights' sum (0 where
+        # that is 0: Keras' divide_no_nan)
+        divisors = [totals[-2], *(totals[-1] if m.weighted else totals[-2] for m in chosen)]
+        return {name: float(total / divisor) if divisor else 0.0
+                for name, total, divisor in zip(names, totals, divisors)}
 
     @staticmethod
     def _batches(count: int, batch_size: int | None) -> list[tuple[int, int]]:
