@@ -72,8 +72,8 @@ def test_compare_json_and_quiet_on_one_backend(tmp_path, capsys, backend_name):
     assert main([*argv, "--quiet", "--out", str(tmp_path / "quiet")]) == 0
     printed = capsys.readouterr().out.strip().splitlines()
     quiet = tmp_path / "quiet"
-    assert printed == [f"wrote {quiet / 'results.json'} and {quiet / 'params.npz'} and {quiet / 'loss.png'} and "
-                       f"{quiet / 'step_time.png'}"]
+    assert printed == [f"wrote {quiet / 'results.json'} and {quiet / 'params.npz'} and {quiet / 'runs.csv'} and "
+                       f"{quiet / 'steps.csv'} and {quiet / 'loss.png'} and {quiet / 'step_time.png'}"]
 
 
 @pytest.mark.parametrize("model", ["mnist-convnet", "resnet", "transformer", "lstm-text"])

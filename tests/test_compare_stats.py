@@ -5,6 +5,7 @@ backend checks that they reach the table, results.json and the plots."""
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 
@@ -197,7 +198,8 @@ def test_compare_over_seeds_reports_statistics_and_pairs(tmp_path, capsys, backe
     counts: the runs of each seed, their order pair, the statistics over seeds and the files."""
     out = tmp_path / "seeds"
     argv = ["compare", "--backends", backend_name, "--devices", "1,2", "--seeds", "0,1", "--init-seed", "7",
-            "--noise-seed", "7", "--steps", "3", "--batch", "16", "--out", str(out)]
+            "--noise-seed", "7", "--steps", "3", "--batch", "16", "--out", str(out), "--tensorboard",
+            str(tmp_path / "tb")]
     assert main(argv) == 0
     printed = capsys.readouterr().out
     assert "the gap against the seed spread: paired over 2 seeds" in printed and "where runs part" in printed
@@ -224,6 +226,17 @@ def test_compare_over_seeds_reports_statistics_and_pairs(tmp_path, capsys, backe
                 f"{backend_name}/1", f"{backend_name}/2"]
     for name in ("pairs.png", "seeds.png"):
         assert (out / name).read_bytes()[:8] == PNG_MAGIC
+    # The tidy tables (one row per run, per run and step, per pair and step), TensorBoard runs and the HTML report.
+    tables = {name: list(csv.DictReader((out / f"{name}.csv").open())) for name in ("runs", "steps", "pairs")}
+    assert [(r["seed"], r["devices"], r["final_loss"]) for r in tables["runs"]] == [
+        (str(r["seed"]), str(r["devices"]), repr(r["losses"][-1])) for r in results["runs"]]
+    assert len(tables["steps"]) == 4 * 3 and len(tables["pairs"]) == 2 * 3
+    assert sorted(p.name for p in (tmp_path / "tb").iterdir()) == [
+        f"{backend_name}-x{n}-seed{s}" for n in (1, 2) for s in (0, 1)]
+    assert main(["report", str(out), "--out", str(tmp_path / "report.html")]) == 0
+    page = (tmp_path / "report.html").read_text()
+    assert "The gap against the seed spread" in page and "Where runs part" in page
+    assert page.count("data:image/png") == len(list(out.glob("*.png")))  # every plot embedded
 
 
 def test_seed_and_seeds_together_are_refused(tmp_path, capsys):

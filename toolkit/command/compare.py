@@ -17,7 +17,8 @@ Since version 3, seeds are an axis (:mod:`toolkit.command.seeds`) and every pair
 parameter (:mod:`toolkit.command.divergence`):
 
 - ``config`` also holds ``seeds`` (the list run; ``seed`` is its first), ``init_seed``, ``data_seed`` and
-  ``noise_seed`` (a value fixed for every seed, or null: the seed's own), ``split_bound``;
+  ``noise_seed`` (a value fixed for every seed, or null: the seed's own), ``split_bound``, and ``eps`` (the
+  optimizer's epsilon, null for its default);
 - each run, and each ``divergence`` and ``within`` entry, has ``seed`` (its seed of the axis); each run has ``seeds``
   (``init``, ``data``, ``noise``: what that seed seeded). ``runs`` holds every backend, device count and seed;
 - ``pairs``: every pair of runs of one seed (:func:`toolkit.command.divergence.pair_record`: ``kind``
@@ -47,6 +48,7 @@ from toolkit.command.divergence import SPLIT_BOUND, pair_record, relative_diverg
 from toolkit.command.seed_stats import seed_statistics
 from toolkit.command.seeds import RunSeeds, run_seeds, seed_trainer
 from toolkit.command.workloads import Workload, draw_batches
+from toolkit.errors import ArgumentError
 from toolkit.nn.models import accuracy
 from toolkit.training.data_parallel import DataParallel
 from toolkit.training.optim import SGD, Adam, AdamW, Optimizer, RMSprop
@@ -63,6 +65,34 @@ OPTIMIZERS: dict[str, Callable[[float], Optimizer]] = {
     "rmsprop": lambda lr: RMSprop(lr),
     "adamw": lambda lr: AdamW(lr),
 }
+#: The optimizers ``--eps`` applies to, each made from the learning rate and eps with Keras' other defaults.
+EPS_OPTIMIZERS: dict[str, Callable[[float, float], Optimizer]] = {
+    "adam": lambda lr, eps: Adam(lr, eps=eps),
+    "rmsprop": lambda lr, eps: RMSprop(lr, eps=eps),
+    "adamw": lambda lr, eps: AdamW(lr, eps=eps),
+}
+
+
+def make_optimizer(name: str, lr: float, eps: float | None = None) -> Optimizer:
+    """The optimizer ``--optimizer name --lr lr [--eps eps]`` names.
+
+    Args:
+        name: a key of :data:`OPTIMIZERS`.
+        lr: the learning rate.
+        eps: the optimizer's epsilon, or None for Keras' default (1e-7).
+
+    Returns:
+        The optimizer.
+
+    Raises:
+        ArgumentError: an ``eps`` for an optimizer that has none (SGD, momentum).
+    """
+    if eps is None:
+        return OPTIMIZERS[name](lr)
+    if name not in EPS_OPTIMIZERS:
+        raise ArgumentError(f"--eps {eps:g} given for --optimizer {name}, which has no eps; it applies to "
+                         f"{', '.join(EPS_OPTIMIZERS)}")
+    return EPS_OPTIMIZERS[name](lr, eps)
 
 
 def _max_abs_diff(a: dict, b: dict) -> float:
@@ -78,7 +108,7 @@ def run_comparison(workload: Workload, backends: Sequence[str], device_counts: S
                    progress: Callable[[str], None] | None = None,
                    batches: Sequence[np.ndarray] | None = None, init_seed: int | None = None,
                    data_seed: int | None = None, noise_seed: int | None = None,
-                   split_bound: float = SPLIT_BOUND) -> dict[str, Any]:
+                   split_bound: float = SPLIT_BOUND, eps: float | None = None) -> dict[str, Any]:
     """Train ``workload`` for ``steps`` steps on every backend and device count, on the same batches: ``batches``
     (row indices of the training data, one array per step; ``steps`` and ``batch`` are then ignored), or ``steps``
     batches of ``batch`` rows from :func:`~toolkit.command.workloads.draw_batches`.
@@ -107,6 +137,7 @@ def run_comparison(workload: Workload, backends: Sequence[str], device_counts: S
         init_seed, data_seed, noise_seed: a seed fixed for every seed of the axis for the initial parameters, the
             data, or the per-example noise (None: the seed's own).
         split_bound: the relative divergence past which a pair of runs counts as parted.
+        eps: the optimizer's epsilon (:func:`make_optimizer`), or None for its default.
 
     Returns:
         The results (the module's docstring gives their fields), each run with its final ``params``.
@@ -116,7 +147,7 @@ def run_comparison(workload: Workload, backends: Sequence[str], device_counts: S
     if batches is None:
         batches = draw_batches(len(x_train), batch, steps, seeds.data)
     steps = len(batches)
-    trainers = {(name, n): _trainer(workload, name, n, OPTIMIZERS[optimizer](lr), dtype, seeds)
+    trainers = {(name, n): _trainer(workload, name, n, make_optimizer(optimizer, lr, eps), dtype, seeds)
                 for n in device_counts for name in backends}
     records = {key: {"losses": [], "times": []} for key in trainers}
     cross = [((backends[0], n), (backends[1], n)) for n in device_counts] if len(backends) >= 2 else []
@@ -166,7 +197,7 @@ def run_over_seeds(workload: Workload, backends: Sequence[str], device_counts: S
                    optimizer: str, lr: float, steps: int, batch: int, seeds: Sequence[int],
                    init_seed: int | None = None, data_seed: int | None = None, noise_seed: int | None = None,
                    split_bound: float = SPLIT_BOUND,
-                   progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+                   progress: Callable[[str], None] | None = None, eps: float | None = None) -> dict[str, Any]:
     """:func:`run_comparison` once per seed of ``seeds`` (each seed seeding what ``init_seed``, ``data_seed`` and
     ``noise_seed`` leave to it), the runs, divergences and pairs of every seed together, and the statistics over
     seeds (``statistics``, ``pair_summary``, ``kind_summary``).
@@ -185,6 +216,7 @@ def run_over_seeds(workload: Workload, backends: Sequence[str], device_counts: S
             data, or the per-example noise (None: the seed's own).
         split_bound: the relative divergence past which a pair of runs counts as parted.
         progress: called after each step with the seed and step in words, or None.
+        eps: the optimizer's epsilon (:func:`make_optimizer`), or None for its default.
 
     Returns:
         The results of every seed together, with the statistics over seeds.
@@ -199,7 +231,7 @@ def run_over_seeds(workload: Workload, backends: Sequence[str], device_counts: S
                                               progress(f"seed {seed} ({i + 1}/{len(seeds)}), {text}"))
         found.append(run_comparison(workload, backends, device_counts, dtype, optimizer, lr, steps, batch, seed,
                                     progress=tell, init_seed=init_seed, data_seed=data_seed, noise_seed=noise_seed,
-                                    split_bound=split_bound))
+                                    split_bound=split_bound, eps=eps))
     merged = {key: [entry for result in found for entry in result[key]]
               for key in ("runs", "divergence", "within", "pairs")}
     return _with_summaries({"schema": SCHEMA, "version": SCHEMA_VERSION, **merged, "split_bound": split_bound})

@@ -38,6 +38,7 @@ import optree
 from toolkit.command.divergence import pair_record, relative_divergence
 from toolkit.command.seeds import RunSeeds, initial_values, seed_trainer
 from toolkit.command.workloads import Workload, draw_batches
+from toolkit.errors import ArgumentError
 from toolkit.nn import context
 from toolkit.nn.model import Model, batch
 from toolkit.nn.ops_training import recording
@@ -82,10 +83,13 @@ def relative_error(value: np.ndarray, reference: np.ndarray, scale: float) -> fl
 
     Returns:
         The relative error.
+
+    Raises:
+        ArgumentError: the shapes differ.
     """
     value, reference = np.asarray(value, np.float64), np.asarray(reference, np.float64)
     if value.shape != reference.shape:
-        raise ValueError(f"shapes differ: {value.shape} against the reference's {reference.shape}")
+        raise ArgumentError(f"shapes differ: {value.shape} against the reference's {reference.shape}")
     difference = float(np.max(np.abs(value - reference))) if value.size else 0.0
     if scale > 0:
         return difference / scale
@@ -406,6 +410,27 @@ def layer_of(parameter: str) -> str:
     return parameter.rsplit("/", 1)[0]
 
 
+def first_parting(trajectories: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """Where the followed runs first part from float64: the earliest step any run parts at, the backends that part
+    then, and the layer of the parameter that parts furthest at that step.
+
+    Args:
+        trajectories: a localization's ``trajectories``.
+
+    Returns:
+        ``{"step", "backends", "parameter", "layer"}``, or None where no run parts.
+    """
+    parted = [run for run in trajectories if run["split_step"] is not None]
+    if not parted:
+        return None
+    step = min(run["split_step"] for run in parted)
+    runs = [run for run in parted if run["split_step"] == step]
+    parameter = max(((name, run["max_rel_param_diff"][step - 1]) for run in runs for name in run["first_parted"][:1]),
+                    key=lambda found: found[1])[0]
+    return {"step": step, "backends": [run["backend"] for run in runs], "parameter": parameter,
+            "layer": layer_of(parameter)}
+
+
 def trajectory_findings(results: dict[str, Any]) -> list[str]:
     """What following the training runs found (``--follow``): where each backend's run parts from float64, the
     parameters that part first, and the first layer to part; empty where no run was followed.
@@ -429,11 +454,10 @@ def trajectory_findings(results: dict[str, Any]) -> list[str]:
         else:
             lines.append(f"  {run['backend']}: parts at step {run['split_step']}, first "
                          f"{', '.join(run['first_parted'][:3])}; {final:.1e} at the end")
-    parted = [run for run in trajectories if run["split_step"] is not None]
-    if parted:
-        first = min(parted, key=lambda run: run["split_step"])
-        lines.append(f"first layer past {bound:g}: {layer_of(first['first_parted'][0])} (on {first['backend']}, "
-                     f"step {first['split_step']}); farther from {REFERENCE_DTYPE} at the end: "
+    first = first_parting(trajectories)
+    if first is not None:
+        lines.append(f"first layer past {bound:g}: {first['layer']} (step {first['step']}, on "
+                     f"{' and '.join(first['backends'])}); farther from {REFERENCE_DTYPE} at the end: "
                      f"{max(trajectories, key=lambda run: run['max_rel_param_diff'][-1])['backend']}")
     lines.append(f"the table: step {config['steps'] + 1}, each backend from the {REFERENCE_DTYPE} run's parameters")
     return lines

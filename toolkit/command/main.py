@@ -1,4 +1,5 @@
-"""The ``multigpu`` command (also ``python -m toolkit``): devices, compare, parity, localize, bench, launch.
+"""The ``multigpu`` command (also ``python -m toolkit``): devices, compare, parity, localize, report, bench,
+launch.
 
 Errors in what the user typed (a malformed option, an unknown model, a bad device list, too few devices, an output
 folder that cannot be written) are one line on stderr and exit status 2, before anything runs; a parity failure is
@@ -58,9 +59,29 @@ def _seeds(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(str(error)) from error
 
 
+def _dtype(text: str) -> str:
+    if text not in ("float32", "float64"):
+        raise ValueError(f"expected float32 or float64, got {text!r}")
+    return text
+
+
+def _listed(kind: Callable[[str], Any], sweep: bool) -> Callable[[str], Any]:
+    """An argparse type: one value of ``kind``, or with ``sweep`` a comma-separated list of distinct ones."""
+    from toolkit.command.sweep import parse_list
+
+    def parse(text: str):
+        try:
+            return parse_list(text, kind) if sweep else kind(text)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error)) from error
+
+    parse.__name__ = getattr(kind, "__name__", "value")
+    return parse
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``multigpu`` command's argument parser: one subcommand each for devices, compare, parity, localize,
-    bench, launch.
+    report, bench, launch.
 
     Returns:
         The parser; its errors are one line on stderr and exit status :data:`EXIT_USAGE`.
@@ -81,20 +102,27 @@ def build_parser() -> argparse.ArgumentParser:
     devices.add_argument("--logical", type=int, default=None, help="make this many logical CPU devices first")
     devices.add_argument("--json", action="store_true", help="print the table as JSON")
 
-    def run_options(sub, devices_default: str, steps_default: int) -> None:
+    def run_options(sub, devices_default: str, steps_default: int, sweep: bool = False) -> None:
+        """The options of compare and parity; with ``sweep``, --batch, --dtype, --lr and --eps take lists."""
+        listed = " (a comma-separated list sweeps: every combination runs)" if sweep else ""
         sub.add_argument("--model", default="digits-mlp", help=f"{', '.join(WORKLOADS)} or module:function")
         sub.add_argument("--backends", type=_backends, default=available_backends(),
                          help="comma-separated (default: every installed backend)")
         sub.add_argument("--devices", type=_device_counts, default=_device_counts(devices_default),
                          help=f"device counts, comma-separated (default {devices_default})")
-        sub.add_argument("--dtype", choices=["float32", "float64"], default=sub.get_default("dtype") or "float32",
-                         help="the computation dtype (default %(default)s)")
+        dtype = sub.get_default("dtype") or "float32"
+        sub.add_argument("--dtype", type=_listed(_dtype, sweep), default=[dtype] if sweep else dtype,
+                         help=f"the computation dtype, float32 or float64 (default {dtype}){listed}")
         sub.add_argument("--optimizer", choices=list(OPTIMIZERS), default="adam",
                          help="the optimizer (default %(default)s)")
-        sub.add_argument("--lr", type=float, default=0.01, help="learning rate (default %(default)s)")
+        sub.add_argument("--lr", type=_listed(float, sweep), default=[0.01] if sweep else 0.01,
+                         help=f"learning rate (default 0.01){listed}")
+        sub.add_argument("--eps", type=_listed(float, sweep), default=[None] if sweep else None,
+                         help=f"the epsilon of adam, adamw or rmsprop (default Keras', 1e-7){listed}")
         sub.add_argument("--steps", type=int, default=steps_default,
                          help="training steps per backend and device count (default %(default)s)")
-        sub.add_argument("--batch", type=int, default=128, help="global batch size (default %(default)s)")
+        sub.add_argument("--batch", type=_listed(int, sweep), default=[128] if sweep else 128,
+                         help=f"global batch size (default 128){listed}")
         sub.add_argument("--seed", type=int, default=None,
                          help=f"seeds the initial parameters, the data (its train/test split and the batches) and the "
                               f"dropout noise (default {DEFAULT_SEED})")
@@ -114,7 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "parameter by parameter after every step, the two backends on one device count beside each "
                     "backend against itself on another (the summation order alone), with the step where each pair "
                     "parts (--split-bound). Writes results.json, params.npz and plots to --out.")
-    run_options(compare, "1,2,4", 30)
+    run_options(compare, "1,2,4", 30, sweep=True)
     compare.add_argument("--seeds", type=_seeds, default=None, metavar="LIST",
                          help="seeds as an axis: every backend and device count runs once per seed, e.g. 0-9 or "
                               "0,3,7-9 (not with --seed); the tables and results.json then give, per metric, the "
@@ -124,7 +152,11 @@ def build_parser() -> argparse.ArgumentParser:
                          help="a pair of runs parts at the first step where a parameter's max |a - b|, over "
                               "the largest |parameter|, passes this (default %(default)g)")
     compare.add_argument("--out", type=Path, default=Path("results"),
-                         help="folder for results.json and the plots (default %(default)s)")
+                         help="folder for results.json, the tidy CSV files (runs.csv, steps.csv, pairs.csv) and the "
+                              "plots (default %(default)s)")
+    compare.add_argument("--tensorboard", type=Path, default=None, metavar="DIR",
+                         help="also write each run's losses, step times and divergences as TensorBoard event files "
+                              "under DIR (one run per backend, device count and seed; no TensorFlow needed)")
 
     parity = commands.add_parser("parity", help="exit 1 with a diff when the backends disagree beyond tolerance")
     parity.set_defaults(dtype="float64")
@@ -168,6 +200,16 @@ def build_parser() -> argparse.ArgumentParser:
                           help="folder for localize.json (default %(default)s)")
     localize.add_argument("--quiet", action="store_true", help="no table: one line at the end")
     localize.add_argument("--json", action="store_true", help="print the results as JSON on stdout")
+
+    report = commands.add_parser(
+        "report", help="one self-contained HTML report of result folders",
+        description="Build one HTML file from one or many folders written by multigpu compare or localize --out: "
+                    "the runs, the gap against the seed spread, where runs part, the plots (embedded) and the "
+                    "localization. Open it in any browser; it needs no other file.")
+    report.add_argument("folders", type=Path, nargs="+", metavar="DIR", help="result folders")
+    report.add_argument("--out", type=Path, default=Path("report.html"),
+                        help="the HTML file written (default %(default)s)")
+    report.add_argument("--title", default="multigpu comparison report", help="the report's title")
 
     bench = commands.add_parser("bench", help="step time of the toolkit against native TensorFlow and Aesara code")
     bench.add_argument("--model", type=lambda text: [m for m in text.split(",") if m], default=list(BENCH_MODELS),
@@ -236,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         commands = {"devices": _devices, "compare": _compare, "parity": _parity, "localize": _localize,
-                    "bench": _bench, "launch": _launch}
+                    "report": _report, "bench": _bench, "launch": _launch}
         return commands[args.command](args)
     except (ToolkitError, ValueError) as error:
         print(f"multigpu {args.command}: error: {error}", file=sys.stderr)
@@ -309,23 +351,75 @@ def _run(args, workload) -> dict[str, Any]:
     config = {"model": args.model, "backends": args.backends, "devices": args.devices, "dtype": args.dtype,
               "optimizer": args.optimizer, "lr": args.lr, "steps": args.steps, "batch": args.batch, "seed": seeds[0],
               "seeds": seeds, "init_seed": args.init_seed, "data_seed": args.data_seed, "noise_seed": args.noise_seed,
-              "split_bound": bound}
+              "split_bound": bound, "eps": getattr(args, "eps", None)}
     with _progress_bar(args, "training", args.steps * len(seeds)) as progress:
         results = run_over_seeds(workload, args.backends, args.devices, args.dtype, args.optimizer, args.lr,
                                  args.steps, args.batch, seeds, args.init_seed, args.data_seed, args.noise_seed, bound,
-                                 progress)
+                                 progress, getattr(args, "eps", None))
     return {**results, "toolkit_version": __version__, "config": config}
 
 
 def _compare(args) -> int:
-    from toolkit.command.compare import public, save_params
-    from toolkit.command.plots import write_plots
+    from toolkit.command.compare import make_optimizer
+    from toolkit.command.sweep import combinations, label, print_sweep, sweep_row, write_sweep
 
-    results = _run(args, _prepare(args))
+    combos = combinations({"batch": args.batch, "dtype": args.dtype, "lr": args.lr, "eps": args.eps})
+    for combo in combos:  # every combination checked before anything trains
+        make_optimizer(args.optimizer, combo["lr"], combo["eps"])
+        if combo["batch"] < 1:
+            raise ValueError(f"--batch must be >= 1, got {combo['batch']}")
+    if args.tensorboard is not None:
+        _check_out(args.tensorboard)
+    if len(combos) == 1:
+        single = argparse.Namespace(**{**vars(args), **combos[0]})
+        results = _run(single, _prepare(single))
+        written = _write_comparison(single, results)
+        return _emit(single, "results.json", public_results(results), lambda: print_table(results), written)
+    workload, rows = _prepare(argparse.Namespace(**{**vars(args), **combos[0]})), []
+    for combo in combos:
+        board = None if args.tensorboard is None else args.tensorboard / label(combo)
+        one = argparse.Namespace(**{**vars(args), **combo, "out": args.out / label(combo), "quiet": True,
+                                    "tensorboard": board})
+        results = _run(one, workload)
+        (_out(one) / "results.json").write_text(json.dumps(public_results(results), indent=2))
+        _write_comparison(one, results)
+        rows.append(sweep_row(combo, results))
+    path = write_sweep(rows, args.out)
+    if args.json:
+        print(json.dumps(rows))
+    elif not args.quiet:
+        print_sweep(rows, f"{args.model}: {args.optimizer}, {args.steps} steps, a sweep of {len(combos)} settings")
+    print(f"wrote {path} and {len(combos)} comparisons under {args.out} (one folder each)")
+    return EXIT_OK
+
+
+def public_results(results: dict[str, Any]) -> dict[str, Any]:
+    """The results as ``results.json`` holds them (:func:`toolkit.command.compare.public`).
+
+    Args:
+        results: a comparison's results.
+
+    Returns:
+        Them without the runs' parameters.
+    """
+    from toolkit.command.compare import public
+
+    return public(results)
+
+
+def _write_comparison(args, results: dict[str, Any]) -> list[str]:
+    """Everything a comparison writes besides results.json: parameters, tidy CSV, plots, TensorBoard runs."""
+    from toolkit.command.compare import save_params
+    from toolkit.command.events import write_tensorboard
+    from toolkit.command.plots import write_plots
+    from toolkit.command.tidy import write_csv
+
     plots = write_plots(results, _out(args))
     params = save_params(results, _out(args))
-    return _emit(args, "results.json", public(results), lambda: print_table(results),
-                 [*(str(p) for p in params), *(str(p) for p in plots)])
+    tables = write_csv(results, _out(args))
+    boards = [f"{args.tensorboard} (TensorBoard)"] if args.tensorboard is not None and write_tensorboard(
+        results, args.tensorboard) else []
+    return [*(str(p) for p in params), *(str(p) for p in tables), *(str(p) for p in plots), *boards]
 
 
 def _check_out(folder: Path) -> None:
@@ -395,7 +489,7 @@ def _parity_against(args) -> int:
     reference = parity.read_reference(args.against)
     for key in parity.AGAINST_CONFIG:
         setattr(args, key, reference["config"][key])
-    for key in parity.AGAINST_SEEDS:
+    for key in (*parity.AGAINST_SEEDS, "eps"):  # absent from older files: None, the default
         setattr(args, key, reference["config"].get(key))
     params = load_params(args.against)
     theirs = [run for run in reference["runs"] if run["backend"] not in args.backends
@@ -439,6 +533,15 @@ def _localize(args) -> int:
                          "steps": args.steps, "optimizer": args.optimizer, "lr": args.lr, "seed": args.seed,
                          "follow": args.follow}
     return _emit(args, "localize.json", results, lambda: print_localization(results))
+
+
+def _report(args) -> int:
+    from toolkit.command.report import write_report
+
+    if args.out.is_dir():
+        raise ValueError(f"--out {args.out} is a folder; expected the HTML file to write")
+    print(f"wrote {write_report(args.folders, args.out, args.title)}")
+    return EXIT_OK
 
 
 def _bench(args) -> int:
