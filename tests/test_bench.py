@@ -20,8 +20,13 @@ from toolkit.command.bench import markdown
 from toolkit.command.bench.measure import Batches, make_batches
 from toolkit.command.bench.natives import natives
 from toolkit.command.bench.schema import SCHEMA, SCHEMA_VERSION
-from toolkit.command.bench.statistics import fractions, ratios
-from toolkit.command.bench.targets import DISPATCH_SCALING_BOUND, PEAK_FRACTION_TARGET, SCALING_BOUND
+from toolkit.command.bench.statistics import cross_backend, fractions, ratios
+from toolkit.command.bench.targets import (
+    CROSS_BACKEND_BOUNDS,
+    DISPATCH_SCALING_BOUND,
+    PEAK_FRACTION_TARGET,
+    SCALING_BOUND,
+)
 from toolkit.command.main import main
 from toolkit.registry import REGISTRY
 from toolkit.tolerances import FLOAT64_ATOL
@@ -78,6 +83,37 @@ def test_ratios_attach_the_targets_and_a_verdict_with_its_interval():
     assert compute[("toolkit", "toolkit", 4)]["verdict"] == "met"
     assert ("tensorflow", "mirrored-ctl", "mirrored-ctl", 4) in found and \
         found[("tensorflow", "mirrored-ctl", "mirrored-ctl", 4)]["target"] is None  # context, not a target
+
+
+def test_cross_backend_ratios_divide_by_the_fastest_backends_toolkit_step_in_the_same_rounds():
+    slow = [2.0 * r for r in NOISY]  # twice TensorFlow's in every round: the paired interval is exactly 2
+    runs = [_run("tensorflow", NOISY, 1, "toolkit", "resnet-bench", True),
+            _run("tensorflow", 0.5, 1, "function", "resnet-bench", True),  # a native: not compared across
+            _run("aesara", slow, 1, "toolkit", "resnet-bench", True),
+            _run("aesara", [2.5 * r for r in NOISY], 1, "toolkit-c", "resnet-bench", True),
+            _run("aesara", 1.0, 4, "toolkit", "resnet-bench", True),  # alone at 4 devices: nothing to compare
+            _run("tensorflow", 1.0, 1, "toolkit"), _run("aesara", 0.9, 1, "toolkit")]  # dispatch-bound
+    for run in runs:
+        run["peak_fraction"] = 0.5
+    found = {(c["model"], c["backend"], c["candidate"]): c for c in cross_backend(runs)}
+    assert set(found) == {("resnet-bench", "tensorflow", "toolkit"), ("resnet-bench", "aesara", "toolkit"),
+                          ("resnet-bench", "aesara", "toolkit-c"), ("digits-mlp", "tensorflow", "toolkit"),
+                          ("digits-mlp", "aesara", "toolkit")}
+    jax_linker, c_linker = found[("resnet-bench", "aesara", "toolkit")], found[("resnet-bench", "aesara", "toolkit-c")]
+    assert (jax_linker["fastest"], jax_linker["ratio"], jax_linker["low"], jax_linker["high"]) == \
+        ("tensorflow", 2.0, 2.0, 2.0)
+    assert jax_linker["target"] == CROSS_BACKEND_BOUNDS["toolkit"] and jax_linker["verdict"] == "not met"
+    assert c_linker["ratio"] == pytest.approx(2.5) and c_linker["target"] == CROSS_BACKEND_BOUNDS["toolkit-c"]
+    fastest = found[("resnet-bench", "tensorflow", "toolkit")]
+    assert (fastest["ratio"], fastest["verdict"]) == (1.0, "met")
+    mlp = found[("digits-mlp", "tensorflow", "toolkit")]  # Aesara is the faster there; no target off compute-bound
+    assert mlp["fastest"] == "aesara" and mlp["ratio"] == pytest.approx(1 / 0.9) and mlp["target"] is None
+    results = {"config": {"lr": 0.05, "dtype": "float32", "rounds": 7}, "runs": [], "ratios": [],
+               "machine": {"cpu": "x", "cores": 2, "python": "3", "versions": {}},
+               "peak": {"gflops": {"jax": 100.0}, "dtype": "float32", "size": 64},
+               "cross_backend": list(found.values())}
+    row = "| resnet-bench, 1: aesara, toolkit DataParallel | 2.0 | 2.00 (2.00-2.00) over tensorflow | <= 1.0: not met"
+    assert row in markdown(results)
 
 
 def test_fractions_of_peak_judge_the_faster_backend_on_compute_bound_models():
@@ -166,6 +202,10 @@ def test_bench_measures_every_candidate_and_the_natives_train_alike(backend_name
         assert run["gflop_per_step"] == pytest.approx(step, rel=1e-12)
         assert run["gflops"] == pytest.approx(step / (run["median_ms"] / 1e3), rel=1e-12)
         assert run["peak_fraction"] == pytest.approx(run["gflops"] / max(peak["gflops"].values()), rel=1e-12)
+        assert run["library"].startswith("C linker" if run["candidate"] in ("toolkit-c", "function-c",
+                                                                            "function-c-checked") else
+                                         "TensorFlow kernels" if backend_name == "tensorflow" and
+                                         run["candidate"] != "function-xla" else "XLA")
     one, more = CANDIDATES[backend_name]
     assert {r["candidate"] for r in results["runs"] if r["devices"] == 1} == one
     assert {r["candidate"] for r in results["runs"] if r["devices"] == 2} == more

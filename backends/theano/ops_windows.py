@@ -11,6 +11,7 @@ import numpy as np
 from toolkit.errors import ShapeError
 from toolkit.nn.shapes import explicit_padding
 
+from .conv_lowering import convolution, lowering
 from .graphs import Apply, JaxOp, as_outputs, first_unless, jax, padded, shape_of, tt
 
 #: The spatial axes' letters of lax's dimension numbers, by spatial rank.
@@ -116,8 +117,10 @@ def _frame(x, size, strides, padding, value):
 class _Conv(JaxOp):
     """``ops.conv`` and its kin under the JAX linker: one op that is ``lax.conv_general_dilated`` (channels-last
     input, ``[*window, in, out]`` kernel, feature groups), or ``lax.conv_transpose(transpose_kernel=True)`` for a
-    transposed convolution: XLA's convolution, where the im2col graph (patches side by side, one matmul) made the
-    bench ResNet's step 1.4x plain JAX's. Its gradient is :class:`_ConvGradient`, ``jax.vjp`` of the same call.
+    transposed convolution. An ungrouped convolution's forward and gradients are each XLA's or a patches product
+    (im2col, in JAX), as :func:`conv_lowering.lowering` chooses for the platform and shapes: one op in the graph
+    either way, where an im2col graph of the engine's own slices made the bench ResNet's step 1.4x plain JAX's.
+    Its gradient is :class:`_ConvGradient`, ``jax.vjp`` of the same call.
     ``padding`` is explicit (before, after) pairs per spatial axis."""
 
     __props__ = ("strides", "padding", "dilation", "groups", "transpose")  # equal ones are one op (nodes merge)
@@ -150,12 +153,17 @@ class _Conv(JaxOp):
                 def conv(inputs, kernel):
                     return jax.lax.conv_transpose(inputs, kernel, strides, padding, rhs_dilation=dilation,
                                                   dimension_numbers=numbers, transpose_kernel=True)
-            else:
+            elif groups > 1:
                 def conv(inputs, kernel):
-                    if groups > 1 and inputs.dtype == np.float64:
+                    if inputs.dtype == np.float64:
                         return _grouped_by_offsets(inputs, kernel, strides, padding, dilation, groups)
                     return jax.lax.conv_general_dilated(inputs, kernel, strides, padding, rhs_dilation=dilation,
                                                         dimension_numbers=numbers, feature_group_count=groups)
+            else:
+                def conv(inputs, kernel):  # XLA's convolution or a patches product per pass, chosen when traced
+                    passes = lowering(jax.default_backend(), inputs.shape, kernel.shape, strides, padding, dilation,
+                                      groups, False)
+                    return convolution(passes, strides, padding, dilation)(inputs, kernel)
 
             self._functions["forward"] = conv
         return self._functions["forward"]

@@ -275,6 +275,7 @@ def _measure(config: dict[str, Any]) -> list[dict[str, Any]]:
             "host_ms": statistics.median(host[(name, candidate)]) if host[(name, candidate)] else None,
             "compute_bound": workload.compute_bound, "products_alone_ms": alone.get(name),
             "param_diff": None if candidate == "toolkit" else _relative_diff(_values(runner), reference),
+            "library": natives(name).library(name, candidate),
         })
     return results
 

@@ -90,8 +90,8 @@ def _model_markdown(model: str, runs: list[dict[str, Any]], model_ratios: list[d
 
 def markdown(results: dict[str, Any]) -> str:
     """The README's tables of a bench run: the settings and machine, the peak, then per model its step times
-    (achieved GFLOP/s, share of peak, first step, memory) and every ratio with its interval and verdict, then the
-    fractions of peak of the compute-bound models.
+    (achieved GFLOP/s, share of peak, first step, memory) and every ratio with its interval and verdict, then each
+    backend's toolkit step over the fastest backend's, then the fractions of peak of the compute-bound models.
 
     Args:
         results: a bench run's results (:mod:`toolkit.command.bench.schema`).
@@ -108,6 +108,17 @@ def markdown(results: dict[str, Any]) -> str:
         lines += [""] + _model_markdown(model, [r for r in results["runs"] if r.get("model", "") == model],
                                         [r for r in results["ratios"] if r.get("model", "") == model],
                                         config["rounds"])
+    if results.get("cross_backend"):
+        lines += ["", "| model, devices: backend, toolkit candidate | ms a step | over the fastest backend's toolkit "
+                  "step (90% interval) | target | share of the best peak | its products alone, GFLOP/s |",
+                  "|---|---|---|---|---|---|"]
+        for c in results["cross_backend"]:
+            target = "" if c["target"] is None else f"<= {c['target']}: {c['verdict']}"
+            alone = c.get("products_alone_gflops")
+            lines.append(f"| {c['model']}, {c['devices']}: {c['backend']}, {LABELS.get(c['candidate'], c['candidate'])}"
+                         f" | {c['median_ms']:.1f} | {c['ratio']:.2f} ({c['low']:.2f}-{c['high']:.2f}) over "
+                         f"{c['fastest']} | {target} | {c['peak_fraction']:.1%} | "
+                         f"{'' if alone is None else f'{alone:.1f}'} |")
     if results.get("fractions"):
         lines += ["", "| compute-bound model: toolkit, 1 device | share of the best peak (90% interval) | target | "
                   "its matmuls and convolutions alone: share of the best peak | the step's speed / theirs |",
@@ -122,8 +133,8 @@ def markdown(results: dict[str, Any]) -> str:
 
 
 def print_report(results: dict[str, Any]) -> None:
-    """Print a bench run's tables on the terminal: per model its step times and its ratios, then the peak, the
-    fractions of peak and the machine.
+    """Print a bench run's tables on the terminal: per model its step times and its ratios, then the cross-backend
+    ratios, the peak, the fractions of peak and the machine.
 
     Args:
         results: a bench run's results (:mod:`toolkit.command.bench.schema`).
@@ -140,14 +151,14 @@ def print_report(results: dict[str, Any]) -> None:
         runs = Table(title=f"{model}, SGD, {config['dtype']}, batch {first['batch']}, {first['gflop_per_step']:.4g} "
                            f"GFLOP a step: step time, median of {config['rounds']} rounds of {first['steps']} steps")
         for column in ("devices", "backend", "code", "median", "min-max", "first step", "memory MiB", "GFLOP/s",
-                       "of peak", "vs toolkit"):
+                       "of peak", "vs toolkit", "products by"):
             runs.add_column(column, justify="left" if column == "code" else "right")
         for run in mine:
             memory = "-" if run["step_peak_mb"] is None else f"{run['first_peak_mb']:.0f}/{run['step_peak_mb']:.0f}"
             runs.add_row(str(run["devices"]), run["backend"], run["label"], f"{run['median_ms']:.3f} ms",
                          f"{run['min_ms']:.2f}-{run['max_ms']:.2f}", f"{run['compile_s']:.2f} s", memory,
                          f"{run['gflops']:.2f}", f"{run['peak_fraction']:.1%}",
-                         "-" if run["param_diff"] is None else f"{run['param_diff']:.1e}")
+                         "-" if run["param_diff"] is None else f"{run['param_diff']:.1e}", run.get("library", ""))
         console.print(runs)
         ratios = Table(title=f"{model}: ratios (lower is faster; < 1: the toolkit is faster), with a 90% bootstrap "
                              "interval")
@@ -162,6 +173,20 @@ def print_report(results: dict[str, Any]) -> None:
                            "-" if r["target"] is None else f"<= {r['target']}",
                            {None: "", "not met": "NOT MET"}.get(r["verdict"], r["verdict"]))
         console.print(ratios)
+    if results.get("cross_backend"):
+        across = Table(title="across backends: each toolkit step over the fastest backend's toolkit step, same "
+                             "process, 90% bootstrap interval")
+        for column in ("model", "devices", "backend", "code", "median", "over fastest", "interval", "target",
+                       "verdict", "of peak"):
+            across.add_column(column, justify="left" if column in ("model", "backend", "code", "verdict")
+                              else "right")
+        for c in results["cross_backend"]:
+            across.add_row(c["model"], str(c["devices"]), c["backend"], LABELS.get(c["candidate"], c["candidate"]),
+                           f"{c['median_ms']:.1f} ms", f"{c['ratio']:.2f} ({c['fastest']})",
+                           f"{c['low']:.2f}-{c['high']:.2f}", "-" if c["target"] is None else f"<= {c['target']}",
+                           {None: "", "not met": "NOT MET"}.get(c["verdict"], c["verdict"]),
+                           f"{c['peak_fraction']:.1%}")
+        console.print(across)
     console.print(peak_sentence(results))
     for f in results["fractions"]:
         judged = "" if f["target"] is None else f" (target >= {f['target']:.0%}: {f['verdict']})"

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.command.bench.schema import SCHEMA, SCHEMA_VERSION
-from toolkit.command.bench.statistics import fractions, ratios
+from toolkit.command.bench.statistics import cross_backend, fractions, ratios
 from toolkit.errors import ComputeError
 
 
@@ -56,7 +56,7 @@ def run_bench(config: dict[str, Any], timeout: float, progress: Callable[[str], 
 
     Returns:
         The results (:mod:`toolkit.command.bench.schema`), each run with its achieved GFLOP/s and their fraction of
-        the best peak, the ratios and the fractions of peak.
+        the best peak, the ratios, the cross-backend ratios and the fractions of peak.
 
     Raises:
         ComputeError: a process failed or took longer than ``timeout``.
@@ -98,4 +98,5 @@ def run_bench(config: dict[str, Any], timeout: float, progress: Callable[[str], 
         alone = run.get("products_alone_ms")
         run["products_alone_gflops"] = None if alone is None else run["gflop_per_step"] / (alone / 1e3)
     return {"schema": SCHEMA, "version": SCHEMA_VERSION, "config": config, "machine": machine(), "peak": peak,
-            "runs": runs, "ratios": ratios(runs), "fractions": fractions(runs, best)}
+            "runs": runs, "ratios": ratios(runs), "cross_backend": cross_backend(runs),
+            "fractions": fractions(runs, best)}

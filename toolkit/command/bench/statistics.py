@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from toolkit.command.bench.targets import (
+    CROSS_BACKEND_BOUNDS,
     DISPATCH_SCALING_BOUND,
     PEAK_FRACTION_TARGET,
     SCALING_BOUND,
@@ -98,6 +99,42 @@ def ratios(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             if candidate == "toolkit" and devices == SCALING_DEVICES:
                 target = SCALING_BOUND if run.get("compute_bound", False) else DISPATCH_SCALING_BOUND
             add(model, backend, devices, candidate, candidate, 1, target)
+    return out
+
+
+def cross_backend(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per model and device count: every toolkit candidate of every backend over the fastest backend's toolkit
+    step, measured in the same process taking turns (paired rounds), with its bootstrap interval; judged against
+    :data:`~toolkit.command.bench.targets.CROSS_BACKEND_BOUNDS` on the compute-bound models at one device.
+
+    Args:
+        runs: the results file's runs.
+
+    Returns:
+        One dict per toolkit candidate: ``model``, ``devices``, ``backend``, ``candidate``, ``median_ms``,
+        ``fastest`` (the fastest backend's name), ``ratio``, ``low``, ``high``, ``target``, ``verdict``,
+        ``peak_fraction`` and ``products_alone_gflops`` (null where not measured).
+    """
+    out = []
+    groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for run in runs:
+        if run["candidate"].startswith("toolkit"):
+            groups.setdefault((run.get("model", ""), run["devices"]), []).append(run)
+    for (model, devices), group in groups.items():
+        plain = [r for r in group if r["candidate"] == "toolkit"]
+        if len({r["backend"] for r in plain}) < 2:
+            continue
+        fastest = min(plain, key=lambda r: r["median_ms"])
+        for run in group:
+            low, high = ratio_interval(run["round_ms"], fastest["round_ms"], paired=True)
+            target = (CROSS_BACKEND_BOUNDS.get(run["candidate"]) if devices == 1 and run.get("compute_bound")
+                      else None)
+            out.append({"model": model, "devices": devices, "backend": run["backend"],
+                        "candidate": run["candidate"], "median_ms": run["median_ms"], "fastest": fastest["backend"],
+                        "ratio": run["median_ms"] / fastest["median_ms"], "low": low, "high": high,
+                        "target": target, "verdict": verdict(low, high, target),
+                        "peak_fraction": run.get("peak_fraction"),
+                        "products_alone_gflops": run.get("products_alone_gflops")})
     return out
 
 

@@ -41,6 +41,10 @@ TARGETS = (
         Target(engine, "toolkit", "jax-jit", (1,), 1.15, compute_bound_only=True),
     )),
 )
+#: Across backends: each backend's toolkit candidate's one-device step over the fastest backend's toolkit step on
+#: the compute-bound models, at most this: a JAX-linker step no slower than the fastest framework's, a C-linker step
+#: within 2x of it (issue 30: what a user comparing the frameworks through the toolkit should see).
+CROSS_BACKEND_BOUNDS = {"toolkit": 1.0, "toolkit-c": 2.0}
 #: Scaling: the toolkit's step time on SCALING_DEVICES devices over one device at the same global batch, on the
 #: compute-bound models (the devices share the machine's cores, so this is the splitting and reduction overhead) and,
 #: looser, on the dispatch-bound ones (where each device's part is a fixed cost of its own).

@@ -6,6 +6,8 @@ Each framework's natives are a module giving:
 - ``TOOLKIT_OPTIONS``: the toolkit's candidates on that backend, name -> options for ``get_backend``;
 - ``PEAK_LIBRARY`` and ``matmul(a, b)``: the library whose matmul measures the machine's peak, and a call that runs
   that matmul and waits for it (:func:`toolkit.command.flops.matmul_peak`);
+- ``library(name, candidate)``: what computes a candidate's matmuls and convolutions, in words (XLA, TensorFlow's
+  kernels with or without oneDNN, the C linker's BLAS), reported with each run;
 - ``products(found, operands, cotangents, dtype)``: a call that runs a step's matmuls and convolutions alone
   (:func:`toolkit.command.flops.products_alone`);
 - ``runners(model, params, state, batches, devices, backend, dtype, lr)``: the native candidates by name, each a

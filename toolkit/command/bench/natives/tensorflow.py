@@ -18,6 +18,8 @@ Model state (batch normalization's moving statistics) is non-trainable variables
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 import toolkit
@@ -30,12 +32,30 @@ tf = REGISTRY["tensorflow"].environment().import_framework()  # configured: logi
 
 import keras  # noqa: E402  (after TensorFlow is configured)
 
-__all__ = ["PEAK_LIBRARY", "TOOLKIT_OPTIONS", "matmul", "products", "runners"]
+__all__ = ["PEAK_LIBRARY", "TOOLKIT_OPTIONS", "library", "matmul", "products", "runners"]
 
 #: The toolkit's candidates: name -> options for get_backend.
 TOOLKIT_OPTIONS = {"toolkit": {}}
 #: The library whose matmul measures the machine's peak for this backend (:mod:`toolkit.command.flops`).
 PEAK_LIBRARY = "tensorflow"
+
+
+def library(name: str, candidate: str) -> str:
+    """What computes candidate ``candidate``'s matmuls and convolutions, in words: XLA for the ``jit_compile``
+    step, else TensorFlow's CPU kernels, with oneDNN's where ``TF_ENABLE_ONEDNN_OPTS`` turned them on (bench's
+    workers set it to 1).
+
+    Args:
+        name: the backend's name (``"tensorflow"``).
+        candidate: the candidate's name.
+
+    Returns:
+        E.g. ``"TensorFlow kernels, oneDNN"``.
+    """
+    if candidate == "function-xla":
+        return "XLA cpu (jit_compile)"
+    onednn = os.environ.get("TF_ENABLE_ONEDNN_OPTS", "") not in ("0", "false", "False")
+    return f"TensorFlow kernels{', oneDNN' if onednn else ', Eigen'}"
 
 
 def matmul(a: np.ndarray, b: np.ndarray):

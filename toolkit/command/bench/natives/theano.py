@@ -21,13 +21,35 @@ from toolkit.command.bench.natives.plain_jax import JaxJit, matmul, products
 from toolkit.nn.model import batch
 from toolkit.registry import REGISTRY
 
-__all__ = ["PEAK_LIBRARY", "TOOLKIT_OPTIONS", "matmul", "products", "runners"]
+__all__ = ["PEAK_LIBRARY", "TOOLKIT_OPTIONS", "library", "matmul", "products", "runners"]
 
 #: The toolkit's candidates: name -> options for get_backend (the C linker has one device: bench runs it at n = 1).
 TOOLKIT_OPTIONS = {"toolkit": {}, "toolkit-c": {"linker": "c"}}
 #: The library whose matmul measures the machine's peak for this backend (:mod:`toolkit.command.flops`): JAX, the
 #: engine of the device path.
 PEAK_LIBRARY = "jax"
+
+
+def library(name: str, candidate: str) -> str:
+    """What computes candidate ``candidate``'s matmuls and convolutions, in words: XLA (and its platform) for the
+    JAX-linker candidates; for the C linker's, the BLAS the engine links (its ``blas__ldflags``), or NumPy's dot
+    where none is named (the engine's products then run through NumPy, outside its C code).
+
+    Args:
+        name: the backend's name (``"aesara"``, ``"pytensor"``).
+        candidate: the candidate's name.
+
+    Returns:
+        E.g. ``"XLA cpu, jaxlib 0.4.30"`` or ``"C linker, BLAS -lopenblas"``.
+    """
+    framework, _ = _engine(name)
+    if candidate.endswith("-c") or "-c-" in candidate:
+        flags = framework.config.blas__ldflags.strip()
+        return f"C linker, BLAS {flags}" if flags else "C linker, no BLAS (NumPy's dot)"
+    import jax
+    import jaxlib
+
+    return f"XLA {jax.default_backend()}, jaxlib {jaxlib.__version__}"
 
 
 def _engine(name: str):
