@@ -192,6 +192,8 @@ def build_parser() -> argparse.ArgumentParser:
     localize.add_argument("--optimizer", choices=list(OPTIMIZERS), default="adam",
                           help="the optimizer of those steps (default %(default)s)")
     localize.add_argument("--lr", type=float, default=0.01, help="their learning rate (default %(default)s)")
+    localize.add_argument("--eps", type=float, default=None,
+                          help="the epsilon of adam, adamw or rmsprop (default Keras', 1e-7)")
     localize.add_argument("--seed", type=int, default=DEFAULT_SEED,
                           help="seeds the initial parameters, the data and the dropout noise (default %(default)s)")
     localize.add_argument("--bound", type=float, default=LOCALIZE_BOUND, metavar="RELATIVE",
@@ -508,7 +510,7 @@ def _parity_against(args) -> int:
 
 def _localize(args) -> int:
     import toolkit
-    from toolkit.command.compare import OPTIMIZERS
+    from toolkit.command.compare import make_optimizer
     from toolkit.command.localize import localize, print_localization
     from toolkit.command.seeds import run_seeds
     from toolkit.command.workloads import load_workload
@@ -520,6 +522,7 @@ def _localize(args) -> int:
     if not args.bound > 0:
         raise ValueError(f"--bound must be > 0, got {args.bound}")
     (seeds,) = run_seeds([args.seed])
+    make_optimizer(args.optimizer, args.lr, args.eps)  # an eps it has none of: refused now
     _check_out(args.out)
     unknown = [name for name in args.backends if name not in toolkit.registry.REGISTRY]
     if unknown:
@@ -528,10 +531,10 @@ def _localize(args) -> int:
     for name in args.backends:
         toolkit.get_backend(name)  # not installed: one clear error, now
     results = localize(workload, args.backends, args.dtype, args.batch, seeds, args.steps,
-                       lambda: OPTIMIZERS[args.optimizer](args.lr), args.bound, args.follow)
+                       lambda: make_optimizer(args.optimizer, args.lr, args.eps), args.bound, args.follow)
     results["config"] = {"model": args.model, "backends": args.backends, "dtype": args.dtype, "batch": args.batch,
-                         "steps": args.steps, "optimizer": args.optimizer, "lr": args.lr, "seed": args.seed,
-                         "follow": args.follow}
+                         "steps": args.steps, "optimizer": args.optimizer, "lr": args.lr, "eps": args.eps,
+                         "seed": args.seed, "follow": args.follow}
     return _emit(args, "localize.json", results, lambda: print_localization(results))
 
 
