@@ -305,7 +305,7 @@ TRAINING = ("trainable", "momentum", "_regularizer", "_constraint")
 TENSORFLOW_TRAINING = ("_constraint",)
 #: The walk's outcomes that are refusals, by layer: every other argument is honoured, with Keras' numbers.
 REFUSED = {
-    "Dense": {"dtype", "use_bias", "lora_rank", "quantization_config"},
+    "Dense": {"dtype", "lora_rank", "quantization_config"},
     "Conv2D": {"dtype"},
     "MaxPooling2D": {"dtype"}, "AveragePooling2D": {"dtype"},
     "GlobalAveragePooling2D": {"dtype"}, "GlobalMaxPooling2D": {"dtype"}, "GlobalAveragePooling1D": {"dtype"},
@@ -319,7 +319,7 @@ REFUSED = {
        for kind in ("LSTM", "GRU")},
     "Activation": {"dtype"}, "ReLU": {"dtype"},
     **{kind: {"dtype"} for kind in ("Add", "Subtract", "Multiply", "Maximum", "Minimum", "Average", "Concatenate")},
-    "MultiHeadAttention": {"dtype", "activity_regularizer", "dropout", "use_bias", "output_shape", "attention_axes",
+    "MultiHeadAttention": {"dtype", "activity_regularizer", "use_bias", "output_shape", "attention_axes",
                            "sliding_window", "use_gate"},
     **more.ALL_REFUSED,
 }

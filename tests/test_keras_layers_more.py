@@ -288,3 +288,34 @@ def test_noise_layers_are_identities_in_inference_and_draw_per_example_noise_in_
     # 1024 draws each: the means' standard deviations are 0.011, 0.011 and (128 channels) 0.044; bounds at 5 of them
     assert abs(gauss - 0.25) < 0.06 and abs(dropout - 0.25) < 0.06, (gauss, dropout)
     assert over_steps == 0.0 and abs(dropped - 0.5) < 0.22, (over_steps, dropped)
+
+
+def _attention_model(keras, rate: float):
+    """Causal self-attention under an Embedding's mask with attention dropout ``rate`` (``key_dim=4``: Keras'
+    float32 rounding of ``1/sqrt(key_dim)`` is exact)."""
+    L = keras.layers
+    keras.utils.set_random_seed(17)
+    inputs = keras.Input((6,), dtype="int32")
+    x = L.Embedding(10, 4, mask_zero=True)(inputs)
+    x = L.MultiHeadAttention(num_heads=2, key_dim=4, dropout=rate)(x, x, use_causal_mask=True)
+    model = keras.Model(inputs, L.Dense(2)(L.GlobalAveragePooling1D()(x)), name=f"attention_dropout_{rate}")
+    model.compile(optimizer=keras.optimizers.SGD(LR), loss="mse")
+    return model
+
+
+def test_attention_dropout_trains_as_keras_and_draws_per_example(keras, backend):
+    """MultiHeadAttention(dropout=...) takes Keras' own path for it (scores masked with -1e9, softmax, dropout of the
+    probabilities). At a rate of 1e-12 nothing is dropped in either (with overwhelming probability) and the scale
+    1 / (1 - rate) is the same, so Keras' train_on_batch checks that path's training numbers; at 0.5 predict equals
+    Keras' and training draws the toolkit's per-example masks: the same loss on 1 and 2 devices, not the inference
+    loss."""
+    ids = np.array([[3, 1, 4, 1, 0, 0], [5, 9, 2, 6, 5, 3], [7, 2, 0, 0, 0, 0], [2, 7, 1, 0, 0, 0]], np.int32)
+    y = RNG.normal(size=(4, 2))
+    _compare(keras, backend, _attention_model(keras, 1e-12), ids, y)
+    imported = toolkit.from_keras(_attention_model(keras, 0.5))
+    losses = []
+    for devices in (1, 2):
+        trainer = toolkit.DataParallel(imported, backend, devices, toolkit.optim.SGD(LR), dtype="float64")
+        losses.append(trainer.loss(ids, y))
+    assert abs(losses[1] - losses[0]) <= 1e-12, losses
+    assert abs(losses[0] - trainer.evaluate(ids, y)["loss"]) > 1e-3, losses

@@ -6,7 +6,8 @@ with ``to_keras`` so that Keras computes what the trainer does and imports again
 
 Dropout layers are kept with rate 0 (their masks are the toolkit's own by design); batch normalization is
 synchronized, which on one Keras device is plain batch normalization and on the toolkit's two devices the full
-batch's statistics."""
+batch's statistics. Class weights, constraints and regularizers are given as Keras users give them. The models
+whose Theano-family compiles cost most are marked ``slow`` (:data:`SLOW`)."""
 
 from __future__ import annotations
 
@@ -233,14 +234,15 @@ def _lstm_forecaster(keras, rng):
 
 def _tabular_mlp(keras, rng):
     """keras.io "Imbalanced classification: credit card fraud detection": Dense-ReLU layers, Dropout, a sigmoid
-    unit, binary cross-entropy."""
+    unit, binary cross-entropy, fit with class weights (powers of two: Keras computes them in float32)."""
     layers = keras.layers
     model = keras.Sequential([
         keras.Input(shape=(6,)), layers.Dense(8, activation="relu"), layers.Dense(8, activation="relu"),
         layers.Dropout(0.0), layers.Dense(8, activation="relu"), layers.Dropout(0.0),
         layers.Dense(1, activation="sigmoid")])
-    return _compile(model, "binary_crossentropy"), rng.normal(size=(EXAMPLES, 6)), \
-        (rng.uniform(size=(EXAMPLES, 1)) < 0.25).astype(np.float64)
+    y = np.array([[0], [1], [0], [0], [0], [1], [0], [0]], np.float64)
+    return _compile(model, "binary_crossentropy"), rng.normal(size=(EXAMPLES, 6)), y, \
+        {"class_weight": {0: 0.5, 1: 4.0}}
 
 
 def _transfer_learning(keras, rng):
@@ -262,19 +264,22 @@ def _transfer_learning(keras, rng):
 
 
 def _regularized(keras, rng):
-    """Every kind of regularizer Keras' examples use: L2 and L1L2 on kernels, L1 on a bias, an activity
-    regularizer, and an ActivityRegularization layer."""
+    """Every kind of regularizer Keras' examples use (L2 and L1L2 on kernels, L1 on a bias, an activity
+    regularizer, an ActivityRegularization layer) with constraints that bind (MaxNorm on a kernel, NonNeg on a
+    bias), and a Dense without bias."""
     layers, regularizers = keras.layers, keras.regularizers
     model = keras.Sequential([
         keras.Input(shape=(5,)),
         layers.Dense(6, activation="tanh", kernel_regularizer=regularizers.L1L2(l1=2.0 ** -8, l2=L2),
-                     bias_regularizer=regularizers.L1(2.0 ** -6), activity_regularizer=regularizers.L2(2.0 ** -9)),
+                     bias_regularizer=regularizers.L1(2.0 ** -6), activity_regularizer=regularizers.L2(2.0 ** -9),
+                     kernel_constraint=keras.constraints.MaxNorm(0.5), bias_constraint=keras.constraints.NonNeg()),
         layers.ActivityRegularization(l1=2.0 ** -10),
-        layers.Dense(3, kernel_regularizer=regularizers.L2(L2))])
+        layers.Dense(3, use_bias=False, kernel_regularizer=regularizers.L2(L2))])
     return _compile(model, "mse"), rng.normal(size=(EXAMPLES, 5)), rng.normal(size=(EXAMPLES, 3))
 
 
-#: Each model: how it is made, from (keras, rng) to (compiled model, x, y).
+#: Each model: how it is made, from (keras, rng) to (compiled model, x, y) or (compiled model, x, y, what else
+#: fit takes, as Keras' fit and the trainer's name it).
 MODELS = {"mnist_convnet": _mnist_convnet, "xception_block": _xception_block, "resnet_block": _resnet_block,
           "transformer_text": _transformer_text, "bidirectional_lstm": _bidirectional_lstm,
           "conv1d_text": _conv1d_text, "conv1d_series": _conv1d_series, "series_transformer": _series_transformer,
@@ -296,6 +301,7 @@ class Reference:
     shorter: tuple | None
     losses: list
     weights: list
+    fit: dict
 
 
 _REFERENCES: dict[str, Reference] = {}
@@ -305,20 +311,28 @@ def _reference(keras, name: str) -> Reference:
     """Each model's Keras side, made once per process (the tests of every backend and device count share it)."""
     if name not in _REFERENCES:
         keras.utils.set_random_seed(sum(map(ord, name)))
-        model, x, y = MODELS[name](keras, np.random.default_rng(len(name)))
+        model, x, y, *fit = MODELS[name](keras, np.random.default_rng(len(name)))
+        fit = fit[0] if fit else {}
         imported = toolkit.from_keras(model)
         outputs = np.asarray(model(x, training=False))
         shorter = None
         if model.inputs[0].shape[1] is None:
             shorter = (x[:, :SHORTER], np.asarray(model(x[:, :SHORTER], training=False)))
-        history = model.fit(x, y, batch_size=BATCH, epochs=1, shuffle=False, verbose=0)
+        history = model.fit(x, y, batch_size=BATCH, epochs=1, shuffle=False, verbose=0, **fit)
         _REFERENCES[name] = Reference(model, imported, x, y, outputs, shorter, history.history["loss"],
-                                      [np.array(w) for w in model.get_weights()])
+                                      [np.array(w) for w in model.get_weights()], fit)
     return _REFERENCES[name]
 
 
+#: The models whose Theano-family compiles cost most (measured on PyTensor: 14 to 30 s of CPU each for its two device
+#: counts, against 4 to 12 s for the others): marked ``slow``, for a session of their own.
+SLOW = {"xception_block", "resnet_block", "transformer_text", "bidirectional_lstm", "conv1d_series",
+        "series_transformer"}
+
+
 @pytest.mark.parametrize("devices", [1, 2], ids=["1dev", "2dev"])
-@pytest.mark.parametrize("name", list(MODELS))
+@pytest.mark.parametrize("name", [pytest.param(name, marks=[pytest.mark.slow] if name in SLOW else [])
+                                  for name in MODELS])
 def test_keras_model_predicts_fits_and_goes_back(keras, backend, name, devices):
     reference = _reference(keras, name)
     model = reference.model
@@ -327,7 +341,8 @@ def test_keras_model_predicts_fits_and_goes_back(keras, backend, name, devices):
     if reference.shorter is not None:
         np.testing.assert_allclose(trainer.predict(reference.shorter[0]), reference.shorter[1], rtol=0,
                                    atol=TOLERANCE)
-    history = trainer.fit(reference.x, reference.y, batch_size=BATCH, epochs=1, shuffle=False, verbose=0)
+    history = trainer.fit(reference.x, reference.y, batch_size=BATCH, epochs=1, shuffle=False, verbose=0,
+                          **reference.fit)
     np.testing.assert_allclose(history.history["loss"], reference.losses, rtol=0, atol=TOLERANCE)
     # Every Keras weight is written back: anything to_keras left out would stay NaN.
     model.set_weights([np.full_like(w, np.nan) for w in model.get_weights()])

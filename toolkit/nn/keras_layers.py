@@ -35,8 +35,11 @@ from toolkit.nn.model import State
 
 # --- one-input layers: (layer, input shape) -> (weights, (ops, params, x, mask) -> (y, mask)) -----------------------
 def _dense(layer, shape):
-    _require(layer, layer.use_bias, "use_bias=False")
     activation, prefix = _activation(layer), layer.name
+    if not layer.use_bias:  # Keras' Dense(use_bias=False) has its kernel alone
+        (kernel,) = layer.get_weights()
+        return {f"{prefix}/kernel": kernel}, \
+            lambda ops, p, x, mask: (_activate(ops, ops.matmul(x, p[f"{prefix}/kernel"]), activation), mask)
     kernel, bias = layer.get_weights()
     return {f"{prefix}/kernel": kernel, f"{prefix}/bias": bias}, \
         lambda ops, p, x, mask: (_activate(ops, layers.dense(ops, p, x, prefix), activation), mask)
@@ -126,9 +129,9 @@ def _chain(op):
 def _attention(c: _Call):
     """Keras' ``MultiHeadAttention`` called as ``(query, value, key=None, attention_mask=None,
     use_causal_mask=False)``; the query's, value's and key's Keras masks are ANDed into the attention mask as Keras
-    does (query ``[B, T, 1]``, value and key ``[B, 1, S]``), and the output keeps the query's mask."""
+    does (query ``[B, T, 1]``, value and key ``[B, 1, S]``), and the output keeps the query's mask. Its ``dropout``
+    drops attention probabilities on the trainer's keys, as the toolkit's dropout layers do."""
     layer, call = c.layer, c.arguments
-    _require(layer, not layer.dropout, f"dropout={layer.dropout} (attention dropout)")
     _require(layer, layer.use_bias, "use_bias=False")
     _require(layer, getattr(layer, "_output_shape", None) is None, "output_shape")
     _require(layer, layer.attention_axes in (None, (1,), [1]), f"attention_axes={layer.attention_axes!r}")
@@ -142,7 +145,7 @@ def _attention(c: _Call):
              f"calling it with {sorted(extra) or 'return_attention_scores'}")
     causal = call.get("use_causal_mask", False)
     _require(layer, isinstance(causal, bool), "a use_causal_mask that is not a Python bool")
-    prefix = layer.name
+    prefix, rate = layer.name, float(layer.dropout)
     names = [f"{prefix}/{part}/{w}" for part in ("query", "key", "value", "attention_output")
              for w in ("kernel", "bias")]
 
@@ -154,7 +157,7 @@ def _attention(c: _Call):
                           None if key is None or key.mask is None else ops.expand_dims(key.mask, -2),
                           None if given is None else ops.cast(given.value, "bool")])
         y = layers.multi_head_attention(ops, p, query.value, value.value, None if key is None else key.value,
-                                        attention_mask=auto, use_causal_mask=causal, prefix=prefix)
+                                        attention_mask=auto, use_causal_mask=causal, prefix=prefix, dropout=rate)
         return Flow(y, query.mask)
 
     return dict(zip(names, layer.get_weights())), apply

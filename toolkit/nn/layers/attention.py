@@ -5,6 +5,11 @@ from __future__ import annotations
 import numpy as np
 
 from toolkit.nn.layers.core import glorot_uniform
+from toolkit.nn.layers.regularization import dropout as _dropout
+
+#: What Keras' ``Softmax`` layer puts in place of a masked score (``keras.layers.Softmax``'s large negative number for
+#: float32 and float64), where attention has dropout and Keras computes the scores itself.
+_MASKED_SCORE = -1e9
 
 
 def multi_head_attention_init(rng: np.random.Generator, query_dim: int, num_heads: int, key_dim: int,
@@ -45,13 +50,32 @@ def _project(ops, params, x, name: str):
     return ops.reshape(flat, (-1, ops.shape(x)[1], heads, depth)) + params[name + "/bias"]
 
 
+def _attention_with_dropout(ops, q, k, v, mask, use_causal_mask: bool, rate: float):
+    """Keras' ``MultiHeadAttention`` path for ``dropout > 0``: the scores ``(q / sqrt(key_dim)) k^T``, masked
+    entries ``_MASKED_SCORE`` (Keras' ``Softmax`` layer), softmax over the sources, dropout on the attention
+    probabilities (each example's from its key, as :func:`~toolkit.nn.layers.dropout`; off in inference), times
+    ``v``: ``[batch, target, heads, value_dim]``."""
+    target, source = ops.shape(q)[1], ops.shape(k)[1]
+    scores = ops.einsum("bsnh,btnh->bnts", k, q * (1.0 / np.sqrt(float(ops.shape(q)[-1]))))
+    if use_causal_mask:
+        causal = ops.convert_to_tensor(np.tril(np.ones((target, source), bool)))
+        mask = causal if mask is None else ops.logical_and(mask, causal)
+    if mask is not None:
+        scores = ops.where(mask, scores, _MASKED_SCORE)
+    probabilities = _dropout(ops, ops.softmax(scores, axis=-1), rate)
+    return ops.einsum("bnts,bsnh->btnh", probabilities, v)
+
+
 def multi_head_attention(ops, params, query, value, key=None, attention_mask=None, use_causal_mask: bool = False,
-                         prefix: str = "mha"):
+                         prefix: str = "mha", dropout: float = 0.0):
     """Multi-head attention as Keras computes it::
 
         q, k, v = query W_q + b_q, key W_k + b_k, value W_v + b_v        (per head)
         heads   = dot_product_attention(q, k, v, mask, is_causal)      (softmax(q k^T / sqrt(key_dim)) v)
         output  = heads W_o + b_o                                      (the heads' outputs joined)
+
+    With ``dropout``, as Keras: the attention probabilities (the softmax) are dropped in training, with the
+    toolkit's per-example masks (reproducible on every backend and device count, not Keras' draws).
 
     Args:
         ops: the :class:`~toolkit.nn.ops.Ops` running the model.
@@ -62,16 +86,23 @@ def multi_head_attention(ops, params, query, value, key=None, attention_mask=Non
         attention_mask: booleans ``[batch, target, source]``, True where a query may attend (None: everywhere).
         use_causal_mask: the query at position ``t`` attends only to sources ``0..t``.
         prefix: the layer's name given to :func:`multi_head_attention_init`.
+        dropout: the rate at which attention probabilities are dropped in training, in ``[0, 1)``.
 
     Returns:
         ``[batch, target, query_dim]``.
+
+    Raises:
+        ArgumentError: ``dropout`` outside ``[0, 1)``.
     """
     key = value if key is None else key
     q = _project(ops, params, query, f"{prefix}/query")
     k = _project(ops, params, key, f"{prefix}/key")
     v = _project(ops, params, value, f"{prefix}/value")
     mask = None if attention_mask is None else ops.expand_dims(attention_mask, 1)  # one mask for every head
-    heads = ops.dot_product_attention(q, k, v, mask=mask, is_causal=use_causal_mask)
+    if dropout:
+        heads = _attention_with_dropout(ops, q, k, v, mask, use_causal_mask, dropout)
+    else:
+        heads = ops.dot_product_attention(q, k, v, mask=mask, is_causal=use_causal_mask)
     kernel = params[f"{prefix}/attention_output/kernel"]
     num_heads, value_dim, out_dim = ops.shape(kernel)
     joined = ops.reshape(heads, (-1, ops.shape(query)[1], num_heads * value_dim))
