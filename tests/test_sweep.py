@@ -66,3 +66,9 @@ def test_compare_sweeps_every_combination_into_its_own_folder_and_one_table(tmp_
     assert losses[0] != losses[1]  # eps reached the optimizer
     with (tmp_path / "sweep.csv").open() as handle:
         assert [r["eps"] for r in csv.DictReader(handle)] == ["1e-07", "0.1"]
+    # The report of the sweep's folder: its table, then each combination's comparison, in the sweep's order.
+    assert main(["report", str(tmp_path), "--out", str(tmp_path / "sweep.html")]) == 0
+    page = (tmp_path / "sweep.html").read_text()
+    assert f"<h2>Sweep {tmp_path}</h2>" in page
+    first, second = (f"<h2 id=r{i}>{tmp_path / row['folder']}</h2>" for i, row in enumerate(rows))
+    assert page.index(first) < page.index(second)

@@ -6,6 +6,7 @@ the folder has one. No framework and no network: the HTML is written here from t
 from __future__ import annotations
 
 import base64
+import csv
 import html
 import json
 import statistics
@@ -33,7 +34,8 @@ h1 { font-size: 1.6em; margin-bottom: .2em; } h2 { margin-top: 2.2em; border-bot
 h3 { margin-top: 1.6em; } h4 { margin: 1.2em 0 .3em; } p.note { color: #555; font-size: .9em; margin-top: .3em; }
 table { border-collapse: collapse; margin: .6em 0; font-size: .9em; }
 th, td { padding: .3em .7em; border-bottom: 1px solid #e3e3e3; text-align: right; white-space: nowrap; }
-th { background: #f4f4f6; } td.text, th.text { text-align: left; }
+th { background: #f4f4f6; white-space: normal; vertical-align: bottom; } div.wide { overflow-x: auto; }
+td.text, th.text { text-align: left; }
 tr.past td { background: #fde8e8; } code { background: #f4f4f6; padding: 0 .25em; border-radius: 3px; }
 figure { margin: 1em 0; } figure img { max-width: 100%; border: 1px solid #eee; }
 figcaption { color: #555; font-size: .9em; } ul.findings li { margin: .2em 0; }
@@ -56,7 +58,7 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]], text_columns: 
     head = "".join(cell("th", i, h) for i, h in enumerate(headers))
     body = "".join(f"<tr{' class=past' if i < len(marked) and marked[i] else ''}>"
                    + "".join(cell("td", j, v) for j, v in enumerate(row)) + "</tr>" for i, row in enumerate(rows))
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return f"<div class=wide><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
 
 
 def _mean_sd(values: list[float], digits: int) -> str:
@@ -273,6 +275,52 @@ def folder_section(folder: Path, index: int) -> str:
     return "".join(parts)
 
 
+def expand(folders: Sequence[Path]) -> list[Path]:
+    """The result folders to report: each folder given, or for a sweep's folder (``sweep.csv``, written by
+    ``multigpu compare`` with list-valued options) the folders of its combinations, in the sweep's order.
+
+    Args:
+        folders: the folders given.
+
+    Returns:
+        The folders, each with a ``results.json`` or ``localize.json`` (or, left to :func:`folder_section` to
+        refuse, neither).
+    """
+    out = []
+    for folder in map(Path, folders):
+        if (folder / "sweep.csv").is_file() and not (folder / "results.json").is_file():
+            with (folder / "sweep.csv").open() as handle:
+                out += [folder / row["folder"] for row in csv.DictReader(handle)]
+        else:
+            out.append(folder)
+    return out
+
+
+def sweep_section(folder: Path) -> str:
+    """A sweep's table (``sweep.csv``): one row per combination of its options.
+
+    Args:
+        folder: the sweep's folder.
+
+    Returns:
+        The HTML.
+    """
+    with (folder / "sweep.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    columns = list(rows[0]) if rows else []
+
+    def shown(value: str) -> str:
+        try:
+            return f"{float(value):.4g}" if value and not value.isdigit() else value or "-"
+        except ValueError:
+            return value
+    return (f"<h2>Sweep {_e(folder)}</h2><p>One comparison per combination; its folder is reported below.</p>"
+            + _table(columns, [[shown(row[c]) for c in columns] for row in rows], 1)
+            + "<p class=note>final loss and accuracy: means over seeds and device counts; pairs parted: framework "
+              "pairs (two backends, one device count) and order pairs (one backend, two device counts: the "
+              "summation order alone), with their median relative divergence after the last step.</p>")
+
+
 def _read(path: Path) -> dict[str, Any]:
     try:
         return json.loads(path.read_text())
@@ -297,7 +345,9 @@ def build_report(folders: Sequence[Path], title: str = "multigpu comparison repo
 
     if not folders:
         raise ArgumentError("expected at least one result folder")
-    sections = [folder_section(Path(folder), i) for i, folder in enumerate(folders)]
+    folders, sweeps = expand(folders), [Path(f) for f in folders if (Path(f) / "sweep.csv").is_file()]
+    sections = [sweep_section(folder) for folder in sweeps]
+    sections += [folder_section(Path(folder), i) for i, folder in enumerate(folders)]
     contents = "".join(f"<li><a href='#r{i}'>{_e(folder)}</a></li>" for i, folder in enumerate(folders))
     return (f"<!doctype html><html lang=en><head><meta charset=utf-8><title>{_e(title)}</title>"
             f"<meta name=viewport content='width=device-width, initial-scale=1'><style>{_STYLE}</style></head>"
