@@ -239,11 +239,12 @@ class MeshStep:
         return self._mapped[key]
 
     def __call__(self, indices, xs, ys, shares, step):
-        if len(indices) != len(self._devices) or len({len(y) for y in ys}) != 1:
+        sizes = [len(optree.tree_leaves(y)[0]) for y in ys]
+        if len(indices) != len(self._devices) or len(set(sizes)) != 1:
             raise ValueError(f"the mesh step takes one shard of one size per device ({len(self._devices)}); got "
-                             f"shards of {[len(y) for y in ys]} rows for replicas {list(indices)}")
+                             f"shards of {sizes} rows for replicas {list(indices)}")
         mesh = self._mesh
-        x, y = optree.tree_map(lambda *a: mesh.split(np.stack(a)), *xs), mesh.split(np.stack(ys))
+        x, y = (optree.tree_map(lambda *a: mesh.split(np.stack(a)), *parts) for parts in (xs, ys))
         x["share"] = mesh.split(np.asarray(shares, self._dtype))  # each device's replica batch
         params, state = self._stack()
         step = mesh.whole(step)

@@ -302,7 +302,8 @@ def from_keras(keras_model, loss: Any = None, name: str | None = None) -> Model:
 
     loss_fn.__name__ = getattr(score, "__name__", "loss")
     return Model(init, forward, loss_fn, name=name or keras_model.name, rows_independent=True,
-                 metrics=keras_losses.compiled_metrics(keras_model), constraints=constrained)
+                 metrics=(*getattr(score, "metrics", ()), *keras_losses.compiled_metrics(keras_model)),
+                 constraints=constrained)
 
 
 def to_keras(params: dict[str, np.ndarray], keras_model, state: dict[str, np.ndarray] | None = None) -> None:

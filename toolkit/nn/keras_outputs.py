@@ -7,7 +7,9 @@ takes its inputs and gives its outputs, and its loss, as Keras computes them.
 - Loss: a list of losses (one per output, in order) or a dict by output name, with ``loss_weights`` (a list or a
   dict; 1 where not given), as Keras 3 compiles them: the training loss is ``sum_i w_i * mean(loss_i)``, which is
   the mean over the examples of ``sum_i w_i * loss_i(example)``, so it is computed per example and splits across
-  devices like any loss. Targets are given like the outputs (a list in order, or a dict by output name). One loss
+  devices like any loss. Targets are given like the outputs (a list in order, or a dict by output name), to
+  ``fit``, ``evaluate`` and the steps alike. Each output's own loss (before ``loss_weights``) is one of the
+  model's metrics, ``<output name>_loss``, as Keras' ``fit`` and ``evaluate`` log it. One loss
   for several outputs (Keras would apply it to the list of outputs as one structure) and compiled metrics on a
   multi-output model (Keras computes them per output) are refused with a :class:`~toolkit.KerasImportError`.
 """
@@ -19,6 +21,7 @@ from typing import Any
 
 from toolkit.errors import ArgumentError, KerasImportError
 from toolkit.nn import keras_losses
+from toolkit.training.metrics import Metric
 
 
 def input_names(keras_model) -> list[str]:
@@ -93,25 +96,34 @@ def compiled_loss(keras_model, loss: Any = None) -> Callable:
     if not terms:
         raise KerasImportError(f"loss={loss!r} gives no output a loss")
 
-    def loss_fn(ops, outputs, y):
+    def target(y, i: int, name: str):
         if isinstance(y, dict):
             if not set(y) <= set(names):
                 raise ArgumentError(f"the targets name {sorted(set(y) - set(names))}, which are not outputs of the "
                                     f"model {names}")
-            targets = [y.get(name) for name in names]
+            found = y.get(name)
         elif isinstance(y, (list, tuple)) and len(y) == len(names):
-            targets = list(y)
+            found = y[i]
         else:
             raise ArgumentError(f"the model has the outputs {names}: give the targets as a list in that order, or a "
                                 "dict by output name")
+        if found is None:
+            raise ArgumentError(f"no targets for the output {name!r}, which has a loss")
+        return found
+
+    def loss_fn(ops, outputs, y):
         total = 0.0
         for i, name, fn, weight in terms:
-            if targets[i] is None:
-                raise ArgumentError(f"no targets for the output {name!r}, which has a loss")
-            total = total + weight * fn(ops, outputs[i], targets[i])
+            total = total + weight * fn(ops, outputs[i], target(y, i, name))
         return total
 
+    def output_loss(i: int, name: str, fn: Callable) -> Metric:
+        return Metric(f"{name}_loss", lambda ops, outputs, y: fn(ops, outputs[i], target(y, i, name)), as_loss=True)
+
     loss_fn.__name__ = "loss"
+    # Keras logs each output's loss (before loss_weights, weighed by sample_weight as the loss) where there are two
+    # or more
+    loss_fn.metrics = tuple(output_loss(i, name, fn) for i, name, fn, _ in terms) if len(terms) > 1 else ()
     return loss_fn
 
 

@@ -1,4 +1,5 @@
-"""A trainer's input checks: a batch is an array or a dict of arrays ``x`` and an array ``y`` of one length, cast
+"""A trainer's input checks: a batch is an array or a dict of arrays ``x`` and targets ``y`` (an array, or a list,
+tuple or dict of arrays for a model of several outputs), all of one length, cast
 to the trainer's dtype (floats) or :data:`LABEL_DTYPE` (integers), finite, and shaped like the first batch that
 ran. Everything is checked before anything runs, so a bad batch changes nothing."""
 
@@ -42,8 +43,33 @@ def count_non_finite(array: np.ndarray) -> int:
 
 
 def count(x: Any) -> int:
-    """The number of examples of a batch input (an array, or a dict of arrays)."""
-    return len(next(iter(x.values()))) if isinstance(x, Mapping) else len(x)
+    """The number of examples of a batch input or targets (an array, or a dict, list or tuple of arrays)."""
+    return len(x) if isinstance(x, np.ndarray) else len(optree.tree_leaves(x)[0])
+
+
+def shapes(x: Any) -> Any:
+    """The shapes of the arrays of a batch input or targets, for messages."""
+    return optree.tree_map(lambda a: tuple(np.shape(a)), x)
+
+
+def several(y: Any) -> bool:
+    """Whether targets ``y`` are several arrays (a dict by output name, or a list or tuple of arrays in output
+    order: a model of several outputs) rather than one."""
+    return isinstance(y, Mapping) or isinstance(y, (list, tuple)) and bool(y) and all(
+        isinstance(v, np.ndarray) for v in y)
+
+
+def named(x: Any, y: Any = None) -> dict[str, np.ndarray]:
+    """The arrays of a batch by the names messages give them: ``x`` or ``x['name']``, ``y``, ``y[0]`` or
+    ``y['output']``."""
+    found = {f"x[{k!r}]": v for k, v in x.items()} if isinstance(x, Mapping) else {"x": x}
+    if y is None:
+        return found
+    if isinstance(y, Mapping):
+        return {**found, **{f"y[{k!r}]": v for k, v in y.items()}}
+    if several(y):
+        return {**found, **{f"y[{i}]": v for i, v in enumerate(y)}}
+    return {**found, "y": y}
 
 
 def rows(x: Any, index: Any) -> Any:
@@ -83,12 +109,14 @@ class BatchCheck:
             known = self._known(x, y)
             if known is not None:
                 return known
-        named = isinstance(x, Mapping)
-        xs = {k: np.asarray(v) for k, v in x.items()} if named else {"x": np.asarray(x)}
+        named_x = isinstance(x, Mapping)
+        xs = {k: np.asarray(v) for k, v in x.items()} if named_x else {"x": np.asarray(x)}
         if not xs:
             raise ShapeError("x is an empty dict; expected at least one input array")
-        arrays = {**({f"x[{k!r}]": v for k, v in xs.items()} if named else xs),
-                  **({} if y is None else {"y": np.asarray(y)})}
+        if isinstance(y, Mapping) and not y:
+            raise ShapeError("y is an empty dict; expected the targets of at least one output")
+        ys = None if y is None else optree.tree_map(np.asarray, y) if several(y) else np.asarray(y)
+        arrays = named(xs if named_x else xs["x"], ys)
         for what, array in arrays.items():
             if array.ndim == 0:
                 raise ShapeError(f"x and y need a batch axis; got {what} of shape {array.shape}")
@@ -115,8 +143,13 @@ class BatchCheck:
                 raise NonFiniteError(f"{what} has {bad} NaN or Inf value(s), the first in example {first}")
         if y is not None:
             self._pending = spec
-        y = arrays.pop("y", None)
-        x = {k: arrays[f"x[{k!r}]"] for k in xs} if named else arrays["x"]
+        x = {k: arrays[f"x[{k!r}]"] for k in xs} if named_x else arrays["x"]
+        if isinstance(y, Mapping):
+            y = {k: arrays[f"y[{k!r}]"] for k in y}
+        elif several(ys):
+            y = type(y)(arrays[f"y[{i}]"] for i in range(len(y)))
+        else:
+            y = arrays.get("y")
         return x, y
 
     def _known(self, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:

@@ -29,6 +29,7 @@ from toolkit.nn.model import Model, batch
 from toolkit.placement.splitting import shard_bounds, split_sizes
 from toolkit.training import metrics as metrics_module
 from toolkit.training import shards as shard_plan
+from toolkit.training.batches import count, shapes
 from toolkit.training.optim import Optimizer
 from toolkit.training.step import PaddingRefused, replica_batch, shares
 from toolkit.training.trainer import DTYPES, LABEL_DTYPE, NAN_POLICIES, Trainer, rows
@@ -87,14 +88,14 @@ class DataParallel(Trainer):
         if fused is None:
             return super()._step(x, y, micro_batches, metrics, sample_weight)
         x, y = self.check_batch(x, y)
-        weights = self._weights(sample_weight, len(y), metrics)
-        layout = self._layout(len(y))
+        weights = self._weights(sample_weight, count(y), metrics)
+        layout = self._layout(count(y))
         if layout.pad_to is not None and not self._pad:
             return super()._step(x, y, micro_batches, metrics, sample_weight)
         indices, _, xs, ys = zip(*self._shards(x, y, layout, weights))
         step = np.asarray(self.step_count + 1, dtype=self.dtype)
         try:
-            loss, written, scores = fused(indices, xs, ys, self._shares(len(y), layout), step)
+            loss, written, scores = fused(indices, xs, ys, self._shares(count(y), layout), step)
         except PaddingRefused:  # raised as the step was traced, before anything ran
             self._pad = False
             return super()._step(x, y, micro_batches, metrics, sample_weight)
@@ -103,7 +104,7 @@ class DataParallel(Trainer):
         except Exception as error:
             if not isinstance(error, ModelStateError):  # the model's own error: composing would not say more
                 self._loss_and_gradients(x, y, 1, metrics, weights)  # the composed step names the failing device
-            raise self._compute_error(", ".join(map(str, self.devices)), f"x {_shapes(x)}, y {tuple(y.shape)}",
+            raise self._compute_error(", ".join(map(str, self.devices)), f"x {_shapes(x)}, y {_shapes(y)}",
                                       error) from error
         self._accept_input_spec()
         return (self._finish_step(float(self.backend.to_numpy(loss)), bool(self.backend.to_numpy(written))),
@@ -208,19 +209,19 @@ class DataParallel(Trainer):
         to one size. The model batch (:func:`toolkit.nn.model.batch`) holds the x shard, its examples' keys, the
         replica's model state, padded, its row weights and, with ``weights`` (:meth:`Trainer._weights`), the
         examples' weights."""
-        layout = layout or self._layout(len(y))
-        keys = self._example_keys(len(y), layout.first_row)
+        layout = layout or self._layout(count(y))
+        keys = self._example_keys(count(y), layout.first_row)
         if layout.pad_to is None:
             return [(index, device, _weighed(batch(rows(x, slice(lo, hi)), keys[lo:hi],
                                                    _replica(self._model_state, index)), weights, slice(lo, hi)),
-                     y[lo:hi])
-                    for index, device, lo, hi in self._split(len(y))]
+                     rows(y, slice(lo, hi)))
+                    for index, device, lo, hi in self._split(count(y))]
         found = []
-        bounds = shard_bounds(split_sizes(len(y), len(self.devices), self.weights))
+        bounds = shard_bounds(split_sizes(count(y), len(self.devices), self.weights))
         for index, (device, (lo, hi)) in enumerate(zip(self.devices, bounds)):
             taken, padding = shard_plan.padded_rows(lo, hi, layout.pad_to)
             found.append((index, device, _weighed(batch(rows(x, taken), keys[taken], _replica(self._model_state, index),
-                                                        padding.astype(self.dtype)), weights, taken), y[taken]))
+                                                        padding.astype(self.dtype)), weights, taken), rows(y, taken)))
         return found
 
     def _shares(self, count: int, layout: shard_plan.Layout) -> list[float]:
@@ -261,17 +262,17 @@ class DataParallel(Trainer):
     def _loss_and_gradients(self, x, y, micro_batches=1, metrics=(), weights=None):
         # Micro-batches run one after another, each split over the devices; every shard's share is of the whole
         # batch (of every process's), so the parts add up to the batch's means, here and then across processes.
-        layout = self._layout(len(y))
+        layout = self._layout(count(y))
         if metrics not in self._gradient_fns:
             self._gradient_fns[metrics] = self.backend.compile_gradient(self.model, self.dtype, metrics)
         gradient_fn, parts = self._gradient_fns[metrics], []
-        for lo, hi in shard_bounds(split_sizes(len(y), micro_batches)):
+        for lo, hi in shard_bounds(split_sizes(count(y), micro_batches)):
             part = shard_plan.Layout(layout.first_row + lo, layout.total)
             part_weights = None if weights is None else rows(weights, slice(lo, hi))
-            for (index, device, shard, shard_y), share in zip(self._shards(rows(x, slice(lo, hi)), y[lo:hi], part,
-                                                                           part_weights),
+            part_x, part_y = rows(x, slice(lo, hi)), rows(y, slice(lo, hi))
+            for (index, device, shard, shard_y), share in zip(self._shards(part_x, part_y, part, part_weights),
                                                               self._shares(hi - lo, part)):
-                shapes = f"shard x {_shapes(shard['x'])}, y {tuple(shard_y.shape)}"
+                shapes = f"shard x {_shapes(shard['x'])}, y {_shapes(shard_y)}"
                 parts.append(self._compute(device, shapes, self._shard_gradient, gradient_fn,
                                            _replica(self._params, index), replica_batch(shard, share, self.dtype),
                                            shard_y, device))
@@ -322,4 +323,4 @@ def _replica(variables: Mapping[str, Any], index: int) -> dict[str, Any]:
 
 
 def _shapes(x) -> Any:
-    return {k: tuple(v.shape) for k, v in x.items()} if isinstance(x, Mapping) else tuple(x.shape)
+    return shapes(x)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,7 +22,8 @@ import numpy as np
 
 from toolkit.errors import ArgumentError, ArgumentTypeError, CheckpointError, DTypeError, ShapeError
 from toolkit.training import metrics as metrics_module
-from toolkit.training.batches import class_weights, rows, sample_weights
+from toolkit.training.batches import class_weights, named, rows, sample_weights, several
+from toolkit.training.batches import count as batch_count
 from toolkit.training.callbacks import Callback
 
 #: ``verbose`` values: 0 silent, 1 a progress bar (rich) per epoch, 2 one line per epoch; "auto": 1 on a terminal.
@@ -166,10 +167,9 @@ class Progress:
         self.epoch_rng = epoch_rng
 
 
-def _examples(x: Any, y: np.ndarray) -> dict[str, tuple]:
+def _examples(x: Any, y: Any) -> dict[str, tuple]:
     """The shape and dtype kind of one example of each array of a checked batch."""
-    xs = {f"x[{k!r}]": a for k, a in x.items()} if isinstance(x, Mapping) else {"x": x}
-    return {what: (a.shape[1:], a.dtype.kind) for what, a in {**xs, "y": y}.items()}
+    return {what: (a.shape[1:], a.dtype.kind) for what, a in named(x, y).items()}
 
 
 def _check_validation_data(trainer, validation_data: Any, training: dict[str, tuple]) -> None:
@@ -204,16 +204,20 @@ def _fit_weights(trainer, y: np.ndarray, sample_weight: Any, class_weight: Any) 
         raise ArgumentError("pass sample_weight or class_weight, not both (Keras refuses both too): fold the class "
                             "weights into sample_weight")
     if class_weight is not None:
+        if several(y):
+            raise ArgumentError("class_weight is only supported for a model of one output (as in Keras): weigh the "
+                                "examples of a model of several outputs with sample_weight")
         return class_weights(y, class_weight, trainer.dtype)
-    return None if sample_weight is None else sample_weights(sample_weight, len(y), trainer.dtype)
+    return None if sample_weight is None else sample_weights(sample_weight, batch_count(y), trainer.dtype)
 
 
-def _means(totals: dict[str, float], seen: int, weighted: set[str]) -> dict[str, float]:
+def _means(totals: dict[str, float], seen: int, weighted: set[str], per_step: set[str] = frozenset(),
+           steps: int = 1) -> dict[str, float]:
     """An epoch's logs from its running sums: each weighted metric over the weights' sum (0 where that is 0, as
-    Keras' divide_no_nan), the rest over the examples seen."""
+    Keras' divide_no_nan), each of ``per_step`` over the ``steps`` taken, the rest over the examples seen."""
     weight = totals.get(_WEIGHT, 0.0)
-    return {name: (total / weight if weight else 0.0) if name in weighted else total / seen
-            for name, total in totals.items() if name != _WEIGHT}
+    return {name: (total / weight if weight else 0.0) if name in weighted else total / steps if name in per_step
+            else total / seen for name, total in totals.items() if name != _WEIGHT}
 
 
 def fit(trainer, x: Any, y: Any, epochs: int, batch_size: int, shuffle: bool, validation_data: Any,
@@ -248,7 +252,7 @@ def fit(trainer, x: Any, y: Any, epochs: int, batch_size: int, shuffle: bool, va
         names += ["val_loss", *(f"val_{m.name}" for m in metrics)]
     for callback in callbacks:
         callback.check_logs(names)
-    count = len(y)
+    count = batch_count(y)
     if trainer.cluster is not None:
         _check_processes_agree(trainer, count, batch_size, end - first)
     steps = -(-count // batch_size)
@@ -281,6 +285,9 @@ def _epochs(trainer, x, y, progress: Progress, end: int, metrics: tuple, names: 
     ``weights`` (or not)."""
     count, batch_size = progress.count, progress.batch_size
     weighted = {metric.name for metric in metrics if metric.weighted}
+    # Keras' fit logs each output's loss as the plain mean of its steps' values (its trackers get no batch size:
+    # the batch axis of its traced step is unknown), where the loss is weighed by batch size
+    per_step = {metric.name for metric in metrics if metric.as_loss}
     try:
         while progress.epoch < end:
             epoch = progress.epoch
@@ -297,17 +304,18 @@ def _epochs(trainer, x, y, progress: Progress, end: int, metrics: tuple, names: 
                                          start=progress.batch + 1):
                 taken = order[start:start + batch_size]
                 step_weights = None if weights is None else weights[taken]
-                step_logs = trainer.train_step(rows(x, taken), y[taken], metrics, step_weights)
+                step_logs = trainer.train_step(rows(x, taken), rows(y, taken), metrics, step_weights)
                 weight = len(taken) if step_weights is None else float(np.sum(step_weights, dtype=np.float64))
                 for name, value in step_logs.items():
-                    progress.totals[name] += value * (weight if name in weighted else len(taken))
+                    progress.totals[name] += value * (weight if name in weighted else 1 if name in per_step
+                                                      else len(taken))
                 progress.totals[_WEIGHT] = progress.totals.get(_WEIGHT, 0.0) + weight
                 progress.seen += len(taken)
                 progress.batch = done
                 for callback in callbacks:
                     callback.on_step_end(trainer.step_count, step_logs)
-                report.step(done, _means(progress.totals, progress.seen, weighted))
-            logs = _means(progress.totals, count, weighted)
+                report.step(done, _means(progress.totals, progress.seen, weighted, per_step, done))
+            logs = _means(progress.totals, count, weighted, per_step, progress.batch)
             if validation_data is not None:
                 scores = trainer.evaluate(*validation_data[:2], batch_size=batch_size, metrics=metrics,
                                           sample_weight=validation_data[2] if len(validation_data) == 3 else None)

@@ -32,11 +32,14 @@ class Metric:
         weighted: False: the mean over the examples, whatever their weights (Keras' ``metrics``); True: the mean
             weighed by the examples' weights, ``sum(value * weight) / sum(weight)`` (Keras' ``weighted_metrics``;
             0 where the weights sum to 0). Without weights both are the plain mean.
+        as_loss: True: weighed as the loss is, ``sum(value * weight) / N`` (Keras' per-output losses of a model of
+            several outputs, logged as ``<output>_loss``).
     """
 
     name: str
     fn: Callable[[Ops, Tensor, Tensor], Tensor]
     weighted: bool = False
+    as_loss: bool = False
 
     def __call__(self, ops: Ops, outputs: Tensor, y: Tensor) -> Tensor:
         """The metric of each example of a batch.

@@ -23,6 +23,8 @@ from toolkit.nn.model import InitFn, LossFn, Model
 from toolkit.nn.ops import Ops, Tensor
 from toolkit.placement.devices import Device
 from toolkit.placement.splitting import shard_bounds, split_sizes
+from toolkit.training.batches import count
+from toolkit.training.batches import shapes as batch_shapes
 from toolkit.training.optim import Optimizer
 from toolkit.training.trainer import Trainer, rows
 
@@ -234,10 +236,10 @@ class ModelParallel(Trainer):
             self._gradient_fns[metrics] = self.backend.compile_parted_gradient(self.model, self.devices, self.dtype,
                                                                                metrics)
         params, results, sizes = self._home_params(), [], []
-        for lo, hi in shard_bounds(split_sizes(len(y), micro_batches)):
+        for lo, hi in shard_bounds(split_sizes(count(y), micro_batches)):
             inputs, shapes = self._inputs(x, lo, hi)
-            results.append(self._compute("its devices", f"{shapes}, y {tuple(y[lo:hi].shape)}",
-                                         self._gradient_fns[metrics], params, inputs, y[lo:hi]))
+            results.append(self._compute("its devices", f"{shapes}, y {batch_shapes(rows(y, slice(lo, hi)))}",
+                                         self._gradient_fns[metrics], params, inputs, rows(y, slice(lo, hi))))
             sizes.append(hi - lo)
         self._accept_input_spec()
         if len(results) == 1:

@@ -12,7 +12,7 @@ of it, each process's part (:mod:`toolkit.training.shards`). Every path follows 
    ``sum(loss * weight) / N`` plus the regularization penalties, whatever the split; a weighted metric's
    per-example values are multiplied by the model batch's ``metric_weights`` (``weight * N / sum of the global
    batch's weights``, :func:`toolkit.training.batches.metric_weights`), so its parts add up to Keras'
-   ``sum(value * weight) / sum(weight)``.
+   ``sum(value * weight) / sum(weight)``; a metric weighed as the loss (a per-output loss) by the ``weights``.
 3. **Gradients** of each replica's part of the loss (primitive: the framework's differentiation).
 4. **The sum over replicas and processes** (primitive): the parts add up to the batch's mean loss, its gradient,
    the share-weighted mean of the replicas' new model state and each metric's mean.
@@ -111,9 +111,11 @@ def replica_objective(ops: Ops, model: Model, params: Mapping[str, Any], batch: 
     rows = batch.get("rows")
     if rows is not None and not (model.rows_independent or summed):
         raise PaddingRefused(model.name)
-    weighted = {metric.name for metric in metrics if getattr(metric, "weighted", False)}
-    return ops.call(_parts, losses, new_state, scores, batch["share"], rows,
-                    {name: batch["metric_weights"] for name in weighted if "metric_weights" in batch})
+    factors = {metric.name: batch["metric_weights"] for metric in metrics
+               if getattr(metric, "weighted", False) and "metric_weights" in batch}
+    factors.update({metric.name: batch["weights"] for metric in metrics
+                    if getattr(metric, "as_loss", False) and "weights" in batch})
+    return ops.call(_parts, losses, new_state, scores, batch["share"], rows, factors)
 
 
 def _parts(ops: Ops, losses, new_state: Mapping[str, Any], scores: Mapping[str, Any], share, rows,

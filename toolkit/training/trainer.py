@@ -18,6 +18,7 @@ leaves parameters, optimizer state, step count and RNG state as they were.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import functools
 import os
@@ -50,6 +51,7 @@ from toolkit.training.batches import (
     count_non_finite,
     rows,
     sample_weights,
+    shapes,
     step_weights,
 )
 from toolkit.training.checkpoint import (
@@ -148,11 +150,13 @@ class Trainer:
         """One optimizer update on the global batch ``(x, y)``; returns its mean loss (before the update).
 
         ``x`` is an array, or a dict of arrays for a model with several named inputs; ``y`` holds the targets
-        (integer labels or floats). All share axis 0. With ``micro_batches=k`` (gradient accumulation) the batch
-        is run in ``k`` consecutive parts, the next one after the last is done, so that a batch ``k`` times larger
-        than memory allows still takes one update; the result is the update of the whole batch (each example keeps
-        its random key), except that batch statistics are each part's. ``sample_weight`` (Keras'): one weight per
-        example; the loss is then ``sum(loss * weight) / N`` (Keras' reduction) plus the model's penalties.
+        (integer labels or floats): an array, or for a model of several outputs a list (or tuple) of arrays in
+        output order or a dict by output name. All share axis 0. With ``micro_batches=k`` (gradient accumulation)
+        the batch is run in ``k`` consecutive parts, the next one after the last is done, so that a batch ``k``
+        times larger than memory allows still takes one update; the result is the update of the whole batch (each
+        example keeps its random key), except that batch statistics are each part's. ``sample_weight`` (Keras'):
+        one weight per example; the loss is then ``sum(loss * weight) / N`` (Keras' reduction) plus the model's
+        penalties.
 
         Args:
             x: an array, or a dict of arrays by input name.
@@ -207,8 +211,8 @@ class Trainer:
         """:meth:`step`, also giving the mean of each of ``metrics`` (:class:`~toolkit.metrics.Metric`) over the
         batch, as :meth:`train_step`."""
         x, y = self.check_batch(x, y)
-        weights = self._weights(sample_weight, len(y), metrics)
-        loss, grads, model_state, scores = self._loss_and_gradients(x, y, _micro_batches(micro_batches, len(y)),
+        weights = self._weights(sample_weight, count(y), metrics)
+        loss, grads, model_state, scores = self._loss_and_gradients(x, y, _micro_batches(micro_batches, count(y)),
                                                                     metrics, weights)
         new_params, new_state, finite = {}, {slot: {} for slot in self._state}, True
         checked = [loss, *model_state.values()]  # checked once, with the first home's update
@@ -354,7 +358,7 @@ class Trainer:
         """
         chosen = metrics_module.get(metrics or self.model.metrics)  # none given: the model's
         x, y = self.check_batch(x, y)
-        weights = None if sample_weight is None else sample_weights(sample_weight, len(y), "float64")
+        weights = None if sample_weight is None else sample_weights(sample_weight, count(y), "float64")
         scorer = self._scorers.get(chosen)
         if scorer is None:
             def scorer(ops, outputs, y):
@@ -362,22 +366,33 @@ class Trainer:
 
             self._scorers[chosen] = scorer
         names = ("loss", *(m.name for m in chosen))
-        weighed = [True, *(m.weighted for m in chosen)]  # the loss is weighed, and weighted metrics
-        totals = np.zeros(len(names) + 2)  # the sums, then the example count and the sum of the weights
-        for device, outputs, lo, hi in self._inference(x, self._batches(len(y), batch_size)):
-            scores = self._compute(device, f"y {tuple(y[lo:hi].shape)}", self.backend.call, scorer, device,
-                                   {"outputs": outputs, "y": self.backend.place(y[lo:hi], device)}, self.dtype)
+        weighed = [True, *(m.weighted or m.as_loss for m in chosen)]  # the loss, weighted metrics, per-output losses
+        batches = self._batches(count(y), batch_size)
+        starts = [start for start, _ in batches]
+        sums = np.zeros((len(batches), len(names) + 2))  # per batch: the sums, the example count, the weights' sum
+        for device, outputs, lo, hi in self._inference(x, batches):
+            totals = sums[bisect.bisect_right(starts, lo) - 1]  # this piece's batch's row
+            part = rows(y, slice(lo, hi))
+            placed = optree.tree_map(functools.partial(self.backend.place, device=device), part)
+            scores = self._compute(device, f"y {shapes(part)}", self.backend.call, scorer, device,
+                                   {"outputs": outputs, "y": placed}, self.dtype)
             w = 1.0 if weights is None else weights[lo:hi]
             totals[:-2] += [np.sum(np.asarray(self.backend.to_numpy(scores[k]), np.float64) * (w if use else 1.0))
                             for k, use in zip(names, weighed)]
             totals[-2:] += hi - lo, np.sum(w) if weights is not None else hi - lo
         if self.cluster is not None:
-            totals = self.backend.all_reduce_sum(totals, f"the evaluation after step {self.step_count}")
+            sums = self.backend.all_reduce_sum(sums.ravel(), f"the evaluation after step {self.step_count}"
+                                               ).reshape(sums.shape)
+        totals = sums.sum(axis=0)
         # Keras' loss divides the weighted sum by the example count, a weighted metric by the weights' sum (0 where
-        # that is 0: Keras' divide_no_nan)
+        # that is 0: Keras' divide_no_nan); an output's loss is the plain mean of its batches' (Keras' trackers of
+        # them get no batch size)
         divisors = [totals[-2], *(totals[-1] if m.weighted else totals[-2] for m in chosen)]
-        return {name: float(total / divisor) if divisor else 0.0
-                for name, total, divisor in zip(names, totals, divisors)}
+        found = {name: float(total / divisor) if divisor else 0.0
+                 for name, total, divisor in zip(names, totals, divisors)}
+        found.update({m.name: float(np.mean(sums[:, k] / sums[:, -2])) for k, m in enumerate(chosen, start=1)
+                      if m.as_loss})
+        return found
 
     @staticmethod
     def _batches(count: int, batch_size: int | None) -> list[tuple[int, int]]:
@@ -552,9 +567,10 @@ class Trainer:
         return compute_error(self.model.name, where, shapes, error)
 
     def check_batch(self, x: Any, y: Any = None) -> tuple[Any, np.ndarray | None]:
-        """``(x, y)`` checked and cast as a step takes them: ``x`` an array or a dict of arrays, ``y`` an array (or
-        None: inputs only, as for :meth:`predict`), of one length, floats cast to the trainer's dtype and integers to
-        int32, all finite, shaped like the first batch a step ran on. Nothing runs and nothing changes.
+        """``(x, y)`` checked and cast as a step takes them: ``x`` an array or a dict of arrays, ``y`` an array, a
+        list, tuple or dict of arrays (a model of several outputs) or None (inputs only, as for :meth:`predict`),
+        of one length, floats cast to the trainer's dtype and integers to int32, all finite, shaped like the first
+        batch a step ran on. Nothing runs and nothing changes.
 
         Args:
             x: an array, or a dict of arrays for a model with several named inputs.
