@@ -1,5 +1,5 @@
-"""The ``multigpu`` command (also ``python -m toolkit``): devices, compare, parity, localize, report, bench,
-launch.
+"""The ``multigpu`` command (also ``python -m toolkit``): devices, compare, parity, localize, time, report,
+bench, launch.
 
 Errors in what the user typed (a malformed option, an unknown model, a bad device list, too few devices, an output
 folder that cannot be written) are one line on stderr and exit status 2, before anything runs; a parity failure is
@@ -81,7 +81,7 @@ def _listed(kind: Callable[[str], Any], sweep: bool) -> Callable[[str], Any]:
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``multigpu`` command's argument parser: one subcommand each for devices, compare, parity, localize,
-    report, bench, launch.
+    time, report, bench, launch.
 
     Returns:
         The parser; its errors are one line on stderr and exit status :data:`EXIT_USAGE`.
@@ -203,6 +203,32 @@ def build_parser() -> argparse.ArgumentParser:
     localize.add_argument("--quiet", action="store_true", help="no table: one line at the end")
     localize.add_argument("--json", action="store_true", help="print the results as JSON on stdout")
 
+    timing = commands.add_parser(
+        "time", help="time each backend and device count in its own fresh process",
+        description="Time every backend and device count in a new process of its own: start-up (interpreter, "
+                    "imports, devices) apart from the first step (tracing or compiling), then --rounds rounds of "
+                    "--steps steps, the median step with a bootstrap interval over rounds, each process's own peak "
+                    "memory, and per device count every backend's ratio to the first with its interval. Any "
+                    "optimizer and model (dropout included). Writes timing.json to --out.")
+    timing.add_argument("--model", default="digits-mlp", help=f"{', '.join(WORKLOADS)} or module:function")
+    timing.add_argument("--backends", type=_backends, default=available_backends(),
+                        help="comma-separated; the others' ratios are over the first (default: every installed)")
+    timing.add_argument("--devices", type=_device_counts, default=_device_counts("1,2"),
+                        help="device counts, comma-separated (default 1,2)")
+    timing.add_argument("--dtype", type=_dtype, default="float32", help="the computation dtype (default float32)")
+    timing.add_argument("--optimizer", choices=list(OPTIMIZERS), default="adam",
+                        help="the optimizer (default %(default)s)")
+    timing.add_argument("--lr", type=float, default=0.01, help="learning rate (default %(default)s)")
+    timing.add_argument("--eps", type=float, default=None, help="adam's, adamw's or rmsprop's epsilon")
+    timing.add_argument("--batch", type=int, default=128, help="global batch size (default %(default)s)")
+    timing.add_argument("--steps", type=int, default=20, help="steps per round (default %(default)s)")
+    timing.add_argument("--rounds", type=int, default=5, help="rounds per process (default %(default)s)")
+    timing.add_argument("--seed", type=int, default=DEFAULT_SEED, help="seeds parameters and batches")
+    timing.add_argument("--timeout", type=float, default=600.0, help="seconds allowed per process (default 600)")
+    timing.add_argument("--out", type=Path, default=Path("results"), help="folder for timing.json")
+    timing.add_argument("--quiet", action="store_true", help="no table: one line at the end")
+    timing.add_argument("--json", action="store_true", help="print the results as JSON on stdout")
+
     report = commands.add_parser(
         "report", help="one self-contained HTML report of result folders",
         description="Build one HTML file from one or many folders written by multigpu compare or localize --out: "
@@ -280,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         commands = {"devices": _devices, "compare": _compare, "parity": _parity, "localize": _localize,
-                    "report": _report, "bench": _bench, "launch": _launch}
+                    "time": _time, "report": _report, "bench": _bench, "launch": _launch}
         return commands[args.command](args)
     except (ToolkitError, ValueError) as error:
         print(f"multigpu {args.command}: error: {error}", file=sys.stderr)
@@ -536,6 +562,32 @@ def _localize(args) -> int:
                          "steps": args.steps, "optimizer": args.optimizer, "lr": args.lr, "eps": args.eps,
                          "seed": args.seed, "follow": args.follow}
     return _emit(args, "localize.json", results, lambda: print_localization(results))
+
+
+def _time(args) -> int:
+    import toolkit
+    from toolkit.command.compare import make_optimizer
+    from toolkit.command.timing import print_timing, run_timing
+    from toolkit.command.workloads import load_workload
+
+    for name, value in (("--batch", args.batch), ("--steps", args.steps), ("--rounds", args.rounds)):
+        if value < 1:
+            raise ValueError(f"{name} must be >= 1, got {value}")
+    if not args.timeout > 0:
+        raise ValueError(f"--timeout must be > 0 seconds, got {args.timeout}")
+    make_optimizer(args.optimizer, args.lr, args.eps)
+    _check_out(args.out)
+    for name in args.backends:
+        if name not in toolkit.registry.REGISTRY:
+            raise ValueError(f"unknown backend {name!r}; known: {', '.join(toolkit.registry.REGISTRY)}")
+    examples = len(load_workload(args.model).data(args.seed)[1])
+    if args.batch > examples:
+        raise ValueError(f"--batch {args.batch} is larger than the {examples} training examples of {args.model}")
+    config = {key: getattr(args, key) for key in ("model", "backends", "devices", "dtype", "optimizer", "lr", "eps",
+                                                  "batch", "steps", "rounds", "seed")}
+    with _progress_bar(args, "timing", len(args.backends) * len(args.devices)) as progress:
+        results = run_timing(config, args.timeout, progress)
+    return _emit(args, "timing.json", results, lambda: print_timing(results))
 
 
 def _report(args) -> int:
