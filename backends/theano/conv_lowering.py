@@ -25,9 +25,9 @@ PASSES = ("forward", "input_gradient", "kernel_gradient")
 #: Input channels up to which XLA's CPU convolution is slower than the patches product in every pass (measured:
 #: 3 and 1, the bench ResNet's stem and the convnet's first layer, 2-5x; 16 channels: XLA's is faster forward).
 FEW_CHANNELS = 4
-#: The largest patches matrix (input patches, elements) the lowering builds: beyond it the ``window``-fold copy of
-#: the input costs more memory traffic than XLA's convolution loses (measured: tools/bench_conv.py), and a step's
-#: memory would grow by that copy.
+#: The largest patches matrix (elements) the lowering builds: a bound on the memory a step adds for the
+#: ``window``-fold copy of the input (2**27: 512 MiB in float32), not a measured crossover; the bench ResNet's
+#: largest is 4.7 M elements (its first strided 3x3 convolution at batch 128).
 MAX_PATCHES_ELEMENTS = 1 << 27
 
 
@@ -44,17 +44,18 @@ def lowering(platform: str, input_shape, kernel_shape, strides, padding, dilatio
     :func:`patches_conv`: a matrix product).
 
     The rule, measured with ``tools/bench_conv.py`` on the bench ResNet's and the convnet's shapes (2-core x86,
-    jax 0.4.30 and 0.10.2; the numbers in the README): on a platform of :data:`PATCHES_PLATFORMS`, an ungrouped,
+    jax 0.4.30 and 0.10.2): on a platform of :data:`PATCHES_PLATFORMS`, an ungrouped,
     forward convolution whose patches matrix stays under :data:`MAX_PATCHES_ELEMENTS` takes the patches product
 
-    - in every pass where the window is one position (a 1x1 convolution: the patches are a strided view of the
-      input, no copy) or the input has at most :data:`FEW_CHANNELS` channels (an image's colours: XLA's kernel
-      vectorizes over channels and runs at a few GFLOP/s there);
-    - in its gradients where a stride exceeds 1 (XLA's gradient of a strided convolution convolves a dilated,
-      mostly zero cotangent: 3-10x slower than the product).
+    in every pass where the window is one position (a 1x1 convolution: the patches are a strided view of the
+    input, no copy; XLA's gradients of the bench ResNet's strided 1x1 shortcuts took 5-10x the product's) or the
+    input has at most :data:`FEW_CHANNELS` channels (an image's colours: XLA's kernel vectorizes over channels and
+    ran at 2-4 GFLOP/s there, its passes 2-3x the product's).
 
-    Elsewhere (stride 1, several channels) XLA's convolution is kept: the window-fold copy of the input that the
-    patches need costs more memory traffic on these machines than XLA's kernel loses.
+    Elsewhere XLA's convolution is kept. With several channels the patches are a window-fold copy of the input,
+    whose memory traffic cost more than XLA's kernel loses at stride 1 (2-6x slower forward); at stride 2 the
+    products' gradients were 1.5-2x faster than XLA's alone, but a whole ResNet step with them was not faster
+    (within noise in plain JAX, slower through the engine), so they are not taken.
 
     Args:
         platform: the JAX platform the step runs on (``jax.default_backend()``: ``"cpu"``, ``"gpu"``, ...).
@@ -76,10 +77,7 @@ def lowering(platform: str, input_shape, kernel_shape, strides, padding, dilatio
     out = out_sizes(input_shape[1:-1], window, strides, dilation, padding)
     if input_shape[0] * math.prod(out) * math.prod(window) * kernel_shape[-2] > MAX_PATCHES_ELEMENTS:
         return xla
-    everywhere = math.prod(window) == 1 or kernel_shape[-2] <= FEW_CHANNELS
-    gradients = everywhere or any(s > 1 for s in strides)
-    return {"forward": "patches" if everywhere else "xla", "input_gradient": "patches" if gradients else "xla",
-            "kernel_gradient": "patches" if gradients else "xla"}
+    return dict.fromkeys(PASSES, "patches" if math.prod(window) == 1 or kernel_shape[-2] <= FEW_CHANNELS else "xla")
 
 
 def xla_conv(inputs, kernel, strides, padding, dilation):
