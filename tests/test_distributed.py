@@ -158,16 +158,14 @@ def test_synchronized_statistics_span_the_processes(backend_name, per_process, t
         assert max_abs_diff(dict(np.load(tmp_path / f"state_{k}.npz")), reference.state()) <= FLOAT64_ATOL
 
 
-def test_two_processes_fit_like_one(backend_name, tmp_path):
-    """fit across 2 processes (8 rows each): both get the same history and parameters, equal to one process fitting
-    on global batches made of the two parts' batches (each process draws the same order of its own rows)."""
-    done = _launch("-n", "2", "--timeout", "60", "--", sys.executable, WORKER, "--backend", backend_name, "--out",
-                   str(tmp_path), "--fit-rows", "16")
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    histories = [json.loads((tmp_path / f"history_{k}.json").read_text()) for k in range(2)]
+def _check_fit_like_one(backend_name: str, out: Path) -> None:
+    """Both processes of a fit across 2 processes (8 rows each, out/*_ref_*) got the same history and parameters,
+    equal to one process fitting on global batches made of the two parts' batches (each process draws the same
+    order of its own rows)."""
+    histories = [json.loads((out / f"history_ref_{k}.json").read_text()) for k in range(2)]
     assert histories[0] == histories[1]
-    first = dict(np.load(tmp_path / "params_0.npz"))
-    assert max_abs_diff(first, dict(np.load(tmp_path / "params_1.npz"))) == 0.0
+    first = dict(np.load(out / "params_ref_0.npz"))
+    assert max_abs_diff(first, dict(np.load(out / "params_ref_1.npz"))) == 0.0
     (x, y), (vx, vy) = fit_data(16)
     one = toolkit.DataParallel(SMALL_MLP, backend_name, 1, toolkit.optim.Adam(LR), dtype="float64")
     losses, accuracies = [], []
@@ -185,6 +183,32 @@ def test_two_processes_fit_like_one(backend_name, tmp_path):
     np.testing.assert_allclose(histories[0]["loss"], losses, rtol=0, atol=FLOAT64_ATOL)
     np.testing.assert_allclose(histories[0]["accuracy"], accuracies, rtol=0, atol=FLOAT64_ATOL)
     assert max_abs_diff(first, one.params()) <= FLOAT64_ATOL
+
+
+def test_two_processes_fit_like_one_and_resume_after_a_kill(backend_name, tmp_path):
+    """fit across 2 processes trains like one process (see _check_fit_like_one); and through BackupAndRestore
+    (process 0 writes, both read), a job whose process 1 is SIGKILLed after step 5 (the backup of step 4, mid-epoch,
+    written: step 5 needed process 0 past it) and run again with the same call resumes and ends equal, bit for bit,
+    to the job's uninterrupted fit, run first in the killed job by a trainer of its own (one job for both checks:
+    each job of two processes costs 10-20 s of CPU)."""
+    backup = tmp_path / "backup"
+    job = ["--", sys.executable, WORKER, "--backend", backend_name, "--out", str(tmp_path), "--fit-rows", "16",
+           "--backup", str(backup)]
+    killed = _launch("-n", "2", "--timeout", str(FAILURE_TIMEOUT), *job, "--reference", "--kill-at", "5")
+    assert "process 1 was killed by SIGKILL" in killed.stderr, killed.stdout[-3000:] + killed.stderr[-3000:]
+    _check_fit_like_one(backend_name, tmp_path)
+    fit_progress = toolkit.load_checkpoint(backup / toolkit.callbacks.BackupAndRestore.FILENAME).metadata["fit"]
+    assert (fit_progress["epoch"], fit_progress["batch"]) == (1, 1)
+    done = _launch("-n", "2", "--timeout", "60", *job)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    expected = dict(np.load(tmp_path / "params_ref_0.npz"))
+    for k in range(2):
+        params = dict(np.load(tmp_path / f"params_{k}.npz"))
+        assert params.keys() == expected.keys()
+        assert all(np.array_equal(params[name], expected[name]) for name in expected)
+        assert json.loads((tmp_path / f"history_{k}.json").read_text()) == json.loads(
+            (tmp_path / "history_ref_0.json").read_text())
+    assert not backup.exists()
 
 
 def test_processes_with_different_part_sizes_are_refused_by_fit(backend_name, tmp_path):

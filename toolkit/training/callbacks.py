@@ -10,8 +10,11 @@ import json
 import math
 import os
 import time
+import zlib
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from toolkit.errors import ArgumentError, CheckpointError
 from toolkit.training.checkpoint import load_checkpoint, save_checkpoint, trainer_checkpoint
@@ -261,6 +264,12 @@ class BackupAndRestore(Callback):
     resumed epochs' only). Backups are written atomically, so the last complete one survives a kill during a save
     (what Keras' ``double_checkpoint`` guards against). EarlyStopping's counters are not backed up, as in Keras.
 
+    Across processes (:func:`toolkit.distributed.initialize`), as Keras' chief-written backups: every process holds
+    the same trainer and fit progress, so process 0 alone writes (and at the end deletes) the backup, and every
+    process reads it when the fit starts, so ``backup_dir`` must be on a file system they all see. Before any of
+    them restores, the processes compare what they found (none, a backup's step and checksum, or an unreadable file)
+    and all raise if they differ, rather than resume from different steps.
+
     Args:
         backup_dir: the folder of the backup (``backup.npz``); give each fit its own.
         save_freq: "epoch" (a backup at the end of every epoch), or an int: a backup every that many steps.
@@ -269,7 +278,7 @@ class BackupAndRestore(Callback):
     Raises:
         ArgumentError: an empty ``backup_dir`` or a ``save_freq`` other than "epoch" or an int >= 1. At the start
             of a fit, CheckpointError: a backup that cannot be read or was written by another fit (other data,
-            batch size, shuffle, model or optimizer); nothing is trained.
+            batch size, shuffle, model or optimizer), or processes that found different backups; nothing is trained.
     """
 
     #: The backup's file name in ``backup_dir``.
@@ -289,16 +298,54 @@ class BackupAndRestore(Callback):
 
     def on_train_begin(self, logs=None):
         self._steps = 0
-        if self.path.exists():
-            checkpoint = load_checkpoint(self.path)
-            if not isinstance(checkpoint.metadata.get("fit"), dict):
-                raise CheckpointError(f"{str(self.path)!r} is a checkpoint but no BackupAndRestore backup (it has no "
-                                      "fit progress): give BackupAndRestore a folder of its own")
+        checkpoint, problem, found = None, None, (0, 0, 0)  # found: none, a backup (its step and CRC) or a problem
+        try:
+            checkpoint = self._read()
+            if checkpoint is not None:
+                found = (1, checkpoint.step, zlib.crc32(self.path.read_bytes()))
+        except CheckpointError as error:  # raised after the other processes learn of it, by all of them
+            problem, found = error, (2, 0, 0)
+        except (KeyError, TypeError, ValueError) as error:  # a step that is no count: restore would refuse it
+            problem, found = CheckpointError(f"{str(self.path)!r} has no valid step: {error!r}"), (2, 0, 0)
+        if self.trainer.cluster is not None:
+            self._check_processes_agree(found)
+        if problem is not None:
+            raise problem
+        if checkpoint is not None:
             self.trainer._fit_progress.resume(checkpoint.metadata["fit"])  # checked before the trainer changes
             self.trainer.restore(checkpoint)
 
+    def _read(self):
+        """The backup in ``backup_dir``, or None where there is none."""
+        if not self.path.exists():
+            return None
+        checkpoint = load_checkpoint(self.path)
+        if not isinstance(checkpoint.metadata.get("fit"), dict):
+            raise CheckpointError(f"{str(self.path)!r} is a checkpoint but no BackupAndRestore backup (it has no "
+                                  "fit progress): give BackupAndRestore a folder of its own")
+        return checkpoint
+
+    def _check_processes_agree(self, found: tuple) -> None:
+        """Every process must resume from the same backup: each one's ``found`` (none, a backup's step and CRC-32,
+        or an unreadable file), summed across the job into one table that every process reads, so all of them
+        raise alike or none does."""
+        cluster = self.trainer.cluster
+        table = np.zeros((cluster.num_processes, 3))
+        table[cluster.process_id] = found
+        table = self.trainer.backend.all_reduce_sum(table.ravel(), "BackupAndRestore's check of the backup")
+        table = table.reshape(cluster.num_processes, 3)
+        if np.any(table != table[0]):
+            words = {0: "none", 1: "the backup of step {:.0f} (CRC-32 {:.0f})", 2: "an unreadable file"}
+            raise CheckpointError(
+                f"BackupAndRestore: the processes found different backups in {str(self.backup_dir)!r}: "
+                + ", ".join(f"process {k}: " + words[int(kind)].format(step, crc)
+                            for k, (kind, step, crc) in enumerate(table))
+                + "; process 0 writes the backup and every process reads it, so backup_dir must be on a file "
+                "system they all see")
+
     def _save(self):
-        save_checkpoint(self.path, trainer_checkpoint(self.trainer, fit=self.trainer._fit_progress.to_json()))
+        if self.trainer.cluster is None or self.trainer.cluster.process_id == 0:  # the chief writes, as in Keras
+            save_checkpoint(self.path, trainer_checkpoint(self.trainer, fit=self.trainer._fit_progress.to_json()))
 
     def on_step_end(self, step, logs):
         if self.save_freq != "epoch":
@@ -312,7 +359,8 @@ class BackupAndRestore(Callback):
             self._save()
 
     def on_train_end(self, logs=None):
-        if logs is not None and self.delete_checkpoint:
+        chief = self.trainer.cluster is None or self.trainer.cluster.process_id == 0
+        if logs is not None and self.delete_checkpoint and chief:
             self.path.unlink(missing_ok=True)
             with contextlib.suppress(OSError):  # only an empty folder goes: it may hold the user's other files
                 self.backup_dir.rmdir()
