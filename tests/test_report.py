@@ -119,4 +119,4 @@ def test_the_report_holds_every_section_of_every_folder_and_refuses_an_empty_one
                   "first past 0.0001: output relu0 (tf 1.0e-07, ae 3.0e-03; ae farther)", "<tr class=past>"):
         assert words in page, words
     assert main(["report", str(compared), str(tmp_path), "--out", str(tmp_path / "r.html")]) == 2
-    assert "no results.json or localize.json" in capsys.readouterr().err
+    assert "no results.json, localize.json or timing.json" in capsys.readouterr().err

@@ -25,3 +25,5 @@ def test_time_runs_each_backend_in_its_own_process(tmp_path, capsys, backend_nam
     assert run["backend"] == backend_name and len(run["rounds_ms"]) == 2
     assert run["startup_s"] > 0 and run["first_step_s"] > 0 and run["peak_rss_mb"] > 0
     assert run["low_ms"] <= run["median_ms"] == np.median(run["rounds_ms"]) <= run["high_ms"]
+    assert main(["report", str(tmp_path), "--out", str(tmp_path / "timing.html")]) == 0
+    assert "Timing, each run in its own process: polynomial" in (tmp_path / "timing.html").read_text()

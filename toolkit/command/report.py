@@ -247,24 +247,51 @@ def localize_section(results: dict[str, Any]) -> str:
     return "".join(parts)
 
 
+def timing_section(results: dict[str, Any]) -> str:
+    """A timing (``timing.json``, ``multigpu time``): each backend and device count in its own process, and the
+    ratios between backends.
+
+    Args:
+        results: :func:`toolkit.command.timing.run_timing`'s results.
+
+    Returns:
+        The HTML.
+    """
+    config = results["config"]
+    rows = [[run["backend"], run["devices"], run["error"], "", "", ""] if "error" in run else
+            [run["backend"], run["devices"], f"{run['startup_s']:.1f} s", f"{run['first_step_s']:.2f} s",
+             f"{run['median_ms']:.2f} ms ({run['low_ms']:.2f}-{run['high_ms']:.2f})", f"{run['peak_rss_mb']:.0f} MB"]
+            for run in results["runs"]]
+    ratios = [[r["devices"], f"{r['backend']} / {r['over']}", f"{r['ratio']:.2f}", f"{r['low']:.2f}-{r['high']:.2f}"]
+              for r in results["ratios"]]
+    return (f"<h3>Timing, each run in its own process: {_e(config['model'])}</h3><p>{_e(config['optimizer'])}"
+            f"({_e(config['lr'])}), {_e(config['dtype'])}, batch {_e(config['batch'])}; {_e(config['rounds'])} rounds "
+            f"of {_e(config['steps'])} steps.</p>"
+            + _table(["backend", "devices", "start-up", "first step", "median step (95% interval)", "peak RSS"],
+                     rows, 1)
+            + (_table(["devices", "ratio of median steps", "ratio", "95% interval"], ratios, 2) if ratios else "")
+            + "<p class=note>start-up: from starting the process to the backend ready on its devices (interpreter, "
+              "imports), apart from the first step (tracing or compiling); peak RSS: each process's own.</p>")
+
+
 def folder_section(folder: Path, index: int) -> str:
     """Everything the report says of one result folder.
 
     Args:
-        folder: a folder written by ``multigpu compare --out`` or ``multigpu localize --out``.
+        folder: a folder written by ``multigpu compare``, ``localize`` or ``time`` (``--out``).
         index: its number in the report (for the links).
 
     Returns:
         The HTML.
 
     Raises:
-        ArgumentError: the folder holds neither ``results.json`` nor ``localize.json``, or one of them is not
-            readable JSON.
+        ArgumentError: the folder holds no ``results.json``, ``localize.json`` or ``timing.json``, or one of them
+            is not readable JSON.
     """
-    compared, localized = folder / "results.json", folder / "localize.json"
-    if not compared.is_file() and not localized.is_file():
-        raise ArgumentError(f"{folder}: no results.json or localize.json (written by multigpu compare or localize "
-                         f"--out {folder})")
+    compared, localized, timed = folder / "results.json", folder / "localize.json", folder / "timing.json"
+    if not any(path.is_file() for path in (compared, localized, timed)):
+        raise ArgumentError(f"{folder}: no results.json, localize.json or timing.json (written by multigpu compare, "
+                            f"localize or time --out {folder})")
     parts = [f"<h2 id=r{index}>{_e(folder)}</h2>"]
     if compared.is_file():
         results = _read(compared)
@@ -272,6 +299,8 @@ def folder_section(folder: Path, index: int) -> str:
                   statistics_section(results), pairs_section(results), plots_section(folder)]
     if localized.is_file():
         parts.append(localize_section(_read(localized)))
+    if timed.is_file():
+        parts.append(timing_section(_read(timed)))
     return "".join(parts)
 
 
