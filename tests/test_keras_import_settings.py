@@ -313,7 +313,7 @@ REFUSED = {
     "BatchNormalization": {"dtype", "axis", "center", "scale", "renorm", "renorm_clipping", "renorm_momentum"},
     "LayerNormalization": {"dtype", "axis", "center", "scale", "rms_scaling"},
     "Embedding": {"dtype", "lora_rank", "quantization_config"},
-    **{kind: {"dtype", "activation", "recurrent_activation", "use_bias", "dropout", "recurrent_dropout",
+    **{kind: {"dtype", "activation", "recurrent_activation", "use_bias", "recurrent_dropout",
               "return_state", "stateful"} |
        ({"reset_after"} if kind == "GRU" else set())
        for kind in ("LSTM", "GRU")},

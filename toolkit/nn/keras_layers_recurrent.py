@@ -17,11 +17,27 @@ from toolkit.nn.keras_base import Flow, _Call, _require, _Slot, _unary
 def _checked(layer, prefix: str, shape: tuple):
     """The weights of a ``SimpleRNN``, ``LSTM`` or ``GRU`` (by ``prefix``) and ``run(ops, p, x, mask) -> y``,
     refusing what the toolkit's loops do not compute. With ``zero_output_for_mask`` (which ``Bidirectional`` sets
-    where it returns sequences) the outputs at masked steps are 0, the last one too, as in Keras."""
+    where it returns sequences) the outputs at masked steps are 0, the last one too, as in Keras. Its ``dropout``
+    is Keras' (without ``recurrent_dropout``): in training, one mask per sequence on the inputs, the same at every
+    step, drawn on the trainer's keys as the toolkit's dropout layers draw; Keras drops nothing at a rate outside
+    ``(0, 1)``."""
+    _require(layer, not layer.cell.recurrent_dropout, "recurrent_dropout")
+    weights, run = _loop(layer, prefix, shape)
+    rate = float(layer.cell.dropout)
+    if not 0.0 < rate < 1.0:
+        return weights, run
+
+    def dropped(ops, p, x, mask):
+        return run(ops, p, layers.dropout(ops, x, rate, noise_shape=(None, 1, ops.shape(x)[-1])), mask)
+
+    return weights, dropped
+
+
+def _loop(layer, prefix: str, shape: tuple):
+    """:func:`_checked`'s loop, without dropout."""
     kind, cell = type(layer).__name__, layer.cell
     _require(layer, not layer.return_state and not layer.stateful, "return_state or stateful")
     _require(layer, layer.use_bias, "use_bias=False")
-    _require(layer, not cell.dropout and not cell.recurrent_dropout, "dropout or recurrent_dropout in the cell")
     backwards, unroll, units = bool(layer.go_backwards), bool(layer.unroll), cell.units
     zeroed = bool(getattr(layer, "zero_output_for_mask", False))
     variables = layer.get_weights()
