@@ -383,7 +383,7 @@ def findings(results: dict[str, Any]) -> list[str]:
         lines.append(f"largest error: {worst['kind']} {worst['name']}, {max(worst['error'].values()):.1e}")
     if len(backends) > 1:
         for kind, counts in results["farther_counts"].items():
-            total = sum(1 for row in rows if row["kind"] == kind)
+            total = sum(1 for row in rows if row["kind"] == kind and not row["unresolved"])
             if total and kind != "loss":
                 lines.append(f"farther from the reference in {kind}s: " + ", ".join(
                     f"{b} in {counts[b]} of {total}" for b in backends))
