@@ -67,3 +67,17 @@ def backend(backend_name):
 @pytest.fixture(params=DEVICE_COUNTS, ids=lambda n: f"{n}dev")
 def n_devices(request) -> int:
     return request.param
+
+
+@pytest.fixture(scope="module")
+def keras():
+    """Keras in float64, TensorFlow started with the toolkit's logical devices first (Keras' import starts it); skips
+    where Keras is not installed. Modules whose Keras may run without TensorFlow define their own."""
+    from tests.helpers import keras_in_float64
+
+    pytest.importorskip("keras", reason='needs keras (pip install "multigpu-toolkit[tensorflow]")')
+    toolkit.get_backend("tensorflow")
+    import keras
+
+    with keras_in_float64(keras):
+        yield keras

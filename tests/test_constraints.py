@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 import toolkit
-from tests.helpers import keras_in_float64
 from toolkit.nn import constraints
 
 RNG = np.random.default_rng(4)
@@ -22,16 +21,6 @@ BATCH, EPOCHS = 4, 2
 LR = 0.5
 TOLERANCE = 1e-10
 MAX_NORM = 0.5
-
-
-@pytest.fixture(scope="module")
-def keras():
-    pytest.importorskip("keras", reason='needs keras (pip install "multigpu-toolkit[tensorflow]")')
-    toolkit.get_backend("tensorflow")  # its logical devices, before Keras starts TensorFlow
-    import keras
-
-    with keras_in_float64(keras):
-        yield keras
 
 
 def _constrained(keras):

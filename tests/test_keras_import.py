@@ -13,7 +13,7 @@ import pytest
 
 import toolkit
 from tests.conftest import needs_all_backends
-from tests.helpers import keras_in_float64, max_abs_diff
+from tests.helpers import max_abs_diff
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("keras") is None,
                                 reason='needs keras (pip install "multigpu-toolkit[tensorflow]")')
@@ -26,15 +26,6 @@ TOKENS = np.array([[3, 1, 4, 1, 0, 0], [5, 9, 2, 6, 5, 3], [7, 0, 0, 0, 0, 0], [
                    [8, 8, 1, 0, 0, 0], [4, 0, 0, 0, 0, 0]], np.int32)
 #: Keras rounds its learning rate to float32: a power of two is the same number in float64.
 LR = 2.0 ** -4
-
-
-@pytest.fixture(scope="module")
-def keras():
-    toolkit.get_backend("tensorflow")  # its logical devices, before Keras starts TensorFlow
-    import keras
-
-    with keras_in_float64(keras):
-        yield keras
 
 
 def _convnet(keras, dropout=0.3):

@@ -14,7 +14,6 @@ import pytest
 
 import toolkit
 from tests import keras_walk_more as more
-from tests.helpers import keras_in_float64
 from toolkit.nn.keras_layers import SUPPORTED
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("keras") is None,
@@ -29,15 +28,6 @@ FEATURES, TARGETS = RNG.normal(size=(8, 5)), RNG.normal(size=8)
 LR = 2.0 ** -4
 TOLERANCE = 1e-10
 STEPS = 3
-
-
-@pytest.fixture(scope="module")
-def keras():
-    toolkit.get_backend("tensorflow")  # its logical devices, before Keras starts TensorFlow
-    import keras
-
-    with keras_in_float64(keras):
-        yield keras
 
 
 def _weights_diff(keras, trainer, model) -> float:

@@ -18,7 +18,6 @@ import numpy as np
 import pytest
 
 import toolkit
-from tests.helpers import keras_in_float64
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("keras") is None
                                 or importlib.util.find_spec("tensorflow") is None,
@@ -34,15 +33,6 @@ TOLERANCE = 1e-10
 EXAMPLES, BATCH = 8, 4
 #: The length variable-length models also predict at (they train at their data's).
 SHORTER = 4
-
-
-@pytest.fixture(scope="module")
-def keras():
-    toolkit.get_backend("tensorflow")  # its logical devices, before Keras starts TensorFlow
-    import keras
-
-    with keras_in_float64(keras):
-        yield keras
 
 
 # --- the models, as keras.io's examples write them (sizes shrunk) --------------------------------------------------

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 import toolkit
-from tests.helpers import keras_in_float64
 
 RNG = np.random.default_rng(31)
 #: Ten examples in batches of four: the last batch (two) is smaller, and split over 2 devices, uneven shards.
@@ -22,16 +21,6 @@ BATCH, EPOCHS = 4, 2
 LR, BETA2, EPS = 2.0 ** -4, 1 - 2.0 ** -10, 2.0 ** -20
 TOLERANCE = 1e-10
 SEED = 0
-
-
-@pytest.fixture(scope="module")
-def keras():
-    pytest.importorskip("keras", reason='needs keras (pip install "multigpu-toolkit[tensorflow]")')
-    toolkit.get_backend("tensorflow")  # its logical devices, before Keras starts TensorFlow
-    import keras
-
-    with keras_in_float64(keras):
-        yield keras
 
 
 def _two_heads(keras, optimizer: str):
