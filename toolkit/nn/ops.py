@@ -12,21 +12,19 @@ are either made the same here or refused with a typed error (:class:`~toolkit.Sh
 
 How a backend implements the interface: every method in :data:`ARGUMENTS` receives native arrays, already converted
 (constants made, dtypes promoted) and returns natives; the base class wraps it so model code sees ``Tensor`` values
-(``__init_subclass__``). The other public methods are written once here, from those primitives.
+(``__init_subclass__``, with the conversions of :mod:`toolkit.nn.ops_boundary`). The other public methods are
+written once here, from those primitives.
 """
 
 from __future__ import annotations
 
-import functools
-import inspect
-from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from abc import abstractmethod
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import optree
 
-from toolkit.errors import DTypeError, ShapeError
+from toolkit.errors import ShapeError
 from toolkit.nn import (
     context,
     ops_arrays,
@@ -50,10 +48,8 @@ from toolkit.nn import (
     ops_training,
     ops_windows,
 )
-from toolkit.nn.tensor import INT_DTYPE, Tensor, constant_dtype, is_weak, result_dtype
-
-Native = Any  # a backend's native array: tf.Tensor, or an Aesara symbolic variable
-Axis = int | Sequence[int] | None
+from toolkit.nn.ops_boundary import Axis, OpsBoundary, wrap_primitive
+from toolkit.nn.tensor import INT_DTYPE, Tensor
 
 #: How each primitive's positional arguments are converted before the backend sees them, one letter per argument:
 #: ``e`` promoted together with the op's other ``e`` arguments (elementwise ops, :func:`~toolkit.nn.tensor.
@@ -71,52 +67,18 @@ for _group in (ops_elementwise, ops_shapes, ops_math, ops_bits, ops_creation, op
     ARGUMENTS.update(_group.ARGUMENTS)
 
 
-def _boundary(name: str, spec: str, impl: Callable) -> Callable:
-    """Wrap a backend's primitive: convert its array arguments by ``spec`` (see :data:`ARGUMENTS`), call it on
-    natives, and hand its results back as Tensors. Array arguments may also come by keyword (``take(x,
-    indices=ids)``)."""
-    names = list(inspect.signature(impl).parameters)[1:len(spec) + 1]  # after self
-
-    @functools.wraps(impl)
-    def op(self: Ops, *args, **kwargs):
-        args = list(args)  # the arguments after the spec's are not arrays (shapes, axes, options)
-        while len(args) < len(names) and names[len(args)] in kwargs:
-            args.append(kwargs.pop(names[len(args)]))
-        promoted = [i for i, kind in enumerate(spec[:len(args)]) if kind in "ef"]
-        if promoted:
-            dtype = self._result_dtype([args[i] for i in promoted], floating=spec[promoted[0]] == "f")
-            for i in promoted:
-                args[i] = self._native(args[i], dtype)
-        for i, kind in enumerate(spec[:len(args)]):
-            if kind == "t":
-                args[i] = self._native(args[i])
-            elif kind == "i":
-                args[i] = self._indices(args[i], name)
-            elif kind == "b":
-                args[i] = self._native(args[i], "bool")
-            elif kind == "L":
-                dtype = self._result_dtype(list(args[i]))
-                args[i] = [self._native(v, dtype) for v in args[i]]
-            elif kind == "T":
-                args[i] = [self._native(v) for v in args[i]]
-        return optree.tree_map(lambda leaf: self.wrap(leaf) if self.is_native(leaf) else leaf,
-                               impl(self, *args, **kwargs), is_leaf=self.is_native)
-
-    op.boundary = True
-    return op
-
-
 class Ops(ops_elementwise.ElementwiseOps, ops_shapes.ShapeOps, ops_math.MathOps, ops_bits.BitOps,
           ops_creation.CreationOps, ops_arrays.ArrayOps, ops_joins.JoinOps, ops_reductions.ReductionOps,
           ops_sorting.SortingOps, ops_products.ProductOps, ops_linalg.LinalgOps, ops_nn.NNOps, ops_losses.LossOps,
           ops_windows.WindowOps, ops_signal.SignalOps, ops_core.CoreOps, ops_control.ControlFlowOps,
-          ops_training.TrainingOps, ops_statistics.StatisticsOps, ops_functional.FunctionalOps, ABC):
+          ops_training.TrainingOps, ops_statistics.StatisticsOps, ops_functional.FunctionalOps, OpsBoundary):
     """Neutral ops. ``dtype`` is the floating dtype of the computation (``"float32"`` or ``"float64"``).
 
     The vocabulary is grouped by kind in the ``ops_*`` modules (the groups of :data:`toolkit.nn.op_table.GROUPS`:
     elementwise and shapes for the basic ones, math, bits, arrays, reductions, sorting, products, linalg, nn, losses,
     windows, signal, core, control flow, training...), each a mixin with its primitives and composites; this class
-    holds the boundary, the dtype rules, the basic reductions and matmul.
+    holds the basic reductions and matmul, on the boundary, dtype rules and axis checks of
+    :class:`~toolkit.nn.ops_boundary.OpsBoundary`.
 
     Args:
         dtype: the computation's floating dtype (see above).
@@ -133,137 +95,13 @@ class Ops(ops_elementwise.ElementwiseOps, ops_shapes.ShapeOps, ops_math.MathOps,
             impl = getattr(cls, name, None)
             if impl is None or getattr(impl, "__isabstractmethod__", False) or getattr(impl, "boundary", False):
                 continue
-            setattr(cls, name, _boundary(name, spec, impl))
-
-    # ----------------------------------------------------------------------------------------------------------------
-    # The boundary between model code and the framework.
-
-    def call(self, fn: Callable, *args, **kwargs) -> Any:
-        """``fn(self, *args, **kwargs)`` with the native arrays of ``args`` (any pytree) given to ``fn`` as Tensors,
-        and the Tensors of its result given back as natives: how a backend runs model, layer and optimizer code.
-
-        Args:
-            fn: a function of ``ops`` and Tensors.
-            *args, **kwargs: its arguments; native arrays anywhere in them reach ``fn`` as Tensors.
-        """
-        return self.unwrap(fn(self, *self.wrap_tree(args), **self.wrap_tree(kwargs)))
-
-    def wrap(self, native: Native) -> Tensor:
-        """A native array as the Tensor model code sees.
-
-        Args:
-            native: a native array of this backend (a Tensor is returned as it is).
-        """
-        return native if isinstance(native, Tensor) else Tensor(native, self)
-
-    def wrap_tree(self, tree: Any) -> Any:
-        """:meth:`wrap` applied to every native array of a pytree; other leaves are kept.
-
-        Args:
-            tree: a pytree (dicts, lists, tuples) of native arrays and other values.
-        """
-        return optree.tree_map(lambda leaf: self.wrap(leaf) if self.is_native(leaf) else leaf, tree,
-                               is_leaf=self.is_native)
-
-    @staticmethod
-    def unwrap(tree: Any) -> Any:
-        """Every Tensor of a pytree replaced by its native array; other leaves are kept.
-
-        Args:
-            tree: a pytree of Tensors and other values.
-        """
-        return optree.tree_map(lambda leaf: leaf.native if isinstance(leaf, Tensor) else leaf, tree,
-                               is_leaf=lambda leaf: isinstance(leaf, Tensor))
-
-    def _dtype_of_value(self, value: Any) -> str:
-        if isinstance(value, Tensor):
-            value = value.native
-        if self.is_native(value):
-            return self.native_dtype(value)
-        if is_weak(value):
-            return result_dtype([], [value], self.dtype)
-        return constant_dtype(value, self.dtype)
-
-    def _result_dtype(self, values: Sequence[Any], floating: bool = False) -> str:
-        strong = [self._dtype_of_value(v) for v in values if not is_weak(v)]
-        dtype = result_dtype(strong, [v for v in values if is_weak(v)], self.dtype)
-        return self.dtype if floating and np.dtype(dtype).kind != "f" else dtype
-
-    def _native(self, value: Any, dtype: str | None = None) -> Native:
-        """``value`` (a Tensor, a native, a Python number, a NumPy array) as a native of ``dtype`` (default: its
-        own; a constant's from :func:`~toolkit.nn.tensor.constant_dtype`)."""
-        if isinstance(value, Tensor):
-            value = value.native
-        if self.is_native(value):
-            return value if dtype is None or self.native_dtype(value) == dtype else self.native_cast(value, dtype)
-        return self.constant(np.asarray(value, dtype or self._dtype_of_value(value)))
-
-    def _indices(self, value: Any, name: str) -> Native:
-        dtype = self._dtype_of_value(value)
-        if np.dtype(dtype).kind not in "iu":
-            raise DTypeError(f"ops.{name} needs integer indices, got dtype {dtype}")
-        return self._native(value, INT_DTYPE)
-
-    # ----------------------------------------------------------------------------------------------------------------
-    # What a backend provides besides the ops: natives, constants, shapes and dtypes.
-
-    @abstractmethod
-    def is_native(self, value: Any) -> bool:
-        """Whether ``value`` is one of the framework's arrays (not a Tensor, not a NumPy array).
-
-        Args:
-            value: anything.
-        """
-
-    @abstractmethod
-    def constant(self, value: np.ndarray) -> Native:
-        """A native constant holding ``value`` with its dtype.
-
-        Args:
-            value: a NumPy array.
-        """
-
-    @abstractmethod
-    def native_dtype(self, value: Native) -> str:
-        """The NumPy name of a native's dtype.
-
-        Args:
-            value: a native array.
-        """
-
-    @abstractmethod
-    def native_shape(self, value: Native) -> tuple[int | None, ...]:
-        """A native's static shape, None where unknown.
-
-        Args:
-            value: a native array.
-        """
-
-    @abstractmethod
-    def native_cast(self, value: Native, dtype: str) -> Native:
-        """A native converted to ``dtype``.
-
-        Args:
-            value: a native array.
-            dtype: a NumPy dtype name.
-        """
+            setattr(cls, name, wrap_primitive(name, spec, impl))
 
     def shape(self, x: Any) -> tuple[int | None, ...]:
         """The static shape of ``x`` (a Tensor, a native or a constant)."""
         if isinstance(x, Tensor):
             x = x.native
         return self.native_shape(x) if self.is_native(x) else np.shape(x)
-
-    def dtype_of(self, x: Any) -> str:
-        """The dtype of ``x`` as model code sees it (constants: by the rules of :mod:`toolkit.nn.tensor`).
-
-        Args:
-            x: a Tensor, a native array, a Python number or a NumPy constant.
-
-        Raises:
-            DTypeError: a NumPy constant that is not boolean, integer or floating (strings, objects, complex).
-        """
-        return self._dtype_of_value(x)
 
     # --- reductions ------------------------------------------------------------------------------------------------
     def sum(self, x, axis: Axis = None, keepdims: bool = False):
@@ -443,29 +281,6 @@ class Ops(ops_elementwise.ElementwiseOps, ops_shapes.ShapeOps, ops_math.MathOps,
         """Matrix product with NumPy's rules: the last two axes multiply, leading (batch) axes broadcast; a 1-D
         operand is a vector (its axis is added, then removed from the result)."""
 
-    # --- what the composites share ---------------------------------------------------------------------------------
-    def _tensor(self, x, dtype: str | None = None) -> Tensor:
-        """``x`` (a Tensor, native, list or number) as a Tensor of ``dtype`` (default: its own)."""
-        return x if isinstance(x, Tensor) and dtype is None else self.wrap(self._native(x, dtype))
-
-    def _floating(self, x) -> Tensor:
-        """``x`` as a Tensor, in the computation dtype if it is not floating."""
-        return self.wrap(self._native(x, self._result_dtype([x], floating=True)))
-
-    def _axes(self, x, axis: Axis, name: str) -> tuple[int, ...]:
-        """``axis`` of ``x`` (an int, a sequence, or None for all) as non-negative ints."""
-        ndim = len(self.shape(x))
-        if axis is None:
-            return tuple(range(ndim))
-        return self._check_axes((axis,) if isinstance(axis, (int, np.integer)) else tuple(axis), ndim, name)
-
-    @staticmethod
-    def _check_axes(axes: tuple, ndim: int, name: str) -> tuple[int, ...]:
-        if not all(isinstance(a, (int, np.integer)) and -ndim <= a < ndim for a in axes) or len(set(
-                int(a) % max(ndim, 1) for a in axes)) != len(axes):
-            raise ShapeError(f"{name}: axis {axes if len(axes) != 1 else axes[0]!r} is not a set of distinct axes of "
-                             f"an array of rank {ndim}")
-        return tuple(int(a) % ndim for a in axes)
 
 
 
