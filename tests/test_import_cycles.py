@@ -1,0 +1,132 @@
+"""No import cycle among the modules of toolkit/ and backends/: each module's module-level imports (those that run
+when it is imported, not those inside functions or under ``if TYPE_CHECKING:``) form a graph without a cycle, so a
+module is always complete when another imports it, whatever the order. Reads the sources only: no framework, and
+no toolkit module, is imported."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+#: Where each installed package's sources are (pyproject.toml's package-dir: backends/ installs as toolkit.backends).
+PACKAGES = {"toolkit": REPO / "toolkit", "toolkit.backends": REPO / "backends"}
+
+
+def modules() -> dict[str, tuple[Path, bool]]:
+    """Every module by its dotted name: its file and whether it is a package (an ``__init__.py``)."""
+    found: dict[str, tuple[Path, bool]] = {}
+    for package, root in PACKAGES.items():
+        for path in sorted(root.rglob("*.py")):
+            parts = path.relative_to(root).with_suffix("").parts
+            is_package = parts[-1] == "__init__"
+            found[".".join((package, *(parts[:-1] if is_package else parts)))] = (path, is_package)
+    return found
+
+
+def _runs_at_import(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """The statements of ``body`` that run when the module is imported: not function bodies, not the branch of
+    ``if TYPE_CHECKING:``."""
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        if isinstance(node, ast.If):
+            checking = ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")
+            yield from _runs_at_import(node.orelse if checking else node.body + node.orelse)
+        elif isinstance(node, (ast.Try, ast.With, ast.ClassDef)):
+            nested = [*node.body, *getattr(node, "orelse", []), *getattr(node, "finalbody", []),
+                      *(stmt for handler in getattr(node, "handlers", []) for stmt in handler.body)]
+            yield from _runs_at_import(nested)
+        else:
+            yield node
+
+
+def imports(source: str, name: str, is_package: bool, known: Mapping[str, object]) -> set[str]:
+    """The modules of ``known`` that module ``name`` imports at module level (``from p import m`` of a module ``m``
+    is ``p.m``; of any other name, ``p``).
+
+    Args:
+        source: the module's source.
+        name: its dotted name.
+        is_package: whether it is a package's ``__init__``.
+        known: the modules considered, by dotted name.
+    """
+    found = set()
+    here = name if is_package else name.rpartition(".")[0]
+    for node in _runs_at_import(ast.parse(source).body):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = here.rsplit(".", node.level - 1)[0] if node.level > 1 else here
+                base = f"{anchor}.{base}" if base else anchor
+            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base for alias in node.names]
+        else:
+            continue
+        for target in targets:
+            while target and target not in known:  # `import a.b.c` of a name inside a.b: a.b
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                found.add(target)
+    return found
+
+
+def find_cycle(graph: Mapping[str, set[str]]) -> list[str] | None:
+    """A cycle of ``graph`` (``[a, b, ..., a]``), or None.
+
+    Args:
+        graph: the modules each module imports.
+    """
+    done: set[str] = set()
+    for start in sorted(graph):
+        path, on_path, stack = [], set(), [(start, iter(sorted(graph[start])))]
+        if start in done:
+            continue
+        path.append(start)
+        on_path.add(start)
+        while stack:
+            node, successors = stack[-1]
+            step = next((s for s in successors if s not in done), None)
+            if step is None:
+                stack.pop()
+                done.add(path.pop())
+                on_path.discard(node)
+            elif step in on_path:
+                return path[path.index(step):] + [step]
+            else:
+                path.append(step)
+                on_path.add(step)
+                stack.append((step, iter(sorted(graph.get(step, ())))))
+    return None
+
+
+def test_no_import_cycle_among_toolkit_and_backends():
+    known = modules()
+    graph = {name: imports(path.read_text(), name, is_package, known) for name, (path, is_package) in known.items()}
+    cycle = find_cycle(graph)
+    assert cycle is None, "an import cycle: " + " -> ".join(cycle)
+
+
+def test_the_check_reads_module_level_imports_and_finds_a_cycle():
+    known = dict.fromkeys(["toolkit", "toolkit.a", "toolkit.b", "toolkit.c", "toolkit.pkg", "toolkit.pkg.d"])
+    source = """
+from typing import TYPE_CHECKING
+import numpy
+from toolkit import b, Name
+from .pkg import d
+import toolkit.pkg.d.inner
+if TYPE_CHECKING:
+    from toolkit import c
+def f():
+    from toolkit import c
+try:
+    import toolkit.c as c
+except ImportError:
+    pass
+"""
+    assert imports(source, "toolkit.a", False, known) == {"toolkit.b", "toolkit", "toolkit.pkg.d", "toolkit.c"}
+    assert imports("from . import d\nfrom .. import b", "toolkit.pkg", True, known) == {"toolkit.pkg.d", "toolkit.b"}
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b", "c"}, "b": {"c"}, "c": set()}) is None
