@@ -1,4 +1,10 @@
-"""Built-in models, written once with :class:`toolkit.nn.ops.Ops`: they run unchanged on every backend."""
+"""Built-in models, written once with :class:`toolkit.nn.ops.Ops`: they run unchanged on every backend.
+
+Every layer's output is recorded (``ops.record``, read by ``multigpu localize``) under the layer's name: the layers of
+:mod:`toolkit.nn.layers` under their ``prefix`` (the names of their parameters without the last part), and what the
+models compute between them (activations, pooling, dropout, residual sums) under the names each model's docstring
+gives.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +15,7 @@ import numpy as np
 from toolkit.errors import ArgumentError, ShapeError
 from toolkit.nn import layers
 from toolkit.nn.model import Model
+from toolkit.nn.ops_training import record_layer
 
 #: The activations :func:`mlp` accepts between its layers.
 ACTIVATIONS = ("relu", "tanh", "sigmoid")
@@ -37,7 +44,8 @@ def mlp(sizes: Sequence[int], activation: str = "relu", name: str | None = None)
     between them, logits out, sparse softmax cross-entropy as the loss.
 
     Weights use Glorot-uniform initialisation (Keras' default), biases start at 0; parameters are named
-    ``w0, b0, w1, b1, ...``.
+    ``w0, b0, w1, b1, ...``; the layers' outputs are recorded as ``dense0``, ``relu0`` (the activation's name),
+    ``dense1``, ... and the logits as the last ``dense``.
 
     Args:
         sizes: the layer widths, inputs first and classes last (at least two, each >= 1).
@@ -68,9 +76,9 @@ def mlp(sizes: Sequence[int], activation: str = "relu", name: str | None = None)
     def forward(ops, params, x):
         h = x
         for i in range(len(layers)):
-            h = ops.matmul(h, params[f"w{i}"]) + params[f"b{i}"]
+            h = record_layer(ops, f"dense{i}", ops.matmul(h, params[f"w{i}"]) + params[f"b{i}"])
             if i < len(layers) - 1:
-                h = getattr(ops, activation)(h)
+                h = record_layer(ops, f"{activation}{i}", getattr(ops, activation)(h))
         return h
 
     return Model(init, forward, sparse_softmax_cross_entropy(sizes[-1]), rows_independent=True,
@@ -100,7 +108,8 @@ def mnist_convnet(input_shape: Sequence[int] = (28, 28, 1), classes: int = 10, f
     """The Keras MNIST convnet example ("Simple MNIST convnet"): two blocks of a 3x3 ReLU convolution and 2x2 max
     pooling, flatten, dropout, a dense layer to ``classes`` logits. Input ``[batch, height, width, channels]``, or
     flat rows of ``height * width * channels`` pixels (reshaped here). With ``padding="same"`` it fits small
-    images (the 8x8 digits).
+    images (the 8x8 digits). Recorded outputs: ``conv0``, ``pool0``, ``conv1``, ``pool1``, ..., ``dropout``
+    (the flattened features after dropout), ``dense``.
 
     Args:
         input_shape: ``(height, width, channels)`` of an image.
@@ -136,8 +145,8 @@ def mnist_convnet(input_shape: Sequence[int] = (28, 28, 1), classes: int = 10, f
         h = ops.reshape(x, (-1, height, width, channels))
         for i in range(len(filters)):
             h = layers.conv2d(ops, params, h, prefix=f"conv{i}", padding=padding, activation="relu")
-            h = layers.max_pool2d(ops, h, 2)
-        h = layers.dropout(ops, layers.flatten(ops, h), dropout)
+            h = record_layer(ops, f"pool{i}", layers.max_pool2d(ops, h, 2))
+        h = record_layer(ops, "dropout", layers.dropout(ops, layers.flatten(ops, h), dropout))
         return layers.dense(ops, params, h, prefix="dense")
 
     return Model(init, forward, sparse_softmax_cross_entropy(classes), name=name or "mnist-convnet",
@@ -154,6 +163,10 @@ def resnet(input_shape: Sequence[int] = (32, 32, 3), classes: int = 10, width: i
     convolution with batch normalization where the shape changes, else ``x``. Batch normalization keeps its moving
     statistics as model state; under data parallelism its batch statistics are each replica's, or the global
     batch's with ``synchronized=True`` (``layers.batch_norm``).
+
+    Recorded outputs: ``stem/conv``, ``stem/bn``, ``stem/relu``; per block (``s{stage}b{block}``) ``conv1``,
+    ``bn1``, ``relu1``, ``conv2``, ``bn2``, ``shortcut`` and ``shortcut_bn`` where it has them, and the block's
+    output under its own name (``s0b0``); ``pool`` (the global average) and ``head``.
 
     Args:
         input_shape: ``(height, width, channels)`` of an image.
@@ -193,17 +206,18 @@ def resnet(input_shape: Sequence[int] = (32, 32, 3), classes: int = 10, width: i
 
     def forward(ops, params, x):
         h = ops.reshape(x, (-1, height, width_px, channels))
-        h = ops.relu(batch_norm(ops, params, layers.conv2d(ops, params, h, "stem/conv", padding="same"), "stem/bn"))
+        h = batch_norm(ops, params, layers.conv2d(ops, params, h, "stem/conv", padding="same"), "stem/bn")
+        h = record_layer(ops, "stem/relu", ops.relu(h))
         for prefix, cin, cout, stride in plan:
             y = layers.conv2d(ops, params, h, f"{prefix}/conv1", padding="same", strides=stride)
-            y = ops.relu(batch_norm(ops, params, y, f"{prefix}/bn1"))
+            y = record_layer(ops, f"{prefix}/relu1", ops.relu(batch_norm(ops, params, y, f"{prefix}/bn1")))
             y = batch_norm(ops, params, layers.conv2d(ops, params, y, f"{prefix}/conv2", padding="same"),
                            f"{prefix}/bn2")
             if stride != 1 or cin != cout:
                 h = batch_norm(ops, params, layers.conv2d(ops, params, h, f"{prefix}/shortcut", strides=stride),
                                f"{prefix}/shortcut_bn")
-            h = ops.relu(y + h)
-        return layers.dense(ops, params, layers.global_average_pool2d(ops, h), "head")
+            h = record_layer(ops, prefix, ops.relu(y + h))
+        return layers.dense(ops, params, record_layer(ops, "pool", layers.global_average_pool2d(ops, h)), "head")
 
     return Model(init, forward, sparse_softmax_cross_entropy(classes), name=name or "resnet",
                  rows_independent=True)
@@ -223,6 +237,11 @@ def transformer_lm(vocab: int = 128, seq_len: int = 32, width: int = 64, heads: 
 
     Input: ``[batch, seq_len]`` token ids; target: the next ids, ``[batch, seq_len]``; the loss is each example's
     mean next-token cross-entropy (:func:`sequence_cross_entropy`).
+
+    Recorded outputs: ``tokens``, ``positions``, ``embeddings`` (their sum after dropout); per block (``b{i}``)
+    ``ln1``, the attention's ``mha/query``, ``mha/key``, ``mha/value``, ``mha/heads``, ``mha/attention_output``,
+    ``residual1`` (``h`` after the attention's residual), ``ln2``, ``mlp1``, ``mlp2`` and the block's output under its
+    own name (``b0``); ``final_ln`` and ``head``.
 
     Args:
         vocab: the number of token ids.
@@ -258,14 +277,16 @@ def transformer_lm(vocab: int = 128, seq_len: int = 32, width: int = 64, heads: 
     def forward(ops, params, ids):
         h = layers.embedding(ops, params, ids, "tokens") + layers.embedding(ops, params, np.arange(seq_len),
                                                                             "positions")
-        h = layers.dropout(ops, h, dropout)
+        h = record_layer(ops, "embeddings", layers.dropout(ops, h, dropout))
         for i in range(depth):
             a = layers.layer_norm(ops, params, h, f"b{i}/ln1")
             h = h + layers.dropout(ops, layers.multi_head_attention(ops, params, a, a, use_causal_mask=True,
                                                                     prefix=f"b{i}/mha"), dropout)
+            h = record_layer(ops, f"b{i}/residual1", h)
             m = layers.dense(ops, params, layers.layer_norm(ops, params, h, f"b{i}/ln2"), f"b{i}/mlp1",
                              activation="gelu")
-            h = h + layers.dropout(ops, layers.dense(ops, params, m, f"b{i}/mlp2"), dropout)
+            h = record_layer(ops, f"b{i}", h + layers.dropout(ops, layers.dense(ops, params, m, f"b{i}/mlp2"),
+                                                             dropout))
         return layers.dense(ops, params, layers.layer_norm(ops, params, h, "final_ln"), "head")
 
     return Model(init, forward, sequence_cross_entropy(vocab), name=name or "transformer-lm",
@@ -276,7 +297,8 @@ def lstm_text(vocab: int = 32, seq_len: int = 20, embed: int = 16, units: int = 
               name: str | None = None, unroll: bool = False) -> Model:
     """An embedding-LSTM text classifier with masking: Keras' ``Embedding(vocab, embed, mask_zero=True)``, an
     ``LSTM(units, unroll=unroll)`` that skips the padding (id 0) as Keras does, and a dense layer to ``classes``
-    logits. Input ``[batch, seq_len]`` ids padded with 0; target: integer labels.
+    logits. Input ``[batch, seq_len]`` ids padded with 0; target: integer labels. Recorded outputs: ``embedding``,
+    ``lstm`` (the last hidden state), ``head``.
 
     Args:
         vocab: the number of token ids, 0 being padding.

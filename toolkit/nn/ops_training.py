@@ -46,6 +46,37 @@ def recording() -> Iterator[dict[str, Any]]:
         _RECORDS.reset(token)
 
 
+@contextlib.contextmanager
+def unrecorded() -> Iterator[None]:
+    """Drop the records made while this is open (``ops.record`` is the identity inside): where a caller records a
+    layer's output under a name of its own, the layers it is built of add no rows of theirs. The Keras import opens
+    it around each Keras layer's call and records the output under the Keras layer's name, one row per layer."""
+    token = _RECORDS.set(None)
+    try:
+        yield
+    finally:
+        _RECORDS.reset(token)
+
+
+def record_layer(ops, name: str, x):
+    """What the built-in layers (:mod:`toolkit.nn.layers`) and models call on their output: ``ops.record(name,
+    x)``, except inside ``ops.scan``'s body, where the values exist only inside the loop and a layer used there (a
+    dense layer in a recurrent cell) is not recorded rather than refused.
+
+    A layer of several outputs (a tuple or list: an operation such as ``split`` in an imported Keras model) is not
+    recorded; the steps that take its outputs apart are.
+
+    Args:
+        ops: the :class:`~toolkit.nn.ops.Ops` running the model.
+        name: the layer's name (its ``prefix``).
+        x: the layer's output.
+
+    Returns:
+        ``x`` itself.
+    """
+    return x if ops._scan_depth or isinstance(x, (tuple, list)) else ops.record(name, x)
+
+
 class TrainingOps(ABC):
     """Mixed into :class:`~toolkit.nn.ops.Ops`."""
 

@@ -6,6 +6,7 @@ import numpy as np
 
 from toolkit.nn.layers.core import glorot_uniform
 from toolkit.nn.layers.regularization import dropout as _dropout
+from toolkit.nn.ops_training import record_layer
 
 #: What Keras' ``Softmax`` layer puts in place of a masked score (``keras.layers.Softmax``'s large negative number for
 #: float32 and float64), where attention has dropout and Keras computes the scores itself.
@@ -47,7 +48,7 @@ def _project(ops, params, x, name: str):
     heads, depth]``."""
     width, heads, depth = ops.shape(params[name + "/kernel"])
     flat = ops.matmul(x, ops.reshape(params[name + "/kernel"], (width, heads * depth)))
-    return ops.reshape(flat, (-1, ops.shape(x)[1], heads, depth)) + params[name + "/bias"]
+    return record_layer(ops, name, ops.reshape(flat, (-1, ops.shape(x)[1], heads, depth)) + params[name + "/bias"])
 
 
 def _attention_with_dropout(ops, q, k, v, mask, use_causal_mask: bool, rate: float):
@@ -89,7 +90,9 @@ def multi_head_attention(ops, params, query, value, key=None, attention_mask=Non
         dropout: the rate at which attention probabilities are dropped in training, in ``[0, 1)``.
 
     Returns:
-        ``[batch, target, query_dim]``.
+        ``[batch, target, query_dim]``. Recorded (``ops.record``), as Keras names the sub-layers: the projections
+        ``{prefix}/query``, ``/key``, ``/value`` (``[batch, length, heads, depth]``), the heads' attention
+        ``{prefix}/heads`` (``[batch, target, heads, value_dim]``) and the output ``{prefix}/attention_output``.
 
     Raises:
         ArgumentError: ``dropout`` outside ``[0, 1)``.
@@ -103,8 +106,9 @@ def multi_head_attention(ops, params, query, value, key=None, attention_mask=Non
         heads = _attention_with_dropout(ops, q, k, v, mask, use_causal_mask, dropout)
     else:
         heads = ops.dot_product_attention(q, k, v, mask=mask, is_causal=use_causal_mask)
+    heads = record_layer(ops, f"{prefix}/heads", heads)
     kernel = params[f"{prefix}/attention_output/kernel"]
     num_heads, value_dim, out_dim = ops.shape(kernel)
     joined = ops.reshape(heads, (-1, ops.shape(query)[1], num_heads * value_dim))
-    return ops.matmul(joined, ops.reshape(kernel, (num_heads * value_dim, out_dim))) + \
-        params[f"{prefix}/attention_output/bias"]
+    return record_layer(ops, f"{prefix}/attention_output", ops.matmul(
+        joined, ops.reshape(kernel, (num_heads * value_dim, out_dim))) + params[f"{prefix}/attention_output/bias"])

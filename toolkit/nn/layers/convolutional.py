@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from toolkit.nn.layers.core import activate, glorot_uniform
+from toolkit.nn.ops_training import record_layer
 
 
 def conv2d_init(rng: np.random.Generator, in_channels: int, filters: int, kernel: int | tuple[int, int],
@@ -43,7 +44,7 @@ def conv2d(ops, params, x, prefix: str = "conv", padding: str = "valid", activat
         strides, dilation_rate: an int or one per spatial axis, as :meth:`~toolkit.nn.ops.Ops.conv` takes them.
 
     Returns:
-        ``[batch, out_height, out_width, filters]``.
+        ``[batch, out_height, out_width, filters]``, recorded as ``prefix`` (``ops.record``).
 
     Raises:
         ArgumentError: strides and dilation_rate both above 1, or a padding, strides or dilation_rate Keras does not
@@ -52,7 +53,7 @@ def conv2d(ops, params, x, prefix: str = "conv", padding: str = "valid", activat
             dilated kernel with ``"valid"`` padding.
     """
     y = ops.conv(x, params[f"{prefix}/kernel"], strides=strides, padding=padding, dilation_rate=dilation_rate)
-    return activate(ops, y + params[f"{prefix}/bias"], activation)
+    return record_layer(ops, prefix, activate(ops, y + params[f"{prefix}/bias"], activation))
 
 
 def max_pool2d(ops, x, pool_size=2, strides=None, padding: str = "valid"):

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from toolkit.nn.ops_training import record_layer
+
 #: Keras' Embedding initialiser: uniform in this range.
 EMBEDDING_INIT_RANGE = 0.05
 
@@ -102,9 +104,10 @@ def dense(ops, params, x, prefix: str = "dense", activation: str | None = None):
         activation: see :func:`activate` (None: linear).
 
     Returns:
-        ``[..., units]``.
+        ``[..., units]``, recorded as ``prefix`` (``ops.record``).
     """
-    return activate(ops, ops.matmul(x, params[f"{prefix}/kernel"]) + params[f"{prefix}/bias"], activation)
+    return record_layer(ops, prefix, activate(ops, ops.matmul(x, params[f"{prefix}/kernel"]) +
+                                              params[f"{prefix}/bias"], activation))
 
 
 # --- embedding ----------------------------------------------------------------------------------------------------
@@ -137,9 +140,9 @@ def embedding(ops, params, ids, prefix: str = "embedding"):
         prefix: the layer's name given to :func:`embedding_init`.
 
     Returns:
-        ``[*ids.shape, output_dim]``.
+        ``[*ids.shape, output_dim]``, recorded as ``prefix`` (``ops.record``).
     """
-    return ops.take(params[f"{prefix}/embeddings"], ids, axis=0)
+    return record_layer(ops, prefix, ops.take(params[f"{prefix}/embeddings"], ids, axis=0))
 
 
 # --- shapes -------------------------------------------------------------------------------------------------------

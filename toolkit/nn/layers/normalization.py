@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from toolkit.nn.model import State
+from toolkit.nn.ops_training import record_layer
 
 #: Keras' LayerNormalization and BatchNormalization epsilon.
 LAYER_NORM_EPSILON = 1e-3
@@ -42,10 +43,11 @@ def layer_norm(ops, params, x, prefix: str = "layer_norm", epsilon: float = LAYE
         epsilon: added to the variance (Keras' default, :data:`LAYER_NORM_EPSILON`).
 
     Returns:
-        A tensor of ``x``'s shape.
+        A tensor of ``x``'s shape, recorded as ``prefix`` (``ops.record``).
     """
     mean, variance = ops.moments(x, axes=-1, keepdims=True)
-    return (x - mean) / ops.sqrt(variance + epsilon) * params[f"{prefix}/gamma"] + params[f"{prefix}/beta"]
+    return record_layer(ops, prefix, (x - mean) / ops.sqrt(variance + epsilon) * params[f"{prefix}/gamma"] +
+                        params[f"{prefix}/beta"])
 
 
 def batch_norm_init(rng: np.random.Generator, features: int, prefix: str = "batch_norm") -> dict:
@@ -92,7 +94,8 @@ def batch_norm(ops, params, x, prefix: str = "batch_norm", momentum: float = BAT
         synchronized: the whole global batch's statistics under data parallelism, instead of each replica's.
 
     Returns:
-        A tensor of ``x``'s shape. In training the new moving statistics are recorded with ``ops.update_state``.
+        A tensor of ``x``'s shape, recorded as ``prefix`` (``ops.record``). In training the new moving statistics
+        are given to ``ops.update_state``.
     """
     gamma, beta = params[f"{prefix}/gamma"], params[f"{prefix}/beta"]
     moving_mean, moving_variance = params[f"{prefix}/moving_mean"], params[f"{prefix}/moving_variance"]
@@ -103,4 +106,4 @@ def batch_norm(ops, params, x, prefix: str = "batch_norm", momentum: float = BAT
         ops.update_state(f"{prefix}/moving_variance", moving_variance * momentum + variance * (1.0 - momentum))
     else:
         mean, variance = moving_mean, moving_variance
-    return (x - mean) / ops.sqrt(variance + epsilon) * gamma + beta
+    return record_layer(ops, prefix, (x - mean) / ops.sqrt(variance + epsilon) * gamma + beta)

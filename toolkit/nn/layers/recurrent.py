@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from toolkit.nn.layers.core import glorot_uniform, orthogonal
+from toolkit.nn.ops_training import record_layer
 
 
 def lstm_init(rng: np.random.Generator, inputs: int, units: int, prefix: str = "lstm") -> dict[str, np.ndarray]:
@@ -71,7 +72,7 @@ def lstm(ops, params, x, steps: int | None, units: int, prefix: str = "lstm", ma
         unroll: unroll the time loop instead of one scan.
 
     Returns:
-        The last hidden state ``h``, ``[batch, units]``.
+        The last hidden state ``h``, ``[batch, units]``, recorded as ``prefix`` (``ops.record``).
     """
     kernel, recurrent, bias = (params[f"{prefix}/{k}"] for k in ("kernel", "recurrent", "bias"))
     inputs, keep = _time_major(ops, x[:, :steps, :], kernel, bias, mask if mask is None else mask[:, :steps])
@@ -86,7 +87,7 @@ def lstm(ops, params, x, steps: int | None, units: int, prefix: str = "lstm", ma
 
     zeros = ops.zeros_like(inputs[0, :, :units])
     (h, _), _ = ops.scan(step, (zeros, zeros), (inputs, keep), unroll=unroll)
-    return h
+    return record_layer(ops, prefix, h)
 
 
 def gru_init(rng: np.random.Generator, inputs: int, units: int, prefix: str = "gru") -> dict[str, np.ndarray]:
@@ -132,7 +133,7 @@ def gru(ops, params, x, steps: int | None, units: int, prefix: str = "gru", mask
         unroll: unroll the time loop instead of one scan.
 
     Returns:
-        The last hidden state ``h``, ``[batch, units]``.
+        The last hidden state ``h``, ``[batch, units]``, recorded as ``prefix`` (``ops.record``).
     """
     kernel, recurrent, bias = (params[f"{prefix}/{k}"] for k in ("kernel", "recurrent", "bias"))
     inputs, keep = _time_major(ops, x[:, :steps, :], kernel, bias[0], mask if mask is None else mask[:, :steps])
@@ -146,4 +147,4 @@ def gru(ops, params, x, steps: int | None, units: int, prefix: str = "gru", mask
         return _carry(h, z * h + (1.0 - z) * n, keep), None
 
     h, _ = ops.scan(step, ops.zeros_like(inputs[0, :, :units]), (inputs, keep), unroll=unroll)
-    return h
+    return record_layer(ops, prefix, h)
