@@ -58,6 +58,7 @@ from toolkit.nn.keras_base import Flow, _MaskOf, _Slot
 from toolkit.nn.keras_graph import graph as _graph
 from toolkit.nn.keras_layers import OPTIONS, SUPPORTED
 from toolkit.nn.model import Model, State
+from toolkit.nn.ops_training import record_layer, unrecorded
 
 #: Constructor arguments every layer has that the importer applies itself: the name, ``trainable`` (frozen weights),
 #: the dtype policy (checked by :func:`check_config`), and seeds, which only draw initial weights (read as they are)
@@ -279,8 +280,10 @@ def from_keras(keras_model, loss: Any = None, name: str | None = None) -> Model:
 
     def forward(ops, p, x):
         flows, penalty = [Flow(value, None) for value in inputs(x)], 0.0
-        for apply, arguments, activity in program:
-            flows.append(apply(ops, p, _fill(arguments, flows)))
+        for (apply, arguments, activity), call in zip(program, calls):
+            with unrecorded():  # one recorded output per Keras layer (multigpu localize), named as Keras names it
+                flows.append(apply(ops, p, _fill(arguments, flows)))
+            record_layer(ops, call.layer.name, flows[-1].value)
             if activity is not None and ops.training:
                 penalty = penalty + _activity_penalty(ops, flows[-1].value, *activity)
         if penalized and ops.training:
