@@ -306,7 +306,17 @@ def from_keras(keras_model, loss: Any = None, name: str | None = None) -> Model:
     loss_fn.__name__ = getattr(score, "__name__", "loss")
     return Model(init, forward, loss_fn, name=name or keras_model.name, rows_independent=True,
                  metrics=(*getattr(score, "metrics", ()), *keras_losses.compiled_metrics(keras_model)),
-                 constraints=constrained)
+                 constraints=constrained, **_example_shapes(keras_model, isinstance(output, list)))
+
+
+def _example_shapes(keras_model, several_outputs: bool) -> dict[str, Any]:
+    """The model's ``input_shape`` and ``output_shape`` as the Keras ``Input`` layers and outputs declare them
+    (without the batch axis; None where Keras has None: a length that may change between batches)."""
+    inputs = {name: tuple(tensor.shape[1:])
+              for name, tensor in zip(keras_outputs.input_names(keras_model), keras_model.inputs)}
+    outputs = ({name: tuple(tensor.shape[1:]) for name, tensor in zip(keras_model.output_names, keras_model.outputs)}
+               if several_outputs else tuple(keras_model.outputs[0].shape[1:]))
+    return {"input_shape": inputs if len(inputs) > 1 else next(iter(inputs.values())), "output_shape": outputs}
 
 
 def to_keras(params: dict[str, np.ndarray], keras_model, state: dict[str, np.ndarray] | None = None) -> None:

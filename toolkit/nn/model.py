@@ -51,6 +51,15 @@ class Model:
             (:class:`toolkit.metrics.Metric` objects or their names): an imported Keras model's compiled metrics.
         constraints: ``{parameter name: constraint(ops, value) -> value}``, applied to the parameter's new value
             after each update, as Keras applies ``kernel_constraint`` (:mod:`toolkit.nn.constraints`).
+        input_shape: the shape of one example of the input, as ``keras.Input(shape=...)`` takes it: a tuple of
+            sizes, None on an axis whose length may change from batch to batch (a sequence length), or for a dict
+            ``x`` a dict of such tuples by input name. The trainer refuses inputs of another rank or another size
+            on a fixed axis, and lets a batch change length on the free axes (each new shape compiles its own
+            step). None (the default): every axis keeps the size of the first training batch.
+        output_shape: the shape of one example of the output, None on the axes whose length follows the inputs'
+            free axes (a per-step output), or for several outputs a dict by output name in output order: the
+            targets' leading axes line up with the outputs', so a target may change length on those axes. None:
+            the targets keep the first batch's shapes.
 
     ``init`` may mark entries with :class:`State`: the trainer keeps them apart from the parameters (``state()``),
     passes them to ``forward`` in ``params``, and writes the new values a training step gives them.
@@ -67,6 +76,8 @@ class Model:
     rows_independent: bool = False
     metrics: tuple = ()
     constraints: Mapping[str, Callable[[Ops, Tensor], Tensor]] = dataclasses.field(default_factory=dict)
+    input_shape: Any = None
+    output_shape: Any = None
 
     def __post_init__(self) -> None:
         for field in ("init", "forward", "loss"):
@@ -79,6 +90,8 @@ class Model:
             raise TypeError(f"Model.constraints must be a dict of callables by parameter name, got "
                             f"{self.constraints!r}")
         object.__setattr__(self, "constraints", dict(self.constraints))
+        for field in ("input_shape", "output_shape"):
+            object.__setattr__(self, field, _example_shapes(getattr(self, field), f"Model.{field}"))
 
     def losses(self, ops: Ops, params: Mapping[str, Any], x: Any, y: Any) -> Any:
         """The per-example losses ``loss(ops, forward(ops, params, x), y)`` with native arrays in and out, as a
@@ -162,6 +175,25 @@ class Model:
         for penalty in run.penalties if run is not None else ():
             losses = losses + penalty
         return losses, {metric.name: metric(ops, outputs, y) for metric in metrics}
+
+
+def _example_shape(shape: Any, what: str) -> tuple:
+    if isinstance(shape, (list, tuple)) and all(
+            size is None or isinstance(size, (int, np.integer)) and not isinstance(size, bool) and size >= 0
+            for size in shape):
+        return tuple(None if size is None else int(size) for size in shape)
+    raise ArgumentTypeError(f"{what} must be a tuple of sizes (ints >= 0, None for a free axis), got {shape!r}")
+
+
+def _example_shapes(shapes: Any, what: str) -> Any:
+    """``shapes`` (None, one example shape, or a dict of them by name) checked, as tuples."""
+    if shapes is None:
+        return None
+    if isinstance(shapes, Mapping):
+        if not shapes:
+            raise ArgumentTypeError(f"{what} is an empty dict; expected a shape per input or output name")
+        return {name: _example_shape(shape, f"{what}[{name!r}]") for name, shape in shapes.items()}
+    return _example_shape(shapes, what)
 
 
 def batch(x: Any, keys: Any, state: Mapping[str, Any], rows: Any = None) -> dict[str, Any]:

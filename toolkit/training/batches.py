@@ -1,7 +1,9 @@
 """A trainer's input checks: a batch is an array or a dict of arrays ``x`` and targets ``y`` (an array, or a list,
 tuple or dict of arrays for a model of several outputs), all of one length, cast
 to the trainer's dtype (floats) or :data:`LABEL_DTYPE` (integers), finite, and shaped like the first batch that
-ran. Everything is checked before anything runs, so a bad batch changes nothing."""
+ran, except on the axes the model declares free (:attr:`toolkit.Model.input_shape`: a sequence length may change from
+batch to batch, as Keras' ``Input(shape=(None, ...))``). Everything is checked before anything runs, so a bad batch
+changes nothing."""
 
 from __future__ import annotations
 
@@ -80,16 +82,61 @@ def rows(x: Any, index: Any) -> Any:
     return optree.tree_map(lambda a: a[index], x)
 
 
+def _declared(shapes: Any, key: Any, index: int, count: int) -> tuple | None:
+    """The example shape ``shapes`` (a model's ``input_shape`` or ``output_shape``) declares for the array named
+    ``key`` (a dict's key, or None), ``index``-th of ``count``."""
+    if shapes is None:
+        return None
+    if isinstance(shapes, Mapping):
+        if key is not None:
+            return shapes.get(key)
+        return list(shapes.values())[index] if count == len(shapes) else None
+    return shapes if count == 1 else None
+
+
+def declared_shapes(input_shape: Any, output_shape: Any, x: Any, y: Any = None) -> dict[str, tuple]:
+    """The example shapes a model declares (:attr:`toolkit.Model.input_shape`, ``output_shape``) for the arrays of
+    a batch, by the names :func:`named` gives them; arrays it declares nothing for are left out."""
+    found = {}
+    xs = list(x.items()) if isinstance(x, Mapping) else [(None, x)]
+    for i, (key, _) in enumerate(xs):
+        found["x" if key is None else f"x[{key!r}]"] = _declared(input_shape, key, i, len(xs))
+    if isinstance(y, Mapping):
+        found.update({f"y[{k!r}]": _declared(output_shape, k, i, len(y)) for i, k in enumerate(y)})
+    elif several(y):
+        found.update({f"y[{i}]": _declared(output_shape, None, i, len(y)) for i in range(len(y))})
+    elif y is not None:
+        found["y"] = _declared(output_shape, None, 0, 1)
+    return {what: shape for what, shape in found.items() if shape is not None}
+
+
+def free_axes(declared: tuple | None) -> frozenset[int]:
+    """The example axes a declared shape leaves free (None)."""
+    return frozenset(axis for axis, size in enumerate(declared or ()) if size is None)
+
+
+def keeps(shape: tuple, accepted: tuple, free: frozenset[int]) -> bool:
+    """Whether an example ``shape`` is the ``accepted`` one but on the ``free`` axes."""
+    return len(shape) == len(accepted) and all(a == b or axis in free
+                                               for axis, (a, b) in enumerate(zip(shape, accepted)))
+
+
 class BatchCheck:
     """Checks and casts a trainer's batches, and remembers the shapes and kinds of the first training batch once it
-    has run (:meth:`accept`): later batches must keep them.
+    has run (:meth:`accept`): later batches must keep them, but on the axes the model declares free.
+
+    Args:
+        dtype: the trainer's dtype.
+        input_shape: the model's :attr:`~toolkit.Model.input_shape` (None: nothing declared).
+        output_shape: the model's :attr:`~toolkit.Model.output_shape` (None: nothing declared).
 
     Attributes:
         spec: ``{what: (shape of one example, dtype kind)}`` of the accepted batch, or None before the first.
     """
 
-    def __init__(self, dtype: str) -> None:
+    def __init__(self, dtype: str, input_shape: Any = None, output_shape: Any = None) -> None:
         self.dtype = dtype
+        self.input_shape, self.output_shape = input_shape, output_shape
         self.spec: dict | None = None
         self._pending: dict | None = None  # the spec of the last training batch checked
 
@@ -128,12 +175,19 @@ class BatchCheck:
             raise ShapeError("the batch is empty (0 examples)")
         arrays = {what: self._cast(a, what) for what, a in arrays.items()}
         spec = {what: (a.shape[1:], a.dtype.kind) for what, a in arrays.items()}
+        declared = declared_shapes(self.input_shape, self.output_shape, xs if named_x else xs["x"], ys)
+        for what, shape in declared.items():
+            if what.startswith("x") and not keeps(spec[what][0], shape, free_axes(shape)):
+                raise ShapeError(f"{what} has examples of shape {spec[what][0]}; the model takes examples of shape "
+                                 f"{shape} (None: any length)")
         if self.spec is not None and spec != self.spec:
             for what, (shape, kind) in spec.items():
                 expected = self.spec.get(what)
-                if expected is None or expected[0] != shape:
+                if expected is None or not keeps(shape, expected[0], free_axes(declared.get(what))):
                     wanted = {w: s for w, (s, _) in self.spec.items()}
-                    raise ShapeError(f"examples must keep the shapes of the first batch: {wanted}; got {what} {shape}")
+                    free = {w: sorted(free_axes(s)) for w, s in declared.items() if free_axes(s)}
+                    raise ShapeError(f"examples must keep the shapes of the first batch: {wanted}"
+                                     f"{f' (but on the free example axes {free})' if free else ''}; got {what} {shape}")
                 if expected[1] != kind:
                     raise DTypeError(f"{what} must stay {'integer labels' if expected[1] == 'i' else 'floating'} as in "
                                      f"the first batch; got dtype {arrays[what].dtype}")

@@ -22,7 +22,16 @@ import numpy as np
 
 from toolkit.errors import ArgumentError, ArgumentTypeError, CheckpointError, DTypeError, ShapeError
 from toolkit.training import metrics as metrics_module
-from toolkit.training.batches import class_weights, named, rows, sample_weights, several
+from toolkit.training.batches import (
+    class_weights,
+    declared_shapes,
+    free_axes,
+    keeps,
+    named,
+    rows,
+    sample_weights,
+    several,
+)
 from toolkit.training.batches import count as batch_count
 from toolkit.training.callbacks import Callback
 
@@ -173,9 +182,9 @@ def _examples(x: Any, y: Any) -> dict[str, tuple]:
 
 
 def _check_validation_data(trainer, validation_data: Any, training: dict[str, tuple]) -> None:
-    """Validation data is checked like a batch and must hold examples like the training data's: on a new trainer
-    too, where no step has fixed the model's input shapes yet; its weights (a third entry, as Keras takes
-    ``(x, y, sample_weight)``) like ``sample_weight``."""
+    """Validation data is checked like a batch and must hold examples like the training data's (but on the axes the
+    model declares free): on a new trainer too, where no step has fixed the model's input shapes yet; its weights
+    (a third entry, as Keras takes ``(x, y, sample_weight)``) like ``sample_weight``."""
     if not isinstance(validation_data, (tuple, list)) or len(validation_data) not in (2, 3):
         raise ArgumentError(f"validation_data must be a pair (x, y) or (x, y, sample_weight), got "
                             f"{type(validation_data).__name__}"
@@ -184,7 +193,10 @@ def _check_validation_data(trainer, validation_data: Any, training: dict[str, tu
     if len(validation_data) == 3 and validation_data[2] is not None:
         sample_weights(validation_data[2], len(checked[1]), trainer.dtype, "validation_data's sample_weight")
     found = _examples(*checked)
-    if found.keys() != training.keys() or any(found[k][0] != training[k][0] for k in found):
+    free = {what: free_axes(shape) for what, shape in
+            declared_shapes(trainer.model.input_shape, trainer.model.output_shape, *checked).items()}
+    if found.keys() != training.keys() or any(not keeps(found[k][0], training[k][0], free.get(k, frozenset()))
+                                              for k in found):
         raise ShapeError(f"validation_data must hold examples shaped like the training data's "
                          f"{ {k: s for k, (s, _) in training.items()} }; got { {k: s for k, (s, _) in found.items()} }")
     kinds = {"f": "floating", "i": "integer labels"}

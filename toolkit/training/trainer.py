@@ -104,7 +104,7 @@ class Trainer:
         self.step_count = self.skipped_steps = self.epoch_count = 0
         self.seed = int(np.random.SeedSequence().entropy % 2**63) if seed is None else int(seed)
         self.rng = np.random.default_rng(self.seed)
-        self._batch_check = BatchCheck(self.dtype)
+        self._batch_check = BatchCheck(self.dtype, model.input_shape, model.output_shape)
         self.cluster = None  # a DataParallel trainer's job of several processes
         self._scorers: dict = {}  # evaluate's compiled scores, per tuple of metrics
 
