@@ -9,8 +9,9 @@ Run it with the JAX of the environment to measure, e.g.::
     .nox/tests-pytensor/bin/python tools/bench_conv.py --dtype float64
 
 It prints, per shape and pass, each candidate's median milliseconds and its ratio over XLA's with a 90% bootstrap
-interval (paired rounds), and what ``conv_lowering.lowering`` chooses there (``x``: XLA's, ``p``: patches, for the
-forward, the input's gradient and the kernel's gradient).
+interval (paired rounds), and what ``conv_lowering.lowering`` chooses there (``x``: XLA's, ``p``: patches, ``f``:
+folded, for the forward, the input's gradient and the kernel's gradient). ``tools/bench_conv_step.py`` checks a
+choice on a whole training step.
 """
 
 from __future__ import annotations
@@ -27,7 +28,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository, 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
-from toolkit.backends.theano.conv_lowering import PASSES, convolution, lowering, patches_conv, xla_conv  # noqa: E402
+from toolkit.backends.theano.conv_lowering import (  # noqa: E402
+    PASSES,
+    convolution,
+    folded_conv,
+    lowering,
+    patches_conv,
+    xla_conv,
+)
 from toolkit.command.bench.statistics import ratio_interval  # noqa: E402
 
 #: (name, batch, spatial size, window, in channels, out channels, stride, padding): the ResNet of ``multigpu
@@ -55,7 +63,7 @@ def _same(size: int, window: int, stride: int) -> tuple[int, int]:
 def chosen(platform: str):
     """The convolution as ``conv_lowering.lowering`` chooses it on ``platform``, pass by pass."""
     def conv(inputs, kernel, strides, padding, dilation):
-        passes = lowering(platform, inputs.shape, kernel.shape, strides, padding, dilation, 1, False)
+        passes = lowering(platform, inputs.dtype, inputs.shape, kernel.shape, strides, padding, dilation, 1, False)
         return convolution(passes, strides, padding, dilation)(inputs, kernel)
 
     return conv
@@ -80,14 +88,15 @@ def main(argv=None) -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--calls", type=int, default=5, help="calls timed in each round")
     parser.add_argument("--dtype", default="float32")
-    parser.add_argument("--candidates", default="xla,patches,rule",
-                        help="of xla, patches, rule; the first is the baseline")
+    parser.add_argument("--candidates", default="xla,patches,folded,rule",
+                        help="of xla, patches, folded, rule; the first is the baseline (folded is left out on "
+                             "shapes strided along a leading spatial axis, where it does not apply)")
     parser.add_argument("--only", default="", help="shapes whose name contains this")
     args = parser.parse_args(argv)
     jax.config.update("jax_enable_x64", args.dtype == "float64")
     names = args.candidates.split(",")
     platform = jax.default_backend()
-    candidates = {"xla": xla_conv, "patches": patches_conv, "rule": chosen(platform)}
+    candidates = {"xla": xla_conv, "patches": patches_conv, "folded": folded_conv, "rule": chosen(platform)}
     rng = np.random.default_rng(0)
     print(f"jax {jax.__version__}, {platform}, {args.dtype}, {args.rounds} rounds of {args.calls} calls; "
           "ms a call, median; ratio over xla (90% interval)")
@@ -99,11 +108,12 @@ def main(argv=None) -> None:
         w = rng.standard_normal((window, window, cin, cout)).astype(args.dtype)
         out = math.ceil(size / stride) if pad == "same" else (size - window) // stride + 1
         cotangent = rng.standard_normal((batch, out, out, cout)).astype(args.dtype)
-        passes = lowering(platform, x.shape, w.shape, (stride,) * 2, padding, (1, 1), 1, False)
+        passes = lowering(platform, x.dtype, x.shape, w.shape, (stride,) * 2, padding, (1, 1), 1, False)
         choice = "/".join(passes[p][0] for p in PASSES)  # x or p for forward, input gradient, kernel gradient
         gflop = 2 * batch * out * out * window * window * cin * cout / 1e9
+        here = [c for c in names if c != "folded" or stride == 1]
         for grads in (False, True):
-            calls = {c: compiled(candidates[c], (stride,) * 2, padding, (1, 1), grads) for c in names}
+            calls = {c: compiled(candidates[c], (stride,) * 2, padding, (1, 1), grads) for c in here}
             operands = (x, w, cotangent) if grads else (x, w)
             reference = None
             for c, f in calls.items():  # compile, and check every candidate gives XLA's numbers
@@ -114,21 +124,21 @@ def main(argv=None) -> None:
                 scale = max(float(np.max(np.abs(np.asarray(r)))) for r in reference)
                 error = max(float(np.max(np.abs(np.asarray(a) - np.asarray(r)))) for a, r in zip(found, reference))
                 assert error <= 1e-4 * scale, (name, c, error, scale)
-            times = {c: [] for c in names}
+            times = {c: [] for c in here}
             for round_ in range(args.rounds):
-                turn = round_ % len(names)
-                for c in names[turn:] + names[:turn]:
+                turn = round_ % len(here)
+                for c in here[turn:] + here[:turn]:
                     began = time.perf_counter()
                     for _ in range(args.calls):
                         jax.block_until_ready(calls[c](*operands))
                     times[c].append((time.perf_counter() - began) / args.calls * 1e3)
             cells = []
-            for c in names:
+            for c in here:
                 median = statistics.median(times[c])
                 cell = f"{c} {median:7.2f} ms ({gflop * (3 if grads else 1) / median * 1e3:5.1f} GFLOP/s)"
-                if c != names[0]:
-                    low, high = ratio_interval(times[c], times[names[0]], paired=True)
-                    cell += f" x{median / statistics.median(times[names[0]]):.2f} ({low:.2f}-{high:.2f})"
+                if c != here[0]:
+                    low, high = ratio_interval(times[c], times[here[0]], paired=True)
+                    cell += f" x{median / statistics.median(times[here[0]]):.2f} ({low:.2f}-{high:.2f})"
                 cells.append(cell)
             print(f"{name:16s} {'fwd+grads' if grads else 'forward':9s} rule {choice} | " + " | ".join(cells),
                   flush=True)

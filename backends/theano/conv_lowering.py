@@ -1,12 +1,15 @@
 """How the Theano family's JAX linker computes a convolution: each pass (the forward, the input's gradient, the
 kernel's gradient) either XLA's (``lax.conv_general_dilated`` and its ``jax.vjp``) or the same pass of the
-convolution lowered to one matrix product of the input's patches (im2col), chosen per platform and shape by
-:func:`lowering`. Imports JAX only (``tools/bench_conv.py`` measures the choice without an engine).
+convolution lowered to matrix products: one product of the input's patches (im2col), or one product of a
+``window[-1]``-fold copy and a shifted sum (:func:`folded_conv`), chosen per platform, dtype and shape by
+:func:`lowering`. Imports JAX only (``tools/bench_conv.py`` measures the choice without an engine,
+``tools/bench_conv_step.py`` on a whole training step).
 
 Why: on CPU, XLA's convolution (an Eigen spatial convolution) and more so its gradients run at a few GFLOP/s on
 the small-channel, strided and pointwise convolutions of a CIFAR ResNet, where a patches matrix makes each pass one
-matrix product. On a GPU, cuDNN's convolutions are faster than a patches product (which also costs ``window``
-times the input's memory), so there every pass stays XLA's."""
+matrix product; in float64 XLA's CPU convolution is not Eigen's but plain loops, slower than products everywhere.
+On a GPU, cuDNN's convolutions are faster than a patches product (which also costs ``window`` times the input's
+memory), so there every pass stays XLA's."""
 
 from __future__ import annotations
 
@@ -29,6 +32,9 @@ FEW_CHANNELS = 4
 #: ``window``-fold copy of the input (2**27: 512 MiB in float32), not a measured crossover; the bench ResNet's
 #: largest is 4.7 M elements (its first strided 3x3 convolution at batch 128).
 MAX_PATCHES_ELEMENTS = 1 << 27
+#: The dtypes XLA's CPU compiler convolves with Eigen's vectorized kernel; it convolves the others (float64) with
+#: plain loops: 0.4-1.1 GFLOP/s on the bench ResNet's 3x3 convolutions where the folded product ran at 3-5.
+XLA_VECTORIZED_DTYPES = frozenset({"float16", "float32"})
 
 
 def out_sizes(sizes, window, strides, dilation, padding) -> list[int]:
@@ -37,28 +43,31 @@ def out_sizes(sizes, window, strides, dilation, padding) -> list[int]:
             for n, k, s, d, (a, b) in zip(sizes, window, strides, dilation, padding)]
 
 
-def lowering(platform: str, input_shape, kernel_shape, strides, padding, dilation, groups: int,
+def lowering(platform: str, dtype, input_shape, kernel_shape, strides, padding, dilation, groups: int,
              transpose: bool) -> dict[str, str]:
     """How a convolution is computed under the JAX linker, per pass: its forward, its input's gradient and its
-    kernel's gradient, each ``"xla"`` (the pass of ``lax.conv_general_dilated``) or ``"patches"`` (the same pass of
-    :func:`patches_conv`: a matrix product).
+    kernel's gradient, each ``"xla"`` (the pass of ``lax.conv_general_dilated``), ``"patches"`` (the same pass of
+    :func:`patches_conv`: one matrix product) or ``"folded"`` (of :func:`folded_conv`: one product and a shifted
+    sum).
 
     The rule, measured with ``tools/bench_conv.py`` on the bench ResNet's and the convnet's shapes (2-core x86,
-    jax 0.4.30 and 0.10.2): on a platform of :data:`PATCHES_PLATFORMS`, an ungrouped,
-    forward convolution whose patches matrix stays under :data:`MAX_PATCHES_ELEMENTS` takes the patches product
+    jax 0.4.30 and 0.10.2): on a platform of :data:`PATCHES_PLATFORMS`, an ungrouped, forward convolution whose
+    intermediates stay under :data:`MAX_PATCHES_ELEMENTS` is lowered to products
 
-    in every pass where the window is one position (a 1x1 convolution: the patches are a strided view of the
-    input, no copy; XLA's gradients of the bench ResNet's strided 1x1 shortcuts took 5-10x the product's) or the
-    input has at most :data:`FEW_CHANNELS` channels (an image's colours: XLA's kernel vectorizes over channels and
-    ran at 2-4 GFLOP/s there, its passes 2-3x the product's).
-
-    Elsewhere XLA's convolution is kept. With several channels the patches are a window-fold copy of the input,
-    whose memory traffic cost more than XLA's kernel loses at stride 1 (2-6x slower forward); at stride 2 the
-    products' gradients were 1.5-2x faster than XLA's alone, but a whole ResNet step with them was not faster
-    (within noise in plain JAX, slower through the engine), so they are not taken.
+    - in float32 (and the other dtypes of XLA's vectorized CPU convolution, :data:`XLA_VECTORIZED_DTYPES`), in every
+      pass where the window is one position (a 1x1 convolution: the patches are a strided view of the input, no
+      copy; XLA's gradients of the bench ResNet's strided 1x1 shortcuts took 5-10x the product's) or the input has
+      at most :data:`FEW_CHANNELS` channels (an image's colours: XLA's kernel vectorizes over channels and ran at
+      2-4 GFLOP/s there, its passes 2-3x the product's). Elsewhere XLA's convolution is kept: with several channels
+      its passes were as fast as or faster than every product tried (the patches' window-fold copy, the folded
+      product's 3-fold one, Winograd F(2x2, 3x3)'s transforms: 1.2-6x XLA's time per pass at 16-64 channels);
+    - in float64 (and every dtype XLA's CPU compiler convolves with plain loops), in every pass: the folded product
+      where the strides are 1 along all spatial axes but the last (XLA's passes took 4-8x its time on the bench
+      ResNet's 3x3 convolutions), else the patches product.
 
     Args:
         platform: the JAX platform the step runs on (``jax.default_backend()``: ``"cpu"``, ``"gpu"``, ...).
+        dtype: the convolution's dtype (a NumPy dtype or its name).
         input_shape: ``[n, *spatial, channels]``, static.
         kernel_shape: ``[*window, in, out]``.
         strides: the strides per spatial axis.
@@ -68,16 +77,24 @@ def lowering(platform: str, input_shape, kernel_shape, strides, padding, dilatio
         transpose: a transposed convolution.
 
     Returns:
-        ``{"forward", "input_gradient", "kernel_gradient"}``, each ``"xla"`` or ``"patches"``.
+        ``{"forward", "input_gradient", "kernel_gradient"}``, each ``"xla"``, ``"patches"`` or ``"folded"``.
     """
     xla = dict.fromkeys(PASSES, "xla")
     if platform not in PATCHES_PLATFORMS or transpose or groups != 1:
         return xla
-    window = kernel_shape[:-2]
+    window, (channels_in, channels_out) = kernel_shape[:-2], kernel_shape[-2:]
     out = out_sizes(input_shape[1:-1], window, strides, dilation, padding)
-    if input_shape[0] * math.prod(out) * math.prod(window) * kernel_shape[-2] > MAX_PATCHES_ELEMENTS:
+    # The folded product's shifted terms: one row of outputs per padded position of the leading spatial axes.
+    padded_leading = [n + a + b for n, (a, b) in zip(input_shape[1:-2], padding[:-1])]
+    folded_rows = input_shape[0] * math.prod(padded_leading) * out[-1]
+    largest = max(input_shape[0] * math.prod(out) * math.prod(window) * channels_in,  # the patches
+                  folded_rows * max(window[-1] * channels_in, math.prod(window[:-1]) * channels_out))
+    if largest > MAX_PATCHES_ELEMENTS:
         return xla
-    return dict.fromkeys(PASSES, "patches" if math.prod(window) == 1 or kernel_shape[-2] <= FEW_CHANNELS else "xla")
+    if np.dtype(dtype).name not in XLA_VECTORIZED_DTYPES:
+        way = "folded" if math.prod(window) > 1 and all(s == 1 for s in strides[:-1]) else "patches"
+        return dict.fromkeys(PASSES, way)
+    return dict.fromkeys(PASSES, "patches" if math.prod(window) == 1 or channels_in <= FEW_CHANNELS else "xla")
 
 
 def xla_conv(inputs, kernel, strides, padding, dilation):
@@ -101,7 +118,7 @@ def convolution(passes: dict[str, str], strides, padding, dilation):
     Returns:
         ``conv(inputs, kernel) -> output``.
     """
-    ways = {"xla": xla_conv, "patches": patches_conv}
+    ways = {"xla": xla_conv, "patches": patches_conv, "folded": folded_conv}
     forward, by_input, by_kernel = (functools.partial(ways[passes[p]], strides=strides, padding=padding,
                                                       dilation=dilation) for p in PASSES)
     if set(passes.values()) == {"xla"}:
@@ -153,3 +170,50 @@ def patches_conv(inputs, kernel, strides, padding, dilation):
                           kernel.reshape(len(parts) * channels_in, channels_out),
                           preferred_element_type=inputs.dtype)
     return found.reshape(x.shape[0], *out, channels_out)
+
+
+def folded_conv(inputs, kernel, strides, padding, dilation):
+    """A channels-last, ungrouped convolution with strides of 1 along all spatial axes but the last, as one matrix
+    product and a shifted sum: the input's slices along the last spatial axis (one per window offset there) side
+    by side, ``[rows, window[-1] * in]`` with a row per batch entry, padded position of the leading spatial axes
+    and output position of the last, times the kernel as ``[window[-1] * in, offsets * out]`` (one column block per
+    offset of the leading axes). The output at a row is the sum over those offsets of their block at the row
+    shifted by the offset along the leading axes (a whole number of rows: the strides there are 1); rows past the
+    leading axes' outputs are dropped. A ``window[-1]``-fold copy of the input instead of the patches'
+    ``prod(window)``-fold one; its gradients (``jax.vjp``) are products and shifted sums again.
+
+    Args:
+        inputs: ``[n, *spatial, in]``.
+        kernel: ``[*window, in, out]``.
+        strides: the strides per spatial axis, 1 on all but the last.
+        padding: explicit (before, after) pairs per spatial axis.
+        dilation: the kernel's dilation per spatial axis.
+
+    Returns:
+        ``[n, *out, out channels]``, in the inputs' dtype.
+    """
+    x = jax.lax.pad(inputs, np.zeros((), inputs.dtype), [(0, 0, 0), *((a, b, 0) for a, b in padding), (0, 0, 0)])
+    window, (channels_in, channels_out) = kernel.shape[:-2], kernel.shape[-2:]
+    out = out_sizes(x.shape[1:-1], window, strides, dilation, [(0, 0)] * len(window))
+    leading = x.shape[1:-2]
+    last = len(window)  # the last spatial axis
+    parts = []
+    for offset in range(window[-1]):
+        start = offset * dilation[-1]
+        parts.append(jax.lax.slice_in_dim(x, start, start + (out[-1] - 1) * strides[-1] + 1, strides[-1], axis=last))
+    folded = parts[0] if len(parts) == 1 else jax.numpy.concatenate(parts, axis=-1)
+    rows = x.shape[0] * math.prod(leading) * out[-1]
+    offsets = list(itertools.product(*map(range, window[:-1])))
+    # [*leading window, last window, in, out] -> [last window * in, leading offsets * out]
+    weights = kernel.reshape(len(offsets), window[-1] * channels_in, channels_out)
+    weights = weights.transpose(1, 0, 2).reshape(window[-1] * channels_in, len(offsets) * channels_out)
+    blocks = jax.numpy.dot(folded.reshape(rows, window[-1] * channels_in), weights,
+                           preferred_element_type=inputs.dtype).reshape(rows, len(offsets), channels_out)
+    row_strides = [math.prod(leading[i + 1:]) * out[-1] for i in range(len(leading))]
+    shifts = [sum(o * d * r for o, d, r in zip(offset, dilation, row_strides)) for offset in offsets]
+    # Every output row kept lies below this (its shifted rows stay in its batch entry); none in an empty batch.
+    kept = max(rows - max(shifts), 0)
+    total = functools.reduce(jax.numpy.add, (blocks[shift:shift + kept, k] for k, shift in enumerate(shifts)))
+    total = jax.lax.pad(total, np.zeros((), inputs.dtype), [(0, rows - kept, 0), (0, 0, 0)])
+    found = total.reshape(x.shape[0], *leading, out[-1], channels_out)
+    return found[(slice(None), *(slice(0, m) for m in out[:-1]))]

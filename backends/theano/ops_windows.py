@@ -160,9 +160,9 @@ class _Conv(JaxOp):
                     return jax.lax.conv_general_dilated(inputs, kernel, strides, padding, rhs_dilation=dilation,
                                                         dimension_numbers=numbers, feature_group_count=groups)
             else:
-                def conv(inputs, kernel):  # XLA's convolution or a patches product per pass, chosen when traced
-                    passes = lowering(jax.default_backend(), inputs.shape, kernel.shape, strides, padding, dilation,
-                                      groups, False)
+                def conv(inputs, kernel):  # XLA's convolution or a product per pass, chosen when traced
+                    passes = lowering(jax.default_backend(), inputs.dtype, inputs.shape, kernel.shape, strides,
+                                      padding, dilation, groups, False)
                     return convolution(passes, strides, padding, dilation)(inputs, kernel)
 
             self._functions["forward"] = conv
