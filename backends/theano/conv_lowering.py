@@ -32,9 +32,19 @@ FEW_CHANNELS = 4
 #: ``window``-fold copy of the input (2**27: 512 MiB in float32), not a measured crossover; the bench ResNet's
 #: largest is 4.7 M elements (its first strided 3x3 convolution at batch 128).
 MAX_PATCHES_ELEMENTS = 1 << 27
-#: The dtypes XLA's CPU compiler convolves with Eigen's vectorized kernel; it convolves the others (float64) with
-#: plain loops: 0.4-1.1 GFLOP/s on the bench ResNet's 3x3 convolutions where the folded product ran at 3-5.
+#: The dtypes XLA's CPU compiler convolves with Eigen's vectorized kernel in every JAX; before
+#: :data:`FLOAT64_VECTORIZED_FROM` it convolves float64 with plain loops: 0.4-1.1 GFLOP/s on the bench ResNet's 3x3
+#: convolutions with jax 0.4.30, where the folded product ran at 3-5.
 XLA_VECTORIZED_DTYPES = frozenset({"float16", "float32"})
+#: The JAX version from which XLA's CPU convolution of float64 is vectorized as float32's: measured on 0.10.2 (the
+#: bench ResNet's 3x3 convolutions at 7-14 GFLOP/s, faster than the folded product there, 1.36x its time with both
+#: gradients); the versions between 0.4.30 and 0.10 were not measured and are taken as 0.4.30.
+FLOAT64_VECTORIZED_FROM = (0, 10)
+
+
+def vectorized_dtypes(version: tuple = tuple(jax.__version_info__)) -> frozenset[str]:
+    """The dtypes XLA's CPU compiler convolves with its vectorized kernel under JAX ``version``."""
+    return XLA_VECTORIZED_DTYPES | ({"float64"} if tuple(version) >= FLOAT64_VECTORIZED_FROM else set())
 
 
 def out_sizes(sizes, window, strides, dilation, padding) -> list[int]:
@@ -54,16 +64,17 @@ def lowering(platform: str, dtype, input_shape, kernel_shape, strides, padding, 
     jax 0.4.30 and 0.10.2): on a platform of :data:`PATCHES_PLATFORMS`, an ungrouped, forward convolution whose
     intermediates stay under :data:`MAX_PATCHES_ELEMENTS` is lowered to products
 
-    - in float32 (and the other dtypes of XLA's vectorized CPU convolution, :data:`XLA_VECTORIZED_DTYPES`), in every
+    - in float32 (and the other dtypes of XLA's vectorized CPU convolution, :func:`vectorized_dtypes`), in every
       pass where the window is one position (a 1x1 convolution: the patches are a strided view of the input, no
       copy; XLA's gradients of the bench ResNet's strided 1x1 shortcuts took 5-10x the product's) or the input has
       at most :data:`FEW_CHANNELS` channels (an image's colours: XLA's kernel vectorizes over channels and ran at
       2-4 GFLOP/s there, its passes 2-3x the product's). Elsewhere XLA's convolution is kept: with several channels
       its passes were as fast as or faster than every product tried (the patches' window-fold copy, the folded
       product's 3-fold one, Winograd F(2x2, 3x3)'s transforms: 1.2-6x XLA's time per pass at 16-64 channels);
-    - in float64 (and every dtype XLA's CPU compiler convolves with plain loops), in every pass: the folded product
-      where the strides are 1 along all spatial axes but the last (XLA's passes took 4-8x its time on the bench
-      ResNet's 3x3 convolutions), else the patches product.
+    - in float64 under a JAX whose XLA convolves it with plain loops (before :data:`FLOAT64_VECTORIZED_FROM`), in
+      every pass: the folded product where the strides are 1 along all spatial axes but the last (XLA's passes
+      took 4-8x its time on the bench ResNet's 3x3 convolutions), else the patches product. From that version
+      float64 is chosen for as float32.
 
     Args:
         platform: the JAX platform the step runs on (``jax.default_backend()``: ``"cpu"``, ``"gpu"``, ...).
@@ -91,7 +102,7 @@ def lowering(platform: str, dtype, input_shape, kernel_shape, strides, padding, 
                   folded_rows * max(window[-1] * channels_in, math.prod(window[:-1]) * channels_out))
     if largest > MAX_PATCHES_ELEMENTS:
         return xla
-    if np.dtype(dtype).name not in XLA_VECTORIZED_DTYPES:
+    if np.dtype(dtype).name not in vectorized_dtypes():
         way = "folded" if math.prod(window) > 1 and all(s == 1 for s in strides[:-1]) else "patches"
         return dict.fromkeys(PASSES, way)
     return dict.fromkeys(PASSES, "patches" if math.prod(window) == 1 or channels_in <= FEW_CHANNELS else "xla")
