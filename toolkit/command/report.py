@@ -16,6 +16,7 @@ from typing import Any
 
 from toolkit.command.divergence import PAIR_KINDS, pair_label
 from toolkit.command.seed_stats import INTERVAL_LEVEL
+from toolkit.command.timing import busy_note
 from toolkit.errors import ArgumentError
 
 #: The plots a comparison writes, in the order the report shows them, with what each shows.
@@ -271,7 +272,8 @@ def timing_section(results: dict[str, Any]) -> str:
                      rows, 1)
             + (_table(["devices", "ratio of median steps", "ratio", "95% interval"], ratios, 2) if ratios else "")
             + "<p class=note>start-up: from starting the process to the backend ready on its devices (interpreter, "
-              "imports), apart from the first step (tracing or compiling); peak RSS: each process's own.</p>")
+              "imports), apart from the first step (tracing or compiling); peak RSS: each process's own.</p>"
+            + (f"<p class=note>{_e(note)}.</p>" if (note := busy_note(results["runs"])) else ""))
 
 
 def folder_section(folder: Path, index: int) -> str:

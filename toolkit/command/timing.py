@@ -9,7 +9,13 @@ toolkit.command.timing SPEC``) that imports only its framework and reports, as o
   devices), apart from compilation;
 - ``first_step_s``: the first training step (tracing or compiling it);
 - ``rounds_ms``: per round of ``steps`` steps (after the first), the median step time in ms;
-- ``peak_rss_mb``: that process's own peak resident memory.
+- ``peak_rss_mb``: that process's own peak resident memory;
+- ``load``: the machine's 1-minute load average, the largest of its values when the timed steps start and end, and
+  ``cores``, the machine's logical cores. Other processes' work shows in the steps: a load above the cores means a
+  core was not always free. A step over several logical devices suffers most (their threads meet at every
+  cross-device sum, and each waits for the others to be scheduled): on this project's 2-core machines at a load of
+  about 10, the digits MLP's Aesara step on 2 devices measured 1.8 to 5.5 ms in fresh processes, 6.9 ms pinned to one
+  core (1 device: 0.5 and 0.9 ms).
 
 The parent gives each run the median over rounds with a bootstrap interval, and per device count every backend's
 ratio to the first backend with the bootstrap interval of the ratio of medians
@@ -62,7 +68,7 @@ def worker(spec: dict[str, Any], started: float) -> dict[str, Any]:
         started: ``time.time()`` when the parent started this process.
 
     Returns:
-        ``startup_s``, ``first_step_s``, ``rounds_ms``, ``peak_rss_mb``.
+        ``startup_s``, ``first_step_s``, ``rounds_ms``, ``peak_rss_mb``, ``load``, ``cores``.
     """
     import toolkit
     from toolkit.command.compare import make_optimizer
@@ -77,6 +83,7 @@ def worker(spec: dict[str, Any], started: float) -> dict[str, Any]:
     x, y, _, _ = workload.data(spec["seed"])
     batches = draw_batches(len(x), spec["batch"], 1 + spec["steps"] * spec["rounds"], spec["seed"])
     ready = time.time()
+    load = os.getloadavg()[0]
     began = time.perf_counter()
     trainer.step(x[batches[0]], y[batches[0]])
     first = time.perf_counter() - began
@@ -89,7 +96,26 @@ def worker(spec: dict[str, Any], started: float) -> dict[str, Any]:
             times.append((time.perf_counter() - began) * 1e3)
         rounds.append(statistics.median(times))
     return {"startup_s": ready - started, "first_step_s": first, "rounds_ms": rounds,
-            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0}
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+            "load": max(load, os.getloadavg()[0]), "cores": os.cpu_count()}
+
+
+def busy_note(runs: Sequence[dict[str, Any]]) -> str | None:
+    """A warning where the machine was busier than its cores while any run was timed (see the module's docstring).
+
+    Args:
+        runs: a timing's runs.
+
+    Returns:
+        The sentence, or None where every run had a core free (or the runs do not say: results from before ``load``).
+    """
+    busy = [run for run in runs if run.get("load", 0) > run.get("cores", float("inf"))]
+    if not busy:
+        return None
+    worst = max(busy, key=lambda run: run["load"] / run["cores"])
+    return (f"the machine was busy while {len(busy)} of {len(runs)} runs were timed (load average up to "
+            f"{worst['load']:.1f} on {worst['cores']} cores): their steps include waiting for a core, multi-device "
+            "steps most; time again on a quiet machine before reading ratios")
 
 
 def run_timing(config: dict[str, Any], timeout: float,
@@ -179,6 +205,9 @@ def print_timing(results: dict[str, Any]) -> None:
                       f"{ratio['ratio']:.2f} (95% interval {ratio['low']:.2f}-{ratio['high']:.2f})", highlight=False)
     print("start-up: from starting the process to the backend ready on its devices (interpreter, imports), apart "
           "from the first step (tracing or compiling); peak RSS: each process's own")
+    note = busy_note(results["runs"])
+    if note:
+        print(note)
 
 
 if __name__ == "__main__":
