@@ -214,13 +214,13 @@ def test_what_cannot_be_traced_is_refused(keras):
         def call(self, x, training=None):
             return x * 2.0 if training else x
 
-    class Positions(layers.Layer):  # keras.io's TokenAndPositionEmbedding: positions are a constant
+    class Positions(layers.Layer):  # a sub-layer called on a constant other than keras.ops.arange's
         def __init__(self, **kwargs):
             super().__init__(**kwargs)
             self.positions = layers.Embedding(5, 4)
 
         def call(self, x):
-            return x + self.positions(ops.arange(0, ops.shape(x)[1]))
+            return x + self.positions(ops.ones((ops.shape(x)[1],), dtype="int32"))
 
     class Tied(layers.Layer):
         def __init__(self, transpose, **kwargs):

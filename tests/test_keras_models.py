@@ -122,19 +122,18 @@ def _transformer_text(keras, rng):
             ffn_output = self.dropout2(self.ffn(out1), training=training)
             return self.layernorm2(out1 + ffn_output)
 
-    class TokenAndPositionEmbedding(layers.Layer):
-        # A learned position table of its own (keras.io embeds ops.arange positions with an Embedding, which
-        # from_keras refuses: see test_keras_graphs).
+    class TokenAndPositionEmbedding(layers.Layer):  # as keras.io writes it: an Embedding of arange positions
         def __init__(self, maxlen, vocab_size, embed_dim, **kwargs):
             super().__init__(**kwargs)
             self.token_emb = layers.Embedding(input_dim=vocab_size, output_dim=embed_dim)
-            self.maxlen, self.embed_dim = maxlen, embed_dim
-
-        def build(self, input_shape):
-            self.pos_emb = self.add_weight(shape=(self.maxlen, self.embed_dim), name="positions")
+            self.pos_emb = layers.Embedding(input_dim=maxlen, output_dim=embed_dim)
 
         def call(self, x):
-            return self.token_emb(x) + ops.expand_dims(self.pos_emb, 0)
+            maxlen = ops.shape(x)[-1]
+            positions = ops.arange(start=0, stop=maxlen, step=1)
+            positions = self.pos_emb(positions)
+            x = self.token_emb(x)
+            return x + positions
 
     inputs = layers.Input(shape=(5,), dtype="int32")
     x = TokenAndPositionEmbedding(5, 12, 4)(inputs)

@@ -12,10 +12,12 @@ order that computes each tensor before its use.
   same way. Its own weights (``add_weight``) are parameters ``<layer name>/<weight name>`` (:class:`WeightStep`).
   What cannot be traced that way is refused, naming the layer and why: ``call`` failing on symbolic tensors (Python
   control flow on values, a weight assigned, ``add_loss``), a graph that depends on ``training``, a constant the
-  trace computed from weights (a sub-layer called on a constant, such as positions from ``keras.ops.arange``, or an
-  operation on a sub-layer's weight alone: found by tracing again with other weights), a weight the trace does not
-  read, a sub-layer's weight read directly (weight tying), a Keras mask reaching a layer that takes one, and an
-  ``activity_regularizer`` on it. Python values the layer computes from static shapes are fixed at import.
+  trace computed from weights (a sub-layer called on a constant, or an operation on a sub-layer's weight alone:
+  found by tracing again with other weights), a weight the trace does not read, a sub-layer's weight read directly
+  (weight tying), a Keras mask reaching a layer that takes one, and an ``activity_regularizer`` on it. Python
+  values the layer computes from static shapes are fixed at import; ``keras.ops.arange`` of such values (keras.io's
+  ``TokenAndPositionEmbedding``: an ``Embedding`` of ``ops.arange(0, maxlen)`` positions) is a constant of the
+  program (:class:`ConstantStep`), and the sub-layers it feeds train.
 """
 
 from __future__ import annotations
@@ -104,6 +106,18 @@ class PickStep(Step):
     def translate(self, call: _Call):
         index = self.index
         return {}, lambda ops, p, args: Flow(args["x"].value[index], None)
+
+
+class ConstantStep(Step):
+    """A constant a custom layer's call makes with ``keras.ops.arange`` (positions): a tensor of the program, so
+    that the sub-layers and operations it feeds are steps that train (an ``Embedding`` of positions)."""
+
+    def __init__(self, layer, value: np.ndarray):
+        self.name, self.value, self.weights = f"{layer.name} (keras.ops.arange)", value, []
+
+    def translate(self, call: _Call):
+        value = self.value
+        return {}, lambda ops, p, args: Flow(ops.convert_to_tensor(value), None)
 
 
 class WeightStep(Step):
@@ -274,23 +288,40 @@ class _Walker:
             slots[id(tensor)] = self._emit(_Call(PickStep(operation.name, i), (), {"x": _Slot(index)}))
 
     @staticmethod
-    def _trace(layer, args, kwargs, training, inputs) -> tuple[list, list]:
-        """The outputs of ``layer.call`` on symbolic inputs, and the nodes that compute them, in order."""
+    def _trace(layer, args, kwargs, training, inputs) -> tuple[list, list, list]:
+        """The outputs of ``layer.call`` on symbolic inputs, the nodes that compute them, in order, and the
+        constants its ``keras.ops.arange`` calls made: ``(symbolic stand-in, value)``."""
         import keras
         from keras.src.ops.function import Function
 
         given = kwargs if training is None else {**kwargs, "training": training}
+        made, arange = [], keras.ops.arange
+
+        # Keras computes arange of Python numbers (a static length) at once, and a sub-layer called on it too (an
+        # Embedding of positions: a constant that would never train). A symbolic stand-in of the same value keeps
+        # what the call does with it in the graph.
+        def symbolic_arange(*arguments, **options):
+            value = arange(*arguments, **options)
+            if isinstance(value, keras.KerasTensor):
+                return value
+            stand_in = keras.Input(batch_shape=tuple(value.shape), dtype=keras.backend.standardize_dtype(value.dtype))
+            made.append((stand_in, np.asarray(keras.ops.convert_to_numpy(value))))
+            return stand_in
+
+        keras.ops.arange = symbolic_arange
         try:
             outputs = keras.tree.flatten(layer.call(*args, **given))
             if not all(isinstance(t, keras.KerasTensor) for t in outputs):
                 raise TypeError("an output is not computed from the layer's inputs")
-            function = Function(inputs, outputs)
+            function = Function([*inputs, *(stand_in for stand_in, _ in made)], outputs)
         except Exception as error:  # any failure of the user's call on symbolic tensors
             raise _refuse(layer, "its call cannot be traced on symbolic Keras tensors, which from_keras needs to "
                                  "read it as a graph of layers and keras.ops (Python control flow on values, a "
                                  "weight assigned, add_loss?): "
                                  f"{_first_line(error)}") from error
-        return outputs, _ordered(function._nodes_by_depth)
+        finally:
+            keras.ops.arange = arange
+        return outputs, _ordered(function._nodes_by_depth), made
 
     def open(self, layer, args, kwargs, slots: dict) -> list[int]:
         """Adds the inside of a custom layer (or a model used as a layer) called with ``args`` and ``kwargs``
@@ -359,8 +390,10 @@ class _Walker:
                 [type(n.operation) for n in traces[1][1]]:
             raise _refuse(layer, "its call computes a different graph in training and in inference (a branch on "
                                  "training), which from_keras cannot translate: the trainer sets the mode")
-        outputs, nodes = traces[0]
+        outputs, nodes, made = traces[0]
         inner = {id(fresh[id(t)]): slots[id(t)] for t in outer}
+        inner.update((id(stand_in), self._emit(_Call(ConstantStep(layer, value), value.shape, {})))
+                     for stand_in, value in made)
         inner.update((id(stand_ins[name]), self.weights[id(v)]) for name, v in held.items())
         inner_masks = {id(t._keras_mask): id(t) for n in reversed(nodes) for t in n.outputs
                        if getattr(t, "_keras_mask", None) is not None}
@@ -368,8 +401,8 @@ class _Walker:
         missing = [v.path for v in layer.weights if id(v) not in self.reached]
         if missing:
             raise _refuse(layer, f"its weights {missing} are not read by its graph on symbolic inputs (a sub-layer "
-                                 "called on a constant, such as positions from keras.ops.arange, is computed once "
-                                 "with the current weights and would never train): from_keras cannot translate it")
+                                 "called on a constant other than keras.ops.arange's is computed once with the "
+                                 "current weights and would never train): from_keras cannot translate it")
         return [inner[id(t)] for t in outputs]
 
 
@@ -442,4 +475,5 @@ def graph(keras_model) -> tuple[list[_Call], int | list[int]]:
     return walker.calls, outputs if isinstance(keras_model._outputs_struct, (list, tuple)) else outputs[0]
 
 
-__all__ = ["OPERATION_NAMES", "OperationStep", "PickStep", "Step", "WeightStep", "graph", "operation_name"]
+__all__ = ["OPERATION_NAMES", "ConstantStep", "OperationStep", "PickStep", "Step", "WeightStep", "graph",
+           "operation_name"]
