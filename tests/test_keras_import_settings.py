@@ -303,13 +303,13 @@ REFUSED = {
     "BatchNormalization": {"dtype", "axis", "center", "scale", "renorm", "renorm_clipping", "renorm_momentum"},
     "LayerNormalization": {"dtype", "axis", "center", "scale", "rms_scaling"},
     "Embedding": {"dtype", "lora_rank", "quantization_config"},
-    **{kind: {"dtype", "activation", "recurrent_activation", "use_bias", "recurrent_dropout",
+    **{kind: {"dtype", "activation", "recurrent_activation", "recurrent_dropout",
               "return_state", "stateful"} |
        ({"reset_after"} if kind == "GRU" else set())
        for kind in ("LSTM", "GRU")},
     "Activation": {"dtype"}, "ReLU": {"dtype"},
     **{kind: {"dtype"} for kind in ("Add", "Subtract", "Multiply", "Maximum", "Minimum", "Average", "Concatenate")},
-    "MultiHeadAttention": {"dtype", "activity_regularizer", "use_bias", "output_shape", "attention_axes",
+    "MultiHeadAttention": {"dtype", "activity_regularizer", "output_shape", "attention_axes",
                            "sliding_window", "use_gate"},
     **more.ALL_REFUSED,
 }

@@ -130,9 +130,9 @@ def _attention(c: _Call):
     """Keras' ``MultiHeadAttention`` called as ``(query, value, key=None, attention_mask=None,
     use_causal_mask=False)``; the query's, value's and key's Keras masks are ANDed into the attention mask as Keras
     does (query ``[B, T, 1]``, value and key ``[B, 1, S]``), and the output keeps the query's mask. Its ``dropout``
-    drops attention probabilities on the trainer's keys, as the toolkit's dropout layers do."""
+    drops attention probabilities on the trainer's keys, as the toolkit's dropout layers do; without a bias
+    (``use_bias=False``) it adds none, as Keras."""
     layer, call = c.layer, c.arguments
-    _require(layer, layer.use_bias, "use_bias=False")
     _require(layer, getattr(layer, "_output_shape", None) is None, "output_shape")
     _require(layer, layer.attention_axes in (None, (1,), [1]), f"attention_axes={layer.attention_axes!r}")
     _require(layer, not getattr(layer, "_use_gate", False), "use_gate=True")
@@ -145,11 +145,15 @@ def _attention(c: _Call):
              f"calling it with {sorted(extra) or 'return_attention_scores'}")
     causal = call.get("use_causal_mask", False)
     _require(layer, isinstance(causal, bool), "a use_causal_mask that is not a Python bool")
-    prefix, rate = layer.name, float(layer.dropout)
-    names = [f"{prefix}/{part}/{w}" for part in ("query", "key", "value", "attention_output")
-             for w in ("kernel", "bias")]
+    prefix, rate, biased = layer.name, float(layer.dropout), bool(layer.use_bias)
+    parts = ("query", "key", "value", "attention_output")
+    names = [f"{prefix}/{part}/{w}" for part in parts for w in (("kernel", "bias") if biased else ("kernel",))]
 
     def apply(ops, p, args):
+        if not biased:  # zeros where Keras adds no bias: the same numbers, in the biases' shapes (a projection's
+            # [heads, depth], the output's [query_dim]: the kernels' trailing axes)
+            p = {**p, **{f"{prefix}/{part}/bias": ops.zeros_like(p[f"{prefix}/{part}/kernel"][(0, 0) if i == 3 else 0])
+                         for i, part in enumerate(parts)}}
         query, value, key = args["query"], args["value"], args.get("key")
         given = args.get("attention_mask")
         auto = _and(ops, [None if query.mask is None else ops.expand_dims(query.mask, -1),

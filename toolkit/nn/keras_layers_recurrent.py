@@ -34,10 +34,25 @@ def _checked(layer, prefix: str, shape: tuple):
 
 
 def _loop(layer, prefix: str, shape: tuple):
-    """:func:`_checked`'s loop, without dropout."""
+    """:func:`_checked`'s loop, without dropout. Without a bias (``use_bias=False``) the loop adds zeros where
+    Keras adds no bias, which is the same number."""
+    weights, run = _biased_loop(layer, prefix, shape)
+    if layer.use_bias:
+        return weights, run
+    kernel, bias = f"{prefix}/kernel", f"{prefix}/bias"
+    gru = type(layer).__name__ == "GRU"
+
+    def unbiased(ops, p, x, mask):
+        zeros = ops.zeros_like(p[kernel][0])  # the kernel's columns: one bias per unit and gate
+        return run(ops, {**p, bias: ops.stack([zeros, zeros]) if gru else zeros}, x, mask)
+
+    return weights, unbiased
+
+
+def _biased_loop(layer, prefix: str, shape: tuple):
+    """:func:`_loop` of weights named as with a bias (none among them where Keras has none)."""
     kind, cell = type(layer).__name__, layer.cell
     _require(layer, not layer.return_state and not layer.stateful, "return_state or stateful")
-    _require(layer, layer.use_bias, "use_bias=False")
     backwards, unroll, units = bool(layer.go_backwards), bool(layer.unroll), cell.units
     zeroed = bool(getattr(layer, "zero_output_for_mask", False))
     variables = layer.get_weights()
