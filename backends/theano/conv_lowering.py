@@ -28,9 +28,10 @@ PASSES = ("forward", "input_gradient", "kernel_gradient")
 #: Input channels up to which XLA's CPU convolution is slower than the patches product in every pass (measured:
 #: 3 and 1, the bench ResNet's stem and the convnet's first layer, 2-5x; 16 channels: XLA's is faster forward).
 FEW_CHANNELS = 4
-#: The largest patches matrix (elements) the lowering builds: a bound on the memory a step adds for the
-#: ``window``-fold copy of the input (2**27: 512 MiB in float32), not a measured crossover; the bench ResNet's
-#: largest is 4.7 M elements (its first strided 3x3 convolution at batch 128).
+#: The largest patches matrix (elements) the lowering builds, and the largest copy or column blocks of the folded
+#: product: a bound on the memory a step adds for the input's copies (2**27: 512 MiB in float32, 1 GiB in float64),
+#: not a measured crossover; the bench ResNet's largest is 4.7 M elements (its first strided 3x3 convolution's
+#: patches at batch 128).
 MAX_PATCHES_ELEMENTS = 1 << 27
 #: The dtypes XLA's CPU compiler convolves with Eigen's vectorized kernel in every JAX; before
 #: :data:`FLOAT64_VECTORIZED_FROM` it convolves float64 with plain loops: 0.4-1.1 GFLOP/s on the bench ResNet's 3x3
@@ -95,17 +96,17 @@ def lowering(platform: str, dtype, input_shape, kernel_shape, strides, padding, 
         return xla
     window, (channels_in, channels_out) = kernel_shape[:-2], kernel_shape[-2:]
     out = out_sizes(input_shape[1:-1], window, strides, dilation, padding)
-    # The folded product's shifted terms: one row of outputs per padded position of the leading spatial axes.
-    padded_leading = [n + a + b for n, (a, b) in zip(input_shape[1:-2], padding[:-1])]
-    folded_rows = input_shape[0] * math.prod(padded_leading) * out[-1]
-    largest = max(input_shape[0] * math.prod(out) * math.prod(window) * channels_in,  # the patches
-                  folded_rows * max(window[-1] * channels_in, math.prod(window[:-1]) * channels_out))
-    if largest > MAX_PATCHES_ELEMENTS:
-        return xla
     if np.dtype(dtype).name not in vectorized_dtypes():
         way = "folded" if math.prod(window) > 1 and all(s == 1 for s in strides[:-1]) else "patches"
-        return dict.fromkeys(PASSES, way)
-    return dict.fromkeys(PASSES, "patches" if math.prod(window) == 1 or channels_in <= FEW_CHANNELS else "xla")
+    else:
+        way = "patches" if math.prod(window) == 1 or channels_in <= FEW_CHANNELS else "xla"
+    if way == "folded":  # its copy, and its product's column blocks: a row per padded leading position
+        padded_leading = [n + a + b for n, (a, b) in zip(input_shape[1:-2], padding[:-1])]
+        largest = (input_shape[0] * math.prod(padded_leading) * out[-1] *
+                   max(window[-1] * channels_in, math.prod(window[:-1]) * channels_out))
+    else:
+        largest = input_shape[0] * math.prod(out) * math.prod(window) * channels_in  # the patches
+    return xla if largest > MAX_PATCHES_ELEMENTS else dict.fromkeys(PASSES, way)
 
 
 def xla_conv(inputs, kernel, strides, padding, dilation):
