@@ -70,8 +70,8 @@ class PartedModel(Model):
     Attributes:
         parts: the parts in the order they run; the last part's output is the model's.
         inputs: the names of the data inputs.
-        init, forward, loss, name, rows_independent, metrics, constraints: as for :class:`~toolkit.Model`;
-            :meth:`build` makes ``forward`` from the parts.
+        init, forward, loss, name, rows_independent, metrics, constraints, input_shape, output_shape: as for
+            :class:`~toolkit.Model`; :meth:`build` makes ``forward`` from the parts.
     """
 
     parts: tuple[Part, ...] = ()
