@@ -18,7 +18,6 @@ leaves parameters, optimizer state, step count and RNG state as they were.
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import functools
 import os
@@ -41,6 +40,7 @@ from toolkit.errors import (
 from toolkit.nn.context import consecutive_example_keys
 from toolkit.nn.model import Model, State
 from toolkit.registry import get_backend
+from toolkit.training import evaluation
 from toolkit.training import metrics as metrics_module
 from toolkit.training.batches import (
     DTYPES,
@@ -50,8 +50,6 @@ from toolkit.training.batches import (
     count,
     count_non_finite,
     rows,
-    sample_weights,
-    shapes,
     step_weights,
 )
 from toolkit.training.checkpoint import (
@@ -356,43 +354,7 @@ class Trainer:
             ArgumentError: an unknown metric; ShapeError, DTypeError, NonFiniteError: bad input, weights or batch size.
             ComputeError: the framework failed on a device.
         """
-        chosen = metrics_module.get(metrics or self.model.metrics)  # none given: the model's
-        x, y = self.check_batch(x, y)
-        weights = None if sample_weight is None else sample_weights(sample_weight, count(y), "float64")
-        scorer = self._scorers.get(chosen)
-        if scorer is None:
-            def scorer(ops, outputs, y):
-                return {"loss": self.model.loss(ops, outputs, y), **{m.name: m(ops, outputs, y) for m in chosen}}
-
-            self._scorers[chosen] = scorer
-        names = ("loss", *(m.name for m in chosen))
-        weighed = [True, *(m.weighted or m.as_loss for m in chosen)]  # the loss, weighted metrics, per-output losses
-        batches = self._batches(count(y), batch_size)
-        starts = [start for start, _ in batches]
-        sums = np.zeros((len(batches), len(names) + 2))  # per batch: the sums, the example count, the weights' sum
-        for device, outputs, lo, hi in self._inference(x, batches):
-            totals = sums[bisect.bisect_right(starts, lo) - 1]  # this piece's batch's row
-            part = rows(y, slice(lo, hi))
-            placed = optree.tree_map(functools.partial(self.backend.place, device=device), part)
-            scores = self._compute(device, f"y {shapes(part)}", self.backend.call, scorer, device,
-                                   {"outputs": outputs, "y": placed}, self.dtype)
-            w = 1.0 if weights is None else weights[lo:hi]
-            totals[:-2] += [np.sum(np.asarray(self.backend.to_numpy(scores[k]), np.float64) * (w if use else 1.0))
-                            for k, use in zip(names, weighed)]
-            totals[-2:] += hi - lo, np.sum(w) if weights is not None else hi - lo
-        if self.cluster is not None:
-            sums = self.backend.all_reduce_sum(sums.ravel(), f"the evaluation after step {self.step_count}"
-                                               ).reshape(sums.shape)
-        totals = sums.sum(axis=0)
-        # Keras' loss divides the weighted sum by the example count, a weighted metric by the weights' sum (0 where
-        # that is 0: Keras' divide_no_nan); an output's loss is the plain mean of its batches' (Keras' trackers of
-        # them get no batch size)
-        divisors = [totals[-2], *(totals[-1] if m.weighted else totals[-2] for m in chosen)]
-        found = {name: float(total / divisor) if divisor else 0.0
-                 for name, total, divisor in zip(names, totals, divisors)}
-        found.update({m.name: float(np.mean(sums[:, k] / sums[:, -2])) for k, m in enumerate(chosen, start=1)
-                      if m.as_loss})
-        return found
+        return evaluation.evaluate(self, x, y, batch_size, metrics, sample_weight)
 
     @staticmethod
     def _batches(count: int, batch_size: int | None) -> list[tuple[int, int]]:
