@@ -305,7 +305,8 @@ def from_keras(keras_model, loss: Any = None, name: str | None = None) -> Model:
 
     loss_fn.__name__ = getattr(score, "__name__", "loss")
     return Model(init, forward, loss_fn, name=name or keras_model.name, rows_independent=True,
-                 metrics=(*getattr(score, "metrics", ()), *keras_losses.compiled_metrics(keras_model)),
+                 metrics=(*getattr(score, "metrics", ()),
+                          *(() if isinstance(output, list) else keras_losses.compiled_metrics(keras_model))),
                  constraints=constrained, **_example_shapes(keras_model, isinstance(output, list)))
 
 

@@ -10,8 +10,13 @@ takes its inputs and gives its outputs, and its loss, as Keras computes them.
   devices like any loss. Targets are given like the outputs (a list in order, or a dict by output name), to
   ``fit``, ``evaluate`` and the steps alike. Each output's own loss (before ``loss_weights``) is one of the
   model's metrics, ``<output name>_loss``, as Keras' ``fit`` and ``evaluate`` log it. One loss
-  for several outputs (Keras would apply it to the list of outputs as one structure) and compiled metrics on a
-  multi-output model (Keras computes them per output) are refused with a :class:`~toolkit.KerasImportError`.
+  for several outputs (Keras would apply it to the list of outputs as one structure) is refused with a
+  :class:`~toolkit.KerasImportError`.
+- Metrics: compiled ``metrics`` and ``weighted_metrics`` per output, as Keras 3 takes them (a list of one entry per
+  output in order, or a dict by output name; an entry a metric, a list of them or None), each computed on its
+  output and targets and named ``<output name>_<metric>`` (``<output name>_weighted_<metric>`` for a weighted
+  metric whose name a plain one took), as Keras' ``fit`` logs them. Another structure (a flat list of another
+  length), or one name twice (Keras numbers the second), is refused.
 """
 
 from __future__ import annotations
@@ -74,13 +79,10 @@ def compiled_loss(keras_model, loss: Any = None) -> Callable:
 
     Raises:
         KerasImportError: no loss, one loss for all the outputs, losses or weights not one per output, a loss not
-            translated, compiled metrics, or an output carrying a Keras mask.
+            translated, metrics not one entry per output (or one name twice), or an output carrying a Keras mask.
     """
     config = keras_losses._compile_config(keras_model)
     names = list(keras_model.output_names)
-    if config.get("metrics") or config.get("weighted_metrics"):
-        raise KerasImportError("metrics compiled for a model of several outputs are not supported (Keras computes "
-                               "them per output): compile it without metrics, and give fit metrics= of your own")
     if any(getattr(output, "_keras_mask", None) is not None for output in keras_model.outputs):
         raise KerasImportError("an output of the model carries a Keras mask, which Keras' loss weighs its values by; "
                                "from_keras does not apply it")
@@ -120,11 +122,50 @@ def compiled_loss(keras_model, loss: Any = None) -> Callable:
     def output_loss(i: int, name: str, fn: Callable) -> Metric:
         return Metric(f"{name}_loss", lambda ops, outputs, y: fn(ops, outputs[i], target(y, i, name)), as_loss=True)
 
+    def output_metric(i: int, name: str, metric: Metric, label: str, weighted: bool) -> Metric:
+        fn = metric.fn
+        return Metric(label, lambda ops, outputs, y: fn(ops, outputs[i], target(y, i, name)), weighted=weighted)
+
     loss_fn.__name__ = "loss"
     # Keras logs each output's loss (before loss_weights, weighed by sample_weight as the loss) where there are two
     # or more
     loss_fn.metrics = tuple(output_loss(i, name, fn) for i, name, fn, _ in terms) if len(terms) > 1 else ()
+    labels: set[str] = set()
+    for key in ("metrics", "weighted_metrics"):
+        weighted = key == "weighted_metrics"
+        for i, name, metric in _output_metrics(config.get(key), names, key, dtype):
+            label = f"{name}_{metric.name}"
+            if weighted and label in labels:  # Keras' name for a weighted metric a plain one already named
+                label = f"{name}_weighted_{metric.name}"
+            if label in labels:
+                raise KerasImportError(f"{key}: the metric {label!r} is compiled twice (Keras numbers the second "
+                                       f"{label}_1), which from_keras does not name: compile it once")
+            labels.add(label)
+            loss_fn.metrics += (output_metric(i, name, metric, label, weighted),)
     return loss_fn
+
+
+def _output_metrics(given, names: list[str], key: str, dtype: str) -> list[tuple[int, str, Metric]]:
+    """``(output index, output name, metric)`` of each metric that ``metrics=`` or ``weighted_metrics=`` (``key``)
+    gives a model of the outputs ``names``, as Keras 3 reads them (see the module docstring)."""
+    if not given:
+        return []
+    if isinstance(given, dict):
+        entries = _per_output(given, names, key)
+    elif isinstance(given, (list, tuple)) and len(given) == len(names):
+        entries = list(given)
+    else:
+        raise KerasImportError(f"{key}={given!r}: a model of the outputs {names} takes one entry per output (a "
+                               "metric, a list of them or None), as a list in that order or a dict by output name, "
+                               "as Keras 3 does")
+    found = []
+    for i, (name, entry) in enumerate(zip(names, entries)):
+        for metric in entry if isinstance(entry, (list, tuple)) else [] if entry is None else [entry]:
+            if isinstance(metric, (list, tuple, dict)):
+                raise KerasImportError(f"{key}={given!r}: the output {name!r} is given nested metrics {metric!r}; "
+                                       "give it a metric or a flat list of them")
+            found.append((i, name, keras_losses.translate_metric(metric, dtype)))
+    return found
 
 
 __all__ = ["arrange", "compiled_loss", "input_names"]
