@@ -74,3 +74,15 @@ def test_keras_metrics_keras_reads_another_way_are_refused(keras):
         toolkit.from_keras(_two_heads(keras, metrics=[[["mae"]], None]))
     with pytest.raises(toolkit.KerasImportError, match="'score_mae' is compiled twice"):
         toolkit.from_keras(_two_heads(keras, metrics=[["mae", "mae"], None]))
+
+
+def test_per_output_sample_weights_are_refused():
+    """Keras takes one weight array per output (a dict or a list of arrays); the toolkit takes one per example,
+    and refuses the others naming them, before any step."""
+    from toolkit.training.batches import sample_weights
+
+    weights = np.ones(EXAMPLES)
+    for given in ({"score": weights, "kind": weights}, [weights, weights]):
+        with pytest.raises(toolkit.ShapeError, match="per-output weights are not supported"):
+            sample_weights(given, EXAMPLES, "float64")
+    assert sample_weights([1.0] * EXAMPLES, EXAMPLES, "float64").shape == (EXAMPLES,)  # a list of one per example

@@ -247,9 +247,10 @@ def sample_weights(sample_weight: Any, count: int, dtype: str, what: str = "samp
         ShapeError: another shape (per-output weights included); DTypeError: not numbers; NonFiniteError: NaN or
             Inf.
     """
-    if isinstance(sample_weight, Mapping):
+    if isinstance(sample_weight, Mapping) or isinstance(sample_weight, (list, tuple)) and sample_weight and all(
+            np.ndim(v) >= 1 for v in sample_weight):
         raise ShapeError(f"{what} must be one array of a weight per example (per-output weights are not "
-                         "supported), got a dict")
+                         f"supported), got a {type(sample_weight).__name__} of arrays")
     array = np.asarray(sample_weight)
     if array.dtype.kind not in "biuf":
         raise DTypeError(f"{what} must hold numbers, got dtype {array.dtype}")
