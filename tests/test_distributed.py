@@ -246,13 +246,3 @@ def test_a_process_that_never_joins_is_named_within_the_bound(backend_name, alon
     assert "did not complete within 5 s" in done.stderr
     assert elapsed < FAILURE_TIMEOUT + FAILURE_SLACK
 
-
-def test_launch_runs_the_multiprocess_example(backend_name):
-    example = str(ROOT / "examples" / "digits_multiprocess.py")
-    done = _launch("-n", "2", "--timeout", "60", "--", sys.executable, example, "--backend", backend_name, "--steps",
-                   "20", "--json")
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    result = json.loads(next(line[4:] for line in done.stdout.splitlines() if line.startswith("[0] {")))
-    assert result["processes"] == 2 and len(result["losses"]) == 20 and result["losses"][-1] < result["losses"][0]
-    sums = {line.split("checksum ")[1] for line in done.stdout.splitlines() if "parameter checksum" in line}
-    assert len(sums) == 1  # both processes end with the same parameters

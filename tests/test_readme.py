@@ -123,6 +123,12 @@ def test_example_usage_lines_run_as_written(command, tmp_path):
     done = subprocess.run(argv, capture_output=True, text=True, timeout=600, cwd=tmp_path, env=clean_env())
     assert done.returncode == 0, done.stderr[-4000:]
     assert done.stdout.strip(), "printed nothing"
+    if argv[3:5] == ["launch", "-n"]:  # the multiprocess example: every process ends with the same parameters
+        lines = done.stdout.splitlines()
+        sums = [line.split("parameter checksum ")[1] for line in lines if "parameter checksum" in line]
+        assert len(sums) == int(argv[5]) and len(set(sums)) == 1, done.stdout[-3000:]
+        losses = [float(line.split("loss ")[1]) for line in lines if "] step " in line]
+        assert len(losses) >= 2 and losses[-1] < losses[0], done.stdout[-3000:]
 
 
 @pytest.mark.parametrize("name", ["compare", "models", "lengths", "bench", "bench-pytensor", "ops"])
