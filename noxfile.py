@@ -103,6 +103,13 @@ def keras_ops(session: nox.Session, backend: str) -> None:
     run_keras_ops(session, backend, *session.posargs)
 
 
+#: What ``parity-pytensor`` also leaves out of PyTensor's Keras-reference tests: the walk over every constructor
+#: argument of every supported layer and Keras' rank rules for losses (90 tests, about 2 s of CPU each on the Theano
+#: family), the importer's policy, which the ``parity`` session runs on Aesara. PyTensor still imports and trains
+#: every layer kind (test_keras_layers*.py), the keras.io-style models and the Keras graphs against Keras.
+PYTENSOR_KERAS_LEAVES_OUT = ("test_keras_import_settings.py",)
+
+
 @nox.session(name="parity-pytensor", requires=["reference-aesara"])
 def parity_pytensor(session: nox.Session) -> None:
     """TensorFlow and PyTensor on NumPy 2: the parity tests, the PyTensor cases of the tests whose reference is Keras
@@ -111,11 +118,12 @@ def parity_pytensor(session: nox.Session) -> None:
     (``keras-ops``; arguments after ``--`` go to pytest only)."""
     session.install("-e", ".[tensorflow,pytensor,dev]", *KERAS_OPS_INSTALL["tensorflow"])
     # The files of PYTENSOR_LEAVES_OUT are left out here too, for the same reason (their parity cases run in
-    # ``parity``); and the slow keras.io-style models (tests/test_keras_models.py) run on Aesara only, about 110 s of
-    # CPU on PyTensor.
+    # ``parity``); so are PYTENSOR_KERAS_LEAVES_OUT and the slow keras.io-style models (tests/test_keras_models.py),
+    # about 110 s of CPU on PyTensor, which run on Aesara only.
     selection = session.posargs or [f"--ignore=tests/{name}" for name in PYTENSOR_LEAVES_OUT]
     session.run("pytest", *WORKERS, "-m", "parity", *selection, env=QUIET)
-    session.run("pytest", *WORKERS, "-m", "not parity and not slow", "-k", "pytensor and keras", *selection,
+    keras_selection = session.posargs or [*selection, *(f"--ignore=tests/{name}" for name in PYTENSOR_KERAS_LEAVES_OUT)]
+    session.run("pytest", *WORKERS, "-m", "not parity and not slow", "-k", "pytensor and keras", *keras_selection,
                 env=QUIET)
     session.run("multigpu", "parity", "--backends", "pytensor", "--against", f"{REFERENCE}/results.json", env=QUIET)
     run_keras_ops(session, "tensorflow")
