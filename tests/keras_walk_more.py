@@ -145,7 +145,7 @@ _SHARED_REFUSED = {"dtype"}
 #: is honoured.
 REFUSED = {
     "UpSampling2D": _SHARED_REFUSED | {"interpolation"},
-    "SimpleRNN": _SHARED_REFUSED | {"recurrent_dropout", "return_state", "stateful"},
+    "SimpleRNN": _SHARED_REFUSED | {"return_state", "stateful"},
     # Keras cannot serialize an activity_regularizer given to these (get_config fails), so from_keras cannot read
     # their arguments
     **{kind: _SHARED_REFUSED | {"activity_regularizer"} for kind in ("Identity", "ELU")},

@@ -303,7 +303,7 @@ REFUSED = {
     "BatchNormalization": {"dtype", "axis", "center", "scale", "renorm", "renorm_clipping", "renorm_momentum"},
     "LayerNormalization": {"dtype", "axis", "center", "scale", "rms_scaling"},
     "Embedding": {"dtype", "lora_rank", "quantization_config"},
-    **{kind: {"dtype", "activation", "recurrent_activation", "recurrent_dropout",
+    **{kind: {"dtype", "activation", "recurrent_activation",
               "return_state", "stateful"} |
        ({"reset_after"} if kind == "GRU" else set())
        for kind in ("LSTM", "GRU")},

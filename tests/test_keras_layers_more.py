@@ -320,13 +320,14 @@ def test_attention_dropout_trains_as_keras_and_draws_per_example(keras, backend)
 
 
 def _recurrent_dropout_model(keras, rate: float):
-    """A SimpleRNN, a Bidirectional LSTM and a GRU, each with input ``dropout`` ``rate`` and without biases
-    (``use_bias=False``; the layers with biases are the other tests')."""
+    """A SimpleRNN, a Bidirectional LSTM and two GRUs without biases (``use_bias=False``; the layers with biases
+    are the other tests'), each with input ``dropout`` ``rate``, all but the last with ``recurrent_dropout`` too."""
     L = keras.layers
     keras.utils.set_random_seed(19)
     inputs = keras.Input((5, 3))
-    x = L.SimpleRNN(4, dropout=rate, return_sequences=True, use_bias=False)(inputs)
-    x = L.Bidirectional(L.LSTM(3, dropout=rate, return_sequences=True, use_bias=False))(x)
+    x = L.SimpleRNN(4, dropout=rate, recurrent_dropout=rate, return_sequences=True, use_bias=False)(inputs)
+    x = L.Bidirectional(L.LSTM(3, dropout=rate, recurrent_dropout=rate, return_sequences=True, use_bias=False))(x)
+    x = L.GRU(3, dropout=rate, recurrent_dropout=rate, return_sequences=True, use_bias=False)(x)
     model = keras.Model(inputs, L.Dense(2)(L.GRU(2, dropout=rate, use_bias=False)(x)),
                         name=f"recurrent_dropout_{rate}")
     model.compile(optimizer=keras.optimizers.SGD(LR), loss="mse")
@@ -334,10 +335,12 @@ def _recurrent_dropout_model(keras, rate: float):
 
 
 def test_recurrent_dropout_trains_as_keras_and_draws_per_example(keras, backend):
-    """SimpleRNN, LSTM and GRU ``dropout``: Keras' one mask per sequence on the inputs (the same at every step). At
-    a rate of 1e-12 nothing is dropped in either and two SGD steps equal Keras' train_on_batch (the scale
-    1 / (1 - rate) too); at 0.5 training draws (the toolkit's per-example masks, the same on any device count: see
-    the noise layers' test): its loss is not the inference loss."""
+    """SimpleRNN, LSTM and GRU ``dropout``: Keras' one mask per sequence on the inputs (the same at every step);
+    with ``recurrent_dropout``, Keras' cell of implementation 1 (a mask per gate on the inputs and on the previous
+    output, drawn once per sequence). At a rate of 1e-12 nothing is dropped in either and two SGD steps equal Keras'
+    train_on_batch (the scale 1 / (1 - rate) too, and implementation 1's products gate by gate); at 0.5 training
+    draws (the toolkit's per-example masks, the same on any device count: see the noise layers' test): its loss is
+    not the inference loss."""
     rng = np.random.default_rng(19)  # its own data: the margin below is checked for these draws
     x, y = rng.normal(size=(4, 5, 3)), rng.normal(size=(4, 2))
     _compare(keras, backend, _recurrent_dropout_model(keras, 1e-12), x, y)

@@ -21,7 +21,10 @@ def _checked(layer, prefix: str, shape: tuple):
     is Keras' (without ``recurrent_dropout``): in training, one mask per sequence on the inputs, the same at every
     step, drawn on the trainer's keys as the toolkit's dropout layers draw; Keras drops nothing at a rate outside
     ``(0, 1)``."""
-    _require(layer, not layer.cell.recurrent_dropout, "recurrent_dropout")
+    recurrent_rate = float(layer.cell.recurrent_dropout)
+    _require(layer, recurrent_rate < 1.0, "recurrent_dropout=1")
+    if recurrent_rate:
+        return _recurrent_dropped(layer, prefix, shape, float(layer.cell.dropout), recurrent_rate)
     weights, run = _loop(layer, prefix, shape)
     rate = float(layer.cell.dropout)
     if not 0.0 < rate < 1.0:
@@ -33,20 +36,54 @@ def _checked(layer, prefix: str, shape: tuple):
     return weights, dropped
 
 
+def _recurrent_dropped(layer, prefix: str, shape: tuple, rate: float, recurrent_rate: float):
+    """A ``SimpleRNN``, ``LSTM`` or ``GRU`` with ``recurrent_dropout``, as Keras' cell computes it then (its
+    ``implementation=1``): in training, masks drawn once per sequence (on the trainer's keys) and used at every
+    step, on the previous output before each recurrent product and, with ``dropout``, on the inputs; the ``LSTM``'s
+    four gates (the ``GRU``'s three) each with masks of their own, a ``SimpleRNN`` one of each."""
+    kind, units = type(layer).__name__, layer.cell.units
+    weights, run = _loop(layer, prefix, shape)  # checks the layer's other settings, and runs inference
+    gates = {"SimpleRNN": 1, "LSTM": 4, "GRU": 3}[kind]
+    backwards, unroll = bool(layer.go_backwards), bool(layer.unroll)
+    zeroed, sequences = bool(getattr(layer, "zero_output_for_mask", False)), bool(layer.return_sequences)
+    activation = resolve(layer, layer.cell.activation) if kind == "SimpleRNN" else None
+
+    def draws(ops, like, rate_):
+        ones = ops.ones_like(like)
+        return [layers.dropout(ops, ones, rate_) for _ in range(gates)] if 0.0 < rate_ < 1.0 else None
+
+    def dropped(ops, p, x, mask):
+        if not ops.training:
+            return run(ops, p, x, mask)
+        p = _with_bias(ops, layer, p, prefix)
+        # [batch, features] and [batch, units] (the shape of a step's product with the first gate's kernel)
+        step_outputs = ops.matmul(x[:, 0, :], p[f"{prefix}/kernel"][:, :units])
+        inputs, states = draws(ops, x[:, 0, :], rate), draws(ops, step_outputs, recurrent_rate)
+        if kind == "SimpleRNN":
+            x = x if inputs is None else x * ops.expand_dims(inputs[0], 1)
+            return simple_rnn(ops, p, x, prefix, activation, mask, backwards, sequences, unroll, zeroed,
+                              recurrent_mask=states[0])
+        y = gated_sequences(ops, p, x, prefix, kind, units, mask, backwards, unroll, zeroed, inputs, states)
+        return y if sequences else y[:, -1]
+
+    return weights, dropped
+
+
+def _with_bias(ops, layer, p, prefix: str):
+    """``p`` with zeros for the bias of a recurrent layer without one (``use_bias=False``): the same numbers."""
+    if layer.use_bias:
+        return p
+    zeros = ops.zeros_like(p[f"{prefix}/kernel"][0])  # the kernel's columns: one bias per unit and gate
+    return {**p, f"{prefix}/bias": ops.stack([zeros, zeros]) if type(layer).__name__ == "GRU" else zeros}
+
+
 def _loop(layer, prefix: str, shape: tuple):
     """:func:`_checked`'s loop, without dropout. Without a bias (``use_bias=False``) the loop adds zeros where
     Keras adds no bias, which is the same number."""
     weights, run = _biased_loop(layer, prefix, shape)
     if layer.use_bias:
         return weights, run
-    kernel, bias = f"{prefix}/kernel", f"{prefix}/bias"
-    gru = type(layer).__name__ == "GRU"
-
-    def unbiased(ops, p, x, mask):
-        zeros = ops.zeros_like(p[kernel][0])  # the kernel's columns: one bias per unit and gate
-        return run(ops, {**p, bias: ops.stack([zeros, zeros]) if gru else zeros}, x, mask)
-
-    return weights, unbiased
+    return weights, lambda ops, p, x, mask: run(ops, _with_bias(ops, layer, p, prefix), x, mask)
 
 
 def _biased_loop(layer, prefix: str, shape: tuple):
@@ -90,11 +127,13 @@ def _biased_loop(layer, prefix: str, shape: tuple):
 
 
 def simple_rnn(ops, p, x, prefix: str, activation, mask=None, go_backwards: bool = False,
-               return_sequences: bool = False, unroll: bool = False, zero_output_for_mask: bool = False):
+               return_sequences: bool = False, unroll: bool = False, zero_output_for_mask: bool = False,
+               recurrent_mask=None):
     """Keras' ``SimpleRNN``: ``h_t = activation(x_t W + b + h_{t-1} U)`` from ``h_0 = 0`` over ``x``
     (``[batch, time, features]``); the last output, or every step's (``[batch, time, units]``, in the order the
     steps were read). At a masked step ``h`` stays as it was, and so does the output (0 with
-    ``zero_output_for_mask``)."""
+    ``zero_output_for_mask``). ``recurrent_mask`` (``[batch, units]``, or None) multiplies ``h_{t-1}`` before
+    its product, as Keras' ``recurrent_dropout``."""
     kernel, recurrent, bias = (p[f"{prefix}/{k}"] for k in ("kernel", "recurrent_kernel", "bias"))
     inputs = ops.transpose(ops.matmul(x, kernel) + bias, (1, 0, 2))
     keep = None if mask is None else ops.expand_dims(ops.transpose(ops.cast(mask, ops.dtype)), -1)
@@ -104,7 +143,7 @@ def simple_rnn(ops, p, x, prefix: str, activation, mask=None, go_backwards: bool
     def step(state, xs):
         h, _ = state
         z, k = xs
-        new = activation(ops, z + ops.matmul(h, recurrent))
+        new = activation(ops, z + ops.matmul(h if recurrent_mask is None else h * recurrent_mask, recurrent))
         h = new if k is None else h + k * (new - h)
         out = h if k is None or not zero_output_for_mask else k * h
         return (h, out), out if return_sequences else None
@@ -115,13 +154,21 @@ def simple_rnn(ops, p, x, prefix: str, activation, mask=None, go_backwards: bool
 
 
 def gated_sequences(ops, p, x, prefix: str, kind: str, units: int, mask=None, go_backwards: bool = False,
-                    unroll: bool = False, zero_output_for_mask: bool = False):
+                    unroll: bool = False, zero_output_for_mask: bool = False, input_masks=None,
+                    recurrent_masks=None):
     """Every step's output of Keras' ``LSTM`` or ``GRU`` (``return_sequences=True``; the equations of
     :func:`toolkit.nn.layers.lstm` and :func:`toolkit.nn.layers.gru`), ``[batch, time, units]`` in the order the
-    steps were read; masks as :func:`simple_rnn`."""
+    steps were read; masks as :func:`simple_rnn`. ``input_masks`` and ``recurrent_masks`` (one ``[batch, features]``
+    or ``[batch, units]`` mask per gate, or None): Keras' ``implementation=1`` with dropout, each gate's inputs and
+    ``h_{t-1}`` multiplied by the gate's own mask before its products."""
     kernel, recurrent, bias = (p[f"{prefix}/{k}"] for k in ("kernel", "recurrent", "bias"))
     gru = kind == "GRU"
-    inputs = ops.transpose(ops.matmul(x, kernel) + (bias[0] if gru else bias), (1, 0, 2))
+    if input_masks is None:
+        projected = ops.matmul(x, kernel)
+    else:
+        projected = ops.concatenate([ops.matmul(x * ops.expand_dims(m, 1), kernel[:, g * units:(g + 1) * units])
+                                     for g, m in enumerate(input_masks)], axis=-1)
+    inputs = ops.transpose(projected + (bias[0] if gru else bias), (1, 0, 2))
     keep = None if mask is None else ops.expand_dims(ops.transpose(ops.cast(mask, ops.dtype)), -1)
     if go_backwards:
         inputs, keep = ops.flip(inputs, axis=0), None if keep is None else ops.flip(keep, axis=0)
@@ -129,15 +176,21 @@ def gated_sequences(ops, p, x, prefix: str, kind: str, units: int, mask=None, go
     def carry(old, new, k):
         return new if k is None else old + k * (new - old)
 
+    def recurrent_products(h):
+        if recurrent_masks is None:
+            return ops.matmul(h, recurrent)
+        return ops.concatenate([ops.matmul(h * m, recurrent[:, g * units:(g + 1) * units])
+                                for g, m in enumerate(recurrent_masks)], axis=-1)
+
     def step(state, xs):
         (h, c), (a, k) = state, xs
         if gru:
-            r_in = ops.matmul(h, recurrent) + bias[1]
+            r_in = recurrent_products(h) + bias[1]
             z = ops.sigmoid(a[:, :units] + r_in[:, :units])
             r = ops.sigmoid(a[:, units:2 * units] + r_in[:, units:2 * units])
             new_h, new_c = z * h + (1.0 - z) * ops.tanh(a[:, 2 * units:] + r * r_in[:, 2 * units:]), c
         else:
-            a = a + ops.matmul(h, recurrent)
+            a = a + recurrent_products(h)
             new_c = ops.sigmoid(a[:, units:2 * units]) * c + \
                 ops.sigmoid(a[:, :units]) * ops.tanh(a[:, 2 * units:3 * units])
             new_h = ops.sigmoid(a[:, 3 * units:]) * ops.tanh(new_c)
