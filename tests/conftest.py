@@ -42,8 +42,17 @@ BACKEND_PARAMS = [pytest.param(name, marks=needs_backend(name), id=name) for nam
 needs_all_backends = pytest.mark.both_backends
 
 
+#: Test files whose tests each run a whole program for tens of seconds (the README's programs and usage lines, fits
+#: killed and resumed, several processes, the bench, the examples, the command line, an installed wheel). They run
+#: first: pytest-xdist hands out tests in collection order, and a long test taken last keeps one core busy while the
+#: other worker has nothing left to do.
+LONG_FIRST = ("test_readme.py", "test_resume.py", "test_packaging.py", "test_distributed.py", "test_bench.py",
+              "test_examples.py", "test_cli.py")
+
+
 @pytest.hookimpl(tryfirst=True)  # before pytest's own -m selection reads the markers
 def pytest_collection_modifyitems(config, items):
+    items.sort(key=lambda item: item.path.name not in LONG_FIRST)  # stable: each file's tests keep their order
     missing = [name for name in PARITY if name not in INSTALLED]
     for item in items:
         if item.get_closest_marker("both_backends"):
