@@ -36,6 +36,7 @@ from .graphs import (
     reduced,
     shape_of,
     tt,
+    zero_grad,
 )
 from .ops_arrays import TheanoArrayOps
 from .ops_bits import TheanoBitOps
@@ -52,6 +53,26 @@ from .ops_sorting import TheanoSortingOps
 from .ops_windows import TheanoWindowOps
 
 jnp = jax.numpy  # jax as .graphs started it, the engine's way
+
+
+def _tie_shared(extremum, x, axes, keepdims):
+    """``extremum`` (the engine's max or min) of ``x`` over ``axes`` whose gradient is shared equally by the entries
+    that tie for it, as TensorFlow's and JAX's is (Keras' ``ops.max`` on either). The engine's gives each tied entry
+    the whole gradient: a global max pooling of the digits, whose equal pixel patches tie, moved 1e-5 away from
+    TensorFlow in one float64 step.
+
+    The value is the engine's, bit for bit: ``m - e`` with ``e`` an exact zero (a mean of ``m - x`` over the tied
+    entries) whose gradient is the ties' share. A NaN or infinite extremum keeps the engine's gradient (``m - x``
+    is NaN there)."""
+    if not x.dtype.startswith("float"):
+        return extremum(x, axis=axes, keepdims=keepdims)
+    found = extremum(x, axis=axes, keepdims=True)
+    held = zero_grad(found)
+    ties = tt.eq(x, held)
+    share = tt.sum(tt.switch(ties, held - x, 0), axis=axes, keepdims=True) / tt.sum(ties, axis=axes,
+                                                                                     keepdims=True, dtype=x.dtype)
+    value = tt.switch(tt.or_(tt.isnan(found), tt.isinf(found)), found, held - share)  # Aesara has no isfinite
+    return value if keepdims else tt.squeeze(value, axis=axes)
 
 
 class TheanoOps(TheanoElementwiseOps, TheanoShapeOps, TheanoMathOps, TheanoBitOps, TheanoArrayOps,
@@ -88,10 +109,10 @@ class TheanoOps(TheanoElementwiseOps, TheanoShapeOps, TheanoMathOps, TheanoBitOp
         return tt.mean(x, axis=axes, keepdims=keepdims)
 
     def _max(self, x, axes, keepdims):
-        return reduced(tt.max(x, axis=axes, keepdims=keepdims), x, axes, keepdims)  # MaxAndArgmax forgets sizes
+        return reduced(_tie_shared(tt.max, x, axes, keepdims), x, axes, keepdims)  # MaxAndArgmax forgets sizes
 
     def _min(self, x, axes, keepdims):
-        return reduced(tt.min(x, axis=axes, keepdims=keepdims), x, axes, keepdims)
+        return reduced(_tie_shared(tt.min, x, axes, keepdims), x, axes, keepdims)
 
     def _argmax(self, x, axis, keepdims):
         # Aesara's Argmax has no JAX conversion in 2.9; environment.py adds one.
