@@ -127,9 +127,8 @@ class Ops(ops_elementwise.ElementwiseOps, ops_shapes.ShapeOps, ops_math.MathOps,
 
     def max(self, x, axis: Axis = None, keepdims: bool = False, initial=None):
         """Maximum over ``axis`` (all axes when None; ``()`` none), and ``initial`` when given (``keras.ops.max``).
-        Where several entries tie for the maximum, frameworks split the gradient differently (TensorFlow shares it,
-        Aesara gives each the whole); ties at a ReLU's zero, the common case, get no gradient on either. NaN
-        propagates.
+        Where several entries tie for the maximum, they share its gradient equally on every backend (as TensorFlow's
+        ``reduce_max`` and JAX's ``max`` do, so Keras' on either); ``min`` likewise. NaN propagates.
 
         Raises:
             ShapeError: an axis of size 0 reduced without ``initial`` (NumPy's and Keras' ValueError).
