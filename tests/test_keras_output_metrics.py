@@ -86,3 +86,23 @@ def test_per_output_sample_weights_are_refused():
         with pytest.raises(toolkit.ShapeError, match="per-output weights are not supported"):
             sample_weights(given, EXAMPLES, "float64")
     assert sample_weights([1.0] * EXAMPLES, EXAMPLES, "float64").shape == (EXAMPLES,)  # a list of one per example
+
+
+def test_a_list_of_one_output_is_one_output_as_in_keras(keras):
+    """``keras.Model(x, [y])``: Keras' call unpacks the list of one, so predict gives one array and fit logs
+    ``mae``, not ``<output>_mae``; the import does the same."""
+    keras.utils.set_random_seed(3)
+    x = keras.Input((3,))
+    model = keras.Model(x, [keras.layers.Dense(2, name="score")(x)])
+    model.compile(optimizer=keras.optimizers.SGD(LR), loss="mse", metrics=["mae", "mse"])
+    rng = np.random.default_rng(5)
+    data, target = rng.normal(size=(EXAMPLES, 3)), rng.normal(size=(EXAMPLES, 2))
+    imported = toolkit.from_keras(model)
+    trainer = toolkit.DataParallel(imported, "tensorflow", 1, toolkit.optim.SGD(LR), dtype="float64")
+    assert trainer.predict(data).shape == np.shape(model.predict(data, verbose=0)) == (EXAMPLES, 2)
+    keras_history = model.fit(data, target, batch_size=BATCH, shuffle=False, verbose=0).history
+    history = trainer.fit(data, target, batch_size=BATCH, shuffle=False, verbose=0).history
+    assert sorted(history) == sorted(keras_history) == ["loss", "mae", "mse"]
+    for key, values in keras_history.items():
+        np.testing.assert_allclose(history[key], values, rtol=TOLERANCE, atol=TOLERANCE)
+

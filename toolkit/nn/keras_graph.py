@@ -472,7 +472,10 @@ def graph(keras_model) -> tuple[list[_Call], int | list[int]]:
         raise KerasImportError("an output of the model is not computed from its inputs by layers and operations, "
                                "which from_keras cannot translate")
     outputs = [slots[id(tensor)] for tensor in keras_model.outputs]
-    return walker.calls, outputs if isinstance(keras_model._outputs_struct, (list, tuple)) else outputs[0]
+    # Keras' Functional.call unpacks a list of one output (unpack_singleton): that model predicts, scores and logs
+    # one output, under the names of a model of one output.
+    several = isinstance(keras_model._outputs_struct, (list, tuple)) and len(outputs) > 1
+    return walker.calls, outputs if several else outputs[0]
 
 
 __all__ = ["OPERATION_NAMES", "ConstantStep", "OperationStep", "PickStep", "Step", "WeightStep", "graph",
