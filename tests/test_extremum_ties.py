@@ -11,6 +11,8 @@ import toolkit
 
 #: Rows with two, four and two tied maxima (the last at a negative value; -0.0 and 0.0 tie too).
 ROWS = np.array([[1.0, 3.0, 3.0, 0.0], [2.0, 2.0, 2.0, 2.0], [-5.0, -1.0, -7.0, -1.0], [-0.0, 0.0, -2.0, -3.0]])
+#: An input whose -log ties at +inf twice (parameters and inputs are finite: the model makes the infinities).
+ZEROS_TWICE = np.array([[0.0, 1.0, 0.0, 0.5]])
 #: Two one-channel 2x2 images, as a global max pooling reduces them over (1, 2): three ties, then none.
 IMAGES = np.array([[[4.0, 4.0], [1.0, 4.0]], [[0.5, 2.0], [1.0, 0.0]]])[..., None]
 #: Columns for a min over axis 0 with keepdims: a tie of two, then none.
@@ -28,12 +30,14 @@ def test_tied_maxima_and_minima_share_the_gradient_equally(backend):
 
     def forward(ops, p, x):
         return (ops.sum(ops.max(p["rows"], axis=1)) + ops.sum(ops.max(p["images"], axis=(1, 2)))
-                + ops.sum(ops.min(p["columns"], axis=0, keepdims=True)))
+                + ops.sum(ops.min(p["columns"], axis=0, keepdims=True))
+                + ops.sum(ops.max(p["shift"] - ops.log(x), axis=1)))
 
-    model = toolkit.Model(lambda rng: {"rows": ROWS, "images": IMAGES, "columns": COLUMNS}, forward,
-                          lambda ops, out, y: ops.reshape(out, (1,)))
+    model = toolkit.Model(lambda rng: {"rows": ROWS, "images": IMAGES, "columns": COLUMNS, "shift": np.zeros(4)},
+                          forward, lambda ops, out, y: ops.reshape(out, (1,)))
     trainer = toolkit.DataParallel(model, backend, 1, toolkit.optim.SGD(0.1), dtype="float64")
-    grads = trainer.gradients(np.zeros((1, 1)), np.zeros(1))
+    grads = trainer.gradients(ZEROS_TWICE, np.zeros(1))
+    np.testing.assert_array_equal(grads["shift"], [0.5, 0.0, 0.5, 0.0])
     np.testing.assert_array_equal(grads["rows"], _shares(np.max, ROWS, 1))
     np.testing.assert_array_equal(grads["images"], _shares(np.max, IMAGES, (1, 2)))
     np.testing.assert_array_equal(grads["columns"], _shares(np.min, COLUMNS, 0))

@@ -62,16 +62,18 @@ def _tie_shared(extremum, x, axes, keepdims):
     TensorFlow in one float64 step.
 
     The value is the engine's, bit for bit: ``m - e`` with ``e`` an exact zero (a mean of ``m - x`` over the tied
-    entries) whose gradient is the ties' share. A NaN or infinite extremum keeps the engine's gradient (``m - x``
-    is NaN there)."""
+    entries) whose gradient is the ties' share. An infinite extremum (where ``m - x`` is NaN) is the mean of its
+    ties, exactly the infinity, with the same gradient. A NaN extremum keeps the engine's value and gradient (on
+    TensorFlow it is NaN, and so is the loss it reaches)."""
     if not x.dtype.startswith("float"):
         return extremum(x, axis=axes, keepdims=keepdims)
     found = extremum(x, axis=axes, keepdims=True)
     held = zero_grad(found)
     ties = tt.eq(x, held)
-    share = tt.sum(tt.switch(ties, held - x, 0), axis=axes, keepdims=True) / tt.sum(ties, axis=axes,
-                                                                                     keepdims=True, dtype=x.dtype)
-    value = tt.switch(tt.or_(tt.isnan(found), tt.isinf(found)), found, held - share)  # Aesara has no isfinite
+    count = tt.sum(ties, axis=axes, keepdims=True, dtype=x.dtype)
+    share = tt.sum(tt.switch(ties, held - x, 0), axis=axes, keepdims=True) / count
+    spread = tt.sum(tt.switch(ties, x, 0), axis=axes, keepdims=True) / count
+    value = tt.switch(tt.isnan(found), found, tt.switch(tt.isinf(found), spread, held - share))
     return value if keepdims else tt.squeeze(value, axis=axes)
 
 

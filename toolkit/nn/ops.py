@@ -127,8 +127,9 @@ class Ops(ops_elementwise.ElementwiseOps, ops_shapes.ShapeOps, ops_math.MathOps,
 
     def max(self, x, axis: Axis = None, keepdims: bool = False, initial=None):
         """Maximum over ``axis`` (all axes when None; ``()`` none), and ``initial`` when given (``keras.ops.max``).
-        Where several entries tie for the maximum, they share its gradient equally on every backend (as TensorFlow's
-        ``reduce_max`` and JAX's ``max`` do, so Keras' on either); ``min`` likewise. NaN propagates.
+        Where several entries tie for the maximum (an infinite one included), they share its gradient equally on
+        every backend (as TensorFlow's ``reduce_max`` and JAX's ``max`` do, so Keras' on either); ``min`` likewise.
+        NaN propagates (its gradient is the backend's: the loss it reaches is NaN).
 
         Raises:
             ShapeError: an axis of size 0 reduced without ``initial`` (NumPy's and Keras' ValueError).
