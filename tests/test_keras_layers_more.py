@@ -348,3 +348,28 @@ def test_recurrent_dropout_trains_as_keras_and_draws_per_example(keras, backend)
     trainer = toolkit.DataParallel(imported, backend, 1, toolkit.optim.SGD(LR), dtype="float64")
     training, inference = trainer.loss(x, y), trainer.evaluate(x, y)["loss"]
     assert abs(training - inference) > 1e-3, (training, inference)
+
+
+def test_an_lstm_or_gru_cell_of_implementation_1_draws_a_dropout_mask_per_gate(keras):
+    """``implementation=1`` (which ``recurrent_dropout`` sets, and a user may) makes Keras' cell draw one input mask
+    per gate: the import takes the same path as with ``recurrent_dropout`` (whose masks every backend's comparison
+    above checks), and at a rate of 1e-12 predicts and trains as Keras does; ``implementation=2`` shares one mask."""
+    from toolkit.nn import keras_layers_recurrent
+
+    def paths(implementation):
+        L = keras.layers
+        keras.utils.set_random_seed(23)
+        inputs = keras.Input((4, 3))
+        lstm = L.LSTM(3, dropout=1e-12, return_sequences=True, implementation=implementation, use_cudnn=False)
+        gru = L.GRU(2, dropout=1e-12, implementation=implementation, use_cudnn=False)
+        model = keras.Model(inputs, L.Dense(2)(gru(lstm(inputs))), name=f"implementation_{implementation}")
+        model.compile(optimizer=keras.optimizers.SGD(LR), loss="mse")
+        names = [keras_layers_recurrent._checked(layer, layer.name, (None, 4, 3))[1].__qualname__.split(".")[0]
+                 for layer in (lstm, gru)]
+        return model, names
+
+    model, names = paths(1)
+    assert names == ["_recurrent_dropped", "_recurrent_dropped"]
+    assert paths(2)[1] == ["_checked", "_checked"]
+    rng = np.random.default_rng(23)
+    _compare(keras, "tensorflow", model, rng.normal(size=(4, 4, 3)), rng.normal(size=(4, 2)))

@@ -18,12 +18,13 @@ def _checked(layer, prefix: str, shape: tuple):
     """The weights of a ``SimpleRNN``, ``LSTM`` or ``GRU`` (by ``prefix``) and ``run(ops, p, x, mask) -> y``,
     refusing what the toolkit's loops do not compute. With ``zero_output_for_mask`` (which ``Bidirectional`` sets
     where it returns sequences) the outputs at masked steps are 0, the last one too, as in Keras. Its ``dropout``
-    is Keras' (without ``recurrent_dropout``): in training, one mask per sequence on the inputs, the same at every
-    step, drawn on the trainer's keys as the toolkit's dropout layers draw; Keras drops nothing at a rate outside
-    ``(0, 1)``."""
+    is Keras': in training, one mask per sequence on the inputs, the same at every step, drawn on the trainer's keys
+    as the toolkit's dropout layers draw; Keras drops nothing at a rate outside ``(0, 1)``. A cell of
+    ``implementation=1`` (which ``recurrent_dropout`` sets, and a user may) draws a mask per gate instead
+    (:func:`_recurrent_dropped`)."""
     recurrent_rate = float(layer.cell.recurrent_dropout)
     _require(layer, recurrent_rate < 1.0, "recurrent_dropout=1")
-    if recurrent_rate:
+    if recurrent_rate or (getattr(layer.cell, "implementation", 2) == 1 and 0.0 < float(layer.cell.dropout) < 1.0):
         return _recurrent_dropped(layer, prefix, shape, float(layer.cell.dropout), recurrent_rate)
     weights, run = _loop(layer, prefix, shape)
     rate = float(layer.cell.dropout)
@@ -37,10 +38,11 @@ def _checked(layer, prefix: str, shape: tuple):
 
 
 def _recurrent_dropped(layer, prefix: str, shape: tuple, rate: float, recurrent_rate: float):
-    """A ``SimpleRNN``, ``LSTM`` or ``GRU`` with ``recurrent_dropout``, as Keras' cell computes it then (its
-    ``implementation=1``): in training, masks drawn once per sequence (on the trainer's keys) and used at every
-    step, on the previous output before each recurrent product and, with ``dropout``, on the inputs; the ``LSTM``'s
-    four gates (the ``GRU``'s three) each with masks of their own, a ``SimpleRNN`` one of each."""
+    """A ``SimpleRNN``, ``LSTM`` or ``GRU`` with ``recurrent_dropout`` (or an ``LSTM``/``GRU`` cell of
+    ``implementation=1`` with ``dropout``), as Keras' cell of ``implementation=1`` computes it: in training, masks
+    drawn once per sequence (on the trainer's keys) and used at every step, on the previous output before each
+    recurrent product and, with ``dropout``, on the inputs; the ``LSTM``'s four gates (the ``GRU``'s three) each with
+    masks of their own, a ``SimpleRNN`` one of each."""
     kind, units = type(layer).__name__, layer.cell.units
     weights, run = _loop(layer, prefix, shape)  # checks the layer's other settings, and runs inference
     gates = {"SimpleRNN": 1, "LSTM": 4, "GRU": 3}[kind]
@@ -56,9 +58,9 @@ def _recurrent_dropped(layer, prefix: str, shape: tuple, rate: float, recurrent_
         if not ops.training:
             return run(ops, p, x, mask)
         p = _with_bias(ops, layer, p, prefix)
-        # [batch, features] and [batch, units] (the shape of a step's product with the first gate's kernel)
-        step_outputs = ops.matmul(x[:, 0, :], p[f"{prefix}/kernel"][:, :units])
-        inputs, states = draws(ops, x[:, 0, :], rate), draws(ops, step_outputs, recurrent_rate)
+        inputs, states = draws(ops, x[:, 0, :], rate), None  # [batch, features]
+        if recurrent_rate:  # [batch, units]: the shape of a step's product with the first gate's kernel
+            states = draws(ops, ops.matmul(x[:, 0, :], p[f"{prefix}/kernel"][:, :units]), recurrent_rate)
         if kind == "SimpleRNN":
             x = x if inputs is None else x * ops.expand_dims(inputs[0], 1)
             return simple_rnn(ops, p, x, prefix, activation, mask, backwards, sequences, unroll, zeroed,
