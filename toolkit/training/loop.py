@@ -24,7 +24,6 @@ from toolkit.errors import ArgumentError, ArgumentTypeError, CheckpointError, DT
 from toolkit.training import metrics as metrics_module
 from toolkit.training.batches import (
     class_weights,
-    count,
     declared_shapes,
     free_axes,
     keeps,
@@ -33,7 +32,7 @@ from toolkit.training.batches import (
     sample_weights,
     several,
 )
-from toolkit.training.batches import count as batch_count
+from toolkit.training.batches import count as batch_count  # fit's own ``count`` is the examples there
 from toolkit.training.callbacks import Callback
 
 #: ``verbose`` values: 0 silent, 1 a progress bar (rich) per epoch, 2 one line per epoch; "auto": 1 on a terminal.
@@ -192,7 +191,7 @@ def _check_validation_data(trainer, validation_data: Any, training: dict[str, tu
                             + (f" of {len(validation_data)}" if isinstance(validation_data, (tuple, list)) else ""))
     checked = trainer.check_batch(*validation_data[:2])
     if len(validation_data) == 3 and validation_data[2] is not None:
-        sample_weights(validation_data[2], count(checked[1]), trainer.dtype, "validation_data's sample_weight")
+        sample_weights(validation_data[2], batch_count(checked[1]), trainer.dtype, "validation_data's sample_weight")
     found = _examples(*checked)
     free = {what: free_axes(shape) for what, shape in
             declared_shapes(trainer.model.input_shape, trainer.model.output_shape, *checked).items()}
