@@ -69,6 +69,12 @@ def _listed(kind: Callable[[str], Any], sweep: bool) -> Callable[[str], Any]:
     return parse
 
 
+def _output_options(sub: argparse.ArgumentParser, quiet: str) -> None:
+    """A subcommand's ``--quiet`` (what it leaves out: ``quiet``) and ``--json`` (the results on stdout)."""
+    sub.add_argument("--quiet", action="store_true", help=quiet)
+    sub.add_argument("--json", action="store_true", help="print the results as JSON on stdout")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``multigpu`` command's argument parser: one subcommand each for devices, compare, parity, localize,
     time, report, bench, launch.
@@ -120,8 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
                            ("noise", "the per-example noise (dropout)")):
             sub.add_argument(f"--{part}-seed", type=int, default=None,
                              help=f"seeds {what} alone, the same for every seed of --seeds (default: the seed)")
-        sub.add_argument("--quiet", action="store_true", help="no progress bar, no table: one line at the end")
-        sub.add_argument("--json", action="store_true", help="print the results as JSON on stdout")
+        _output_options(sub, "no progress bar, no table: one line at the end")
 
     compare = commands.add_parser(
         "compare", help="train one model on every backend and device count, report",
@@ -190,8 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
                           help="the relative error past which a quantity has parted (default %(default)g)")
     localize.add_argument("--out", type=Path, default=Path("results"),
                           help="folder for localize.json (default %(default)s)")
-    localize.add_argument("--quiet", action="store_true", help="no table: one line at the end")
-    localize.add_argument("--json", action="store_true", help="print the results as JSON on stdout")
+    _output_options(localize, "no table: one line at the end")
 
     timing = commands.add_parser(
         "time", help="time each backend and device count in its own fresh process",
@@ -216,8 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
     timing.add_argument("--seed", type=int, default=DEFAULT_SEED, help="seeds parameters and batches")
     timing.add_argument("--timeout", type=float, default=600.0, help="seconds allowed per process (default 600)")
     timing.add_argument("--out", type=Path, default=Path("results"), help="folder for timing.json")
-    timing.add_argument("--quiet", action="store_true", help="no table: one line at the end")
-    timing.add_argument("--json", action="store_true", help="print the results as JSON on stdout")
+    _output_options(timing, "no table: one line at the end")
 
     report = commands.add_parser(
         "report", help="one self-contained HTML report of result folders",
@@ -254,8 +257,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--timeout", type=float, default=900.0,
                        help="seconds allowed per model and device count (default %(default)s)")
     bench.add_argument("--out", type=Path, default=Path("results"), help="folder for bench.json (default %(default)s)")
-    bench.add_argument("--quiet", action="store_true", help="no progress bar, no tables: one line at the end")
-    bench.add_argument("--json", action="store_true", help="print the results as JSON on stdout")
+    _output_options(bench, "no progress bar, no tables: one line at the end")
 
     launch = commands.add_parser("launch", help="run a command as N processes of one job on this machine",
                                  usage="multigpu launch -n N [--devices-per-process K] [--backend B] -- command ...")
