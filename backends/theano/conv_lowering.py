@@ -152,6 +152,15 @@ def convolution(passes: dict[str, str], strides, padding, dilation):
     return conv
 
 
+def _padded(inputs, kernel, strides, padding, dilation):
+    """What both product lowerings start from: the inputs padded explicitly, the window, the channels in and out,
+    and the output's spatial sizes."""
+    x = jax.lax.pad(inputs, np.zeros((), inputs.dtype), [(0, 0, 0), *((a, b, 0) for a, b in padding), (0, 0, 0)])
+    window, (channels_in, channels_out) = kernel.shape[:-2], kernel.shape[-2:]
+    return x, window, channels_in, channels_out, out_sizes(x.shape[1:-1], window, strides, dilation,
+                                                           [(0, 0)] * len(window))
+
+
 def patches_conv(inputs, kernel, strides, padding, dilation):
     """A channels-last, ungrouped convolution as one matrix product: the input's strided, dilated slices (one per
     window offset, in the kernel's row-major order) side by side, ``[n * out positions, window * in]``, times the
@@ -168,9 +177,7 @@ def patches_conv(inputs, kernel, strides, padding, dilation):
     Returns:
         ``[n, *out, out channels]``, in the inputs' dtype.
     """
-    x = jax.lax.pad(inputs, np.zeros((), inputs.dtype), [(0, 0, 0), *((a, b, 0) for a, b in padding), (0, 0, 0)])
-    window, (channels_in, channels_out) = kernel.shape[:-2], kernel.shape[-2:]
-    out = out_sizes(x.shape[1:-1], window, strides, dilation, [(0, 0)] * len(window))
+    x, window, channels_in, channels_out, out = _padded(inputs, kernel, strides, padding, dilation)
     parts = []
     for offset in itertools.product(*map(range, window)):
         start = (0, *(o * d for o, d in zip(offset, dilation)), 0)
@@ -204,9 +211,7 @@ def folded_conv(inputs, kernel, strides, padding, dilation):
     Returns:
         ``[n, *out, out channels]``, in the inputs' dtype.
     """
-    x = jax.lax.pad(inputs, np.zeros((), inputs.dtype), [(0, 0, 0), *((a, b, 0) for a, b in padding), (0, 0, 0)])
-    window, (channels_in, channels_out) = kernel.shape[:-2], kernel.shape[-2:]
-    out = out_sizes(x.shape[1:-1], window, strides, dilation, [(0, 0)] * len(window))
+    x, window, channels_in, channels_out, out = _padded(inputs, kernel, strides, padding, dilation)
     leading = x.shape[1:-2]
     last = len(window)  # the last spatial axis
     parts = []
