@@ -80,7 +80,8 @@ class OpsBoundary(ABC):
 
         Args:
             fn: a function of ``ops`` and Tensors.
-            *args, **kwargs: its arguments; native arrays anywhere in them reach ``fn`` as Tensors.
+            *args: its positional arguments; native arrays anywhere in them reach ``fn`` as Tensors.
+            **kwargs: its keyword arguments, converted the same way.
         """
         return self.unwrap(fn(self, *self.wrap_tree(args), **self.wrap_tree(kwargs)))
 

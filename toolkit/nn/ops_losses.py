@@ -122,7 +122,8 @@ class LossOps(ABC):  # noqa: B024 (composites only: nothing for a backend to imp
             target: integer labels ``[batch, max_label_length]``; only the first ``target_length`` count.
             output: logits ``[batch, max_time, classes]`` (a log-softmax is taken); only the first
                 ``output_length`` steps count.
-            target_length, output_length: integers ``[batch]``.
+            target_length: the targets' lengths, integers ``[batch]``.
+            output_length: the outputs' lengths, integers ``[batch]``.
             mask_index: the blank class.
 
         Raises:

@@ -155,7 +155,9 @@ class SignalOps(ABC):
 
         Args:
             x: float32 or float64 signals ``[..., n]``.
-            sequence_length, sequence_stride, fft_length: ints >= 1, ``fft_length >= sequence_length``.
+            sequence_length: the frame's length, an int >= 1.
+            sequence_stride: the step between frames, an int >= 1.
+            fft_length: the transform's length, an int >= ``sequence_length``.
             window: ``"hann"``, ``"hamming"`` (periodic), an array of ``sequence_length`` entries, or None (no
                 window); centred in the ``fft_length`` points (zeros around it).
             center: pad the signal with ``fft_length // 2`` entries reflected at each end (NumPy's ``reflect``, any

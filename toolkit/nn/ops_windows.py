@@ -72,7 +72,8 @@ class WindowOps(ABC):
             kernel: ``[*window, in_channels, out_channels]``. Input channels that are a multiple of
                 ``in_channels`` make a grouped convolution (``channels / in_channels`` groups; ``out_channels`` a
                 multiple of the groups).
-            strides, dilation_rate: an int or one per spatial axis.
+            strides: an int or one per spatial axis.
+            dilation_rate: an int or one per spatial axis.
             padding: ``"valid"`` (no padding) or ``"same"`` (zeros so an axis keeps ``ceil(size / stride)``
                 positions, the odd one after, as TensorFlow places them).
             data_format: ``"channels_last"`` (None) or ``"channels_first"``.
@@ -111,8 +112,10 @@ class WindowOps(ABC):
             inputs: ``[batch, *spatial, channels]`` (channels first with ``data_format="channels_first"``).
             kernel: ``[*window, channels, multiplier]``; output channel ``c * multiplier + j`` is channel ``c``
                 with filter ``j``.
-            strides, dilation_rate: an int or one per spatial axis (both may be above 1, as in Keras).
-            padding, data_format: as in :meth:`conv`.
+            strides: an int or one per spatial axis (both it and ``dilation_rate`` may be above 1, as in Keras).
+            dilation_rate: an int or one per spatial axis.
+            padding: as in :meth:`conv`.
+            data_format: as in :meth:`conv`.
 
         Raises:
             ArgumentError: a padding, data_format, strides or dilation_rate Keras does not accept.
@@ -154,7 +157,8 @@ class WindowOps(ABC):
         Args:
             inputs: ``[batch, *spatial, in_channels]`` (channels first with ``data_format="channels_first"``).
             kernel: ``[*window, out_channels, in_channels]``.
-            strides, dilation_rate: an int or one per spatial axis.
+            strides: an int or one per spatial axis.
+            dilation_rate: an int or one per spatial axis.
             padding: ``"valid"``: an axis of ``size`` gives ``(size - 1) * stride + max(span, stride)`` positions
                 (``span`` the dilated kernel's size); ``"same"``: ``size * stride``.
             output_padding: None, or an int or one per axis (each below its stride): the output then has

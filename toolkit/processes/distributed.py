@@ -49,7 +49,8 @@ class Cluster:
     """This process's place in a job.
 
     Attributes:
-        process_id, num_processes: 0 <= process_id < num_processes.
+        process_id: this process's index, 0 <= process_id < num_processes.
+        num_processes: the job's count of processes.
         coordinator: ``host:port`` where process 0 runs JAX's coordination service.
         workers: ``host:port`` of every process (TensorFlow's servers), or empty where the source gives none.
         devices_per_process: logical CPU devices each process makes, or None to use what the machine has.
@@ -122,9 +123,13 @@ def resolve(process_id: int | None = None, num_processes: int | None = None, coo
     """This process's :class:`Cluster`, from the arguments, or else from the environment (see the module doc).
 
     Args:
-        process_id, num_processes, coordinator, workers, devices_per_process, timeout: see :class:`Cluster`; give
-            both ``process_id`` and ``num_processes``, or neither (to read the environment). ``timeout`` defaults
-            to ``MULTIGPU_TIMEOUT``, else :data:`DEFAULT_TIMEOUT`.
+        process_id: this process's index, 0 <= process_id < num_processes; give both ``process_id`` and
+            ``num_processes``, or neither (to read the environment).
+        num_processes: the job's count of processes.
+        coordinator: ``host:port`` where process 0 runs JAX's coordination service.
+        workers: ``host:port`` of every process (TensorFlow's servers).
+        devices_per_process: logical CPU devices each process makes, or None to use what the machine has.
+        timeout: seconds to wait for the others; default ``MULTIGPU_TIMEOUT``, else :data:`DEFAULT_TIMEOUT`.
         environ: the environment to read; default ``os.environ``.
 
     Returns:
@@ -188,8 +193,13 @@ def initialize(backend: str | None = None, *, process_id: int | None = None, num
 
     Args:
         backend: ``"tensorflow"``, ``"aesara"`` or ``"pytensor"``: whose runtime to start; default ``MULTIGPU_BACKEND``.
-        process_id, num_processes, coordinator, workers, devices_per_process, timeout: see :class:`Cluster`;
-            without ``process_id`` and ``num_processes`` the environment says (see the module doc).
+        process_id: this process's index, as :func:`resolve` takes it; without ``process_id`` and
+            ``num_processes`` the environment says (see the module doc).
+        num_processes: the job's count of processes.
+        coordinator: ``host:port`` where process 0 runs JAX's coordination service.
+        workers: ``host:port`` of every process (TensorFlow's servers).
+        devices_per_process: logical CPU devices each process makes, or None to use what the machine has.
+        timeout: seconds to wait for the others before :class:`PeerLostError`.
 
     Makes ``devices_per_process`` logical CPU devices (:func:`toolkit.use_logical_devices`) and, with more than one
     process, starts the framework's distributed runtime, waiting at most ``timeout`` seconds for the others.

@@ -178,7 +178,9 @@ class ModelParallel(Trainer):
         backend: a backend object or name.
         optimizer: a :mod:`toolkit.training.optim` optimizer.
         devices: ``{part name: device}`` for parts to place elsewhere than their ``Part.device``.
-        dtype, seed, nan_policy: as for :class:`~toolkit.DataParallel`.
+        dtype: as for :class:`~toolkit.DataParallel`.
+        seed: as for :class:`~toolkit.DataParallel`.
+        nan_policy: as for :class:`~toolkit.DataParallel`.
 
     Attributes:
         devices: ``{part name: Device}``, where each part runs.

@@ -96,7 +96,8 @@ class Optimizer(ABC):
 
         Args:
             ops: the backend's ops (arithmetic and ``sqrt``).
-            param, grad: the parameter and its averaged gradient.
+            param: the parameter.
+            grad: its averaged gradient.
             state: one array per name in ``slots``, shaped like ``param``.
             step: the 1-based count of this update, a scalar in the parameter dtype.
 
@@ -226,7 +227,8 @@ class Adam(Optimizer):
 
     Args:
         lr: the learning rate (> 0), or a schedule.
-        beta1, beta2: the moments' decay rates, in [0, 1).
+        beta1: the first moment's decay rate, in [0, 1).
+        beta2: the second moment's decay rate, in [0, 1).
         eps: added to the second moment's square root (> 0).
         clipnorm: scale each parameter's gradient to an L2 norm of at most this (> 0); None: no clipping.
         global_clipnorm: scale all gradients together to a joint L2 norm of at most this (> 0); not with
@@ -291,7 +293,9 @@ class AdamW(Adam):
     Args:
         lr: the learning rate (> 0), or a schedule.
         weight_decay: the fraction of ``lr`` by which each parameter shrinks per step (>= 0).
-        beta1, beta2, eps: as :class:`Adam`.
+        beta1: as :class:`Adam`.
+        beta2: as :class:`Adam`.
+        eps: as :class:`Adam`.
         clipnorm: scale each parameter's gradient to an L2 norm of at most this (> 0); None: no clipping.
         global_clipnorm: scale all gradients together to a joint L2 norm of at most this (> 0); not with
             ``clipnorm``.

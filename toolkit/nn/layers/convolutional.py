@@ -41,7 +41,8 @@ def conv2d(ops, params, x, prefix: str = "conv", padding: str = "valid", activat
         prefix: the layer's name given to :func:`conv2d_init`.
         padding: ``"valid"`` or ``"same"``.
         activation: see :func:`~toolkit.nn.layers.activate` (None: linear).
-        strides, dilation_rate: an int or one per spatial axis, as :meth:`~toolkit.nn.ops.Ops.conv` takes them.
+        strides: an int or one per spatial axis, as :meth:`~toolkit.nn.ops.Ops.conv` takes them.
+        dilation_rate: an int or one per spatial axis, as :meth:`~toolkit.nn.ops.Ops.conv` takes them.
 
     Returns:
         ``[batch, out_height, out_width, filters]``, recorded as ``prefix`` (``ops.record``).

@@ -36,7 +36,8 @@ def glorot_uniform(rng: np.random.Generator, shape: tuple[int, ...], fan_in: int
     Args:
         rng: the NumPy generator drawn from.
         shape: the kernel's shape.
-        fan_in, fan_out: override the fans :func:`fans` counts from ``shape`` (None: counted).
+        fan_in: overrides the input fan :func:`fans` counts from ``shape`` (None: counted).
+        fan_out: overrides the output fan :func:`fans` counts from ``shape`` (None: counted).
 
     Returns:
         A float64 array of ``shape``.
@@ -51,7 +52,8 @@ def orthogonal(rng: np.random.Generator, rows: int, cols: int) -> np.ndarray:
 
     Args:
         rng: the NumPy generator drawn from.
-        rows, cols: the matrix's shape; the shorter side's vectors are orthonormal.
+        rows: the matrix's rows.
+        cols: the matrix's columns; the shorter side's vectors are orthonormal.
 
     Returns:
         A float64 ``[rows, cols]`` array.
