@@ -1,8 +1,9 @@
 """Sessions: one test run per backend (each installs only its own framework), a parity run of TensorFlow with each
 Theano-family engine (Aesara on NumPy 1, PyTensor on NumPy 2: they cannot share an environment, so their agreement is
 shown through a reference file made in Aesara's and checked in PyTensor's), lint, and the demo and the benchmark.
-``nox`` runs the test, parity (with Keras' op tests) and lint sessions; ``nox -s demo`` runs the demo, ``nox -s bench``
-the benchmark against native code, ``nox -s docs`` measures again what the README shows (pictures and tables)."""
+``nox`` runs the test, parity (with Keras' op tests), lint and site (the documentation) sessions; ``nox -s demo``
+runs the demo, ``nox -s bench`` the benchmark against native code, ``nox -s docs`` measures again what the README
+shows (pictures and tables)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import nox
 #: ``keras-ops`` is not in the list: ``parity`` and ``parity-pytensor`` run the same suite for their backends in the
 #: environments they already have (see :func:`run_keras_ops`), which saves CI three installs of TensorFlow or a
 #: Theano-family engine.
-nox.options.sessions = ["tests-tensorflow", "tests-aesara", "tests-pytensor", "parity", "parity-pytensor", "lint"]
+nox.options.sessions = ["tests-tensorflow", "tests-aesara", "tests-pytensor", "parity", "parity-pytensor", "lint",
+                        "site"]
 nox.options.reuse_existing_virtualenvs = True
 #: Environments made and filled by uv where it is installed (``.ci/run`` installs it), by virtualenv and pip otherwise.
 #: Measured on the 2-core machine with empty caches: the TensorFlow environment in 26 s with uv against 125 s with pip
@@ -145,6 +147,23 @@ def parity(session: nox.Session) -> None:
 def lint(session: nox.Session) -> None:
     session.install("ruff>=0.6")
     session.run("ruff", "check", ".")
+
+
+#: The documentation site's tools, pinned so that a build that passes today passes in a fresh clone: MkDocs with the
+#: Material theme, mkdocstrings' Python handler (griffe reads the sources statically: no framework is installed), the
+#: griffe extension that reads the ``#:`` comments documenting constants, and ruff, which lays out long signatures.
+SITE_TOOLS = ["mkdocs==1.6.1", "mkdocs-material==9.8.2", "mkdocstrings==1.0.8", "mkdocstrings-python==2.0.11",
+              "griffelib==2.4.1", "griffe-sphinx==0.3.1", "ruff==0.17.6"]
+
+
+@nox.session
+def site(session: nox.Session) -> None:
+    """The documentation site (mkdocs.yml: the pages under docs/ and the API reference from the docstrings) built
+    into site/ in strict mode: a broken link, cross-reference, nav entry or docstring section fails it. Arguments
+    after ``--`` go to ``mkdocs build`` (``nox -s site -- --verbose``)."""
+    session.install(*SITE_TOOLS)
+    # Material's banner about MkDocs 2 goes to every build's output; it says nothing about this site.
+    session.run("mkdocs", "build", "--strict", "--site-dir", "site", *session.posargs, env={"NO_MKDOCS_2_WARNING": "1"})
 
 
 @nox.session
