@@ -1,9 +1,9 @@
 """Tolerances for comparing runs: across backends, across device counts. Named once, used by the tests and by
 anyone checking parity in their own CI.
 
-Why these numbers (measured on the digits MLP 64-32-10, batch 64, 10 steps; see the README's parity table):
-both backends evaluate the same formulas in the same dtype and differ only in rounding order (summation order of
-reductions and matrix products).
+Why these numbers (measured on the digits MLP 64-32-10, batch 64, 10 steps; see the parity table of
+docs/guides/compare.md): both backends evaluate the same formulas in the same dtype and differ only in rounding
+order (summation order of reductions and matrix products).
 """
 
 from __future__ import annotations

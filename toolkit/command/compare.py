@@ -313,8 +313,9 @@ def public(results: dict[str, Any]) -> dict[str, Any]:
 
 
 def markdown(results: dict[str, Any]) -> str:
-    """The README's table of a comparison: per backend and device count, the first step (trace/compile), the median
-    step with p10-p90, test accuracy and the largest parameter divergence between the first two backends.
+    """The comparison table of docs/guides/compare.md: per backend and device count, the first step
+    (trace/compile), the median step with p10-p90, test accuracy and the largest parameter divergence between the
+    first two backends.
 
     Args:
         results: a comparison's results.
@@ -338,9 +339,9 @@ def markdown(results: dict[str, Any]) -> str:
 
 
 def models_markdown(results: dict[str, dict[str, Any]]) -> str:
-    """The README's table of the built-in models (docs/models.json: a comparison per model): per model, backend and
-    device count, the first step (which includes tracing and compiling), the median step, and the largest
-    parameter divergence between the backends over the run.
+    """The built-in models' table of docs/guides/compare.md (docs/models.json: a comparison per model): per
+    model, backend and device count, the first step (which includes tracing and compiling), the median step, and
+    the largest parameter divergence between the backends over the run.
 
     Args:
         results: ``{model name: its comparison's results}``.
@@ -360,8 +361,8 @@ def models_markdown(results: dict[str, dict[str, Any]]) -> str:
 
 
 def lengths_markdown(records: list[dict[str, Any]]) -> str:
-    """The README's table of a recurrent model's first step at several sequence lengths (docs/lengths.json), one
-    row per length, the backends side by side.
+    """The sequence-length table of docs/guides/compare.md: a recurrent model's first step at several sequence
+    lengths (docs/lengths.json), one row per length, the backends side by side.
 
     Args:
         records: one per model, sequence length and backend: ``model``, ``seq_len``, ``backend``,

@@ -1,6 +1,6 @@
 """The op vocabulary as a reader sees it: every public op of :class:`~toolkit.nn.ops.Ops` by group, and what each
-refuses (the ``Raises:`` sections of the ops' docstrings). The README's ops table is generated from it
-(``python docs/update_readme.py``; ``tests/test_readme.py`` checks the README holds exactly this), so the table
+refuses (the ``Raises:`` sections of the ops' docstrings). The ops table of docs/guides/compare.md is generated from
+it (``python docs/update_readme.py``; ``tests/test_readme.py`` checks the page holds exactly this), so the table
 lists what the code has. Reads the classes only: no framework is imported.
 """
 
@@ -87,7 +87,7 @@ def refusals(cls: type, name: str) -> list[tuple[str, str]]:
 
 
 def markdown() -> str:
-    """The README's ops table and the list of typed refusals, as Markdown."""
+    """The ops table of docs/guides/compare.md and the list of typed refusals, as Markdown."""
     lines = ["| group | ops |", "|---|---|"]
     refused = []
     for title, cls in GROUPS:
