@@ -181,7 +181,8 @@ def bench(session: nox.Session) -> None:
     """``multigpu bench``: the toolkit against native TensorFlow (tf.function with and without XLA, MirroredStrategy
     custom loop, Keras fit), plain Aesara functions and plain JAX on the digits MLP and the compute-bound ResNet and
     Transformer, on 1, 2 and 4 logical devices, with the machine's matmul peak; prints the ratios and fractions of
-    peak with their spread, writes docs/bench.json and regenerates the README's performance tables from it.
+    peak with their spread, writes docs/bench.json and regenerates the performance tables from it (in whichever page
+    holds them: docs/update_readme.py).
     Arguments after ``--`` go to the command (``nox -s bench -- --model digits-mlp --rounds 9``)."""
     session.install("-e", ".[all]")
     session.run("multigpu", "bench", "--out", "docs", *session.posargs, env=QUIET)
@@ -191,7 +192,7 @@ def bench(session: nox.Session) -> None:
 @nox.session(name="bench-pytensor")
 def bench_pytensor(session: nox.Session) -> None:
     """``multigpu bench --backends pytensor`` in a PyTensor environment (NumPy 2, jax 0.10): the toolkit against a
-    plain ``pytensor.function`` step (JAX and C linkers) and plain JAX; writes docs/pytensor/bench.json and the README's
+    plain ``pytensor.function`` step (JAX and C linkers) and plain JAX; writes docs/pytensor/bench.json and the
     PyTensor table. Arguments after ``--`` go to the command."""
     session.install("-e", ".[pytensor]")
     session.run("multigpu", "bench", "--backends", "pytensor", "--out", "docs/pytensor", *session.posargs, env=QUIET)
@@ -202,8 +203,8 @@ def bench_pytensor(session: nox.Session) -> None:
 def docs(session: nox.Session) -> None:
     """Measure again what the README shows: ``multigpu compare`` into docs/compare/ (results.json, the plots),
     ``multigpu bench`` into docs/ (bench.json), the built-in models into docs/models.json (docs/models.py), then the
-    README's tables from those files (docs/update_readme.py).
-    Commit the lot together; tests/test_readme.py checks the README against the files."""
+    documentation's tables from those files (docs/update_readme.py).
+    Commit the lot together; tests/test_readme.py checks the pages' tables against the files."""
     session.install("-e", ".[all]")
     session.run("multigpu", "compare", "--devices", "1,2,4", "--steps", "40", "--out", "docs/compare", "--quiet",
                 env=QUIET)

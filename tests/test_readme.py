@@ -1,10 +1,18 @@
-"""README.md's code runs as written, in order, on a CPU-only machine; the examples' usage lines too; and the
-README's generated tables hold exactly what the committed results give.
+"""The documentation's code runs as written: every python block of README.md and of every page under docs/, in
+order per page, on a CPU-only machine; the examples' usage lines too; and the generated tables hold exactly what
+the committed results give.
 
-A README block that shows an error says so in a comment on the statement's first line that starts with the error's
-class name (``toolkit.parse_device("tpu:0")   # DeviceParseError: cannot parse device 'tpu:0'; ...``): the test
-checks that this error is raised there and that its message starts with the text shown (up to a trailing "...").
-A block after ``<!-- readme-test: new process -->`` starts a fresh interpreter, as a separate program would.
+Each page is a program of its own, as a reader would copy it, run in a fresh namespace and a scratch folder of its
+own. To keep the test's time flat, pages share interpreters: the pages that ask for the same number of logical
+devices (``toolkit.use_logical_devices(n)``, which must come before any framework starts, so one count per
+process) run one after the other in one child interpreter, where a framework imported and a function compiled by
+one page serve the next. ``<!-- readme-test: new process -->`` before a block starts a fresh interpreter for it and
+what follows on its page, as a separate program would be (a job of several processes, say).
+
+A block that shows an error says so in a comment on the statement's first line that starts with the error's class
+name (``toolkit.parse_device("tpu:0")   # DeviceParseError: cannot parse device 'tpu:0'; ...``): the test checks
+that this error is raised there and that its message starts with the text shown (up to a trailing "..."). Failures
+name the page and line (``docs/guides/devices.md line 43``); every page of an interpreter runs even when one fails.
 """
 
 from __future__ import annotations
@@ -15,6 +23,7 @@ import re
 import shlex
 import subprocess
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -22,80 +31,133 @@ import pytest
 from tests.conftest import THEANO, needs_all_backends, needs_backend
 
 ROOT = Path(__file__).resolve().parents[1]
-README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+#: Pages rendered from docstrings, with no code of their own to run.
+REFERENCE = DOCS / "reference"
 BLOCK = re.compile(r"(?:<!-- readme-test: (?P<directive>[^>]*?) -->\n)?```python\n(?P<code>.*?)```", re.S)
+#: A program's count of logical devices: the first call that is not itself shown failing.
+LOGICAL_DEVICES = re.compile(r"^[^#\n]*use_logical_devices\((\d+)\)(?![^\n]*#\s*\w*Error)", re.M)
 
-#: Run in the child interpreter: executes the blocks statement by statement in one namespace, checking each
-#: statement marked with an error. Reports README line numbers.
+#: Run in the child interpreter: runs each page's blocks statement by statement in a namespace and a folder of the
+#: page's own, checking each statement marked with an error. Reports page line numbers; runs every page, then exits
+#: non-zero if any failed.
 RUNNER = r'''
-import ast, json, re, sys, traceback
-blocks = json.loads(sys.stdin.read())
-namespace = {"__name__": "__main__"}
-checked = 0
-for start, code in blocks:
-    lines = code.splitlines()
-    for node in ast.parse(code).body:
-        first = lines[node.lineno - 1]
-        source = "\n".join(lines[node.lineno - 1:node.end_lineno])
-        where = f"README.md line {start + node.lineno}: {first.strip()}"
-        shown = re.search(r"#\s*(?P<name>[A-Z]\w*(?:Error|Exception))\b:?\s*(?P<text>.*)$", first)
-        try:
-            exec(compile(source, where, "exec"), namespace)
-        except Exception as error:
-            names = [c.__name__ for c in type(error).__mro__]
-            if shown is None or shown["name"] not in names:
-                traceback.print_exc()
-                sys.exit(f"unexpected {type(error).__name__} at {where}")
-            text = shown["text"].split("...")[0].strip()
-            if text and not str(error).startswith(text):
-                sys.exit(f"{where}: the message {str(error)!r} does not start with {text!r}")
-            checked += 1
-        else:
-            if shown is not None:
-                sys.exit(f"{where}: {shown['name']} was shown but nothing was raised")
+import ast, json, os, re, sys, traceback
+failures, checked = [], 0
+for page in json.loads(sys.stdin.read()):
+    namespace = {"__name__": "__main__"}
+    os.makedirs(page["folder"], exist_ok=True)
+    os.chdir(page["folder"])
+    try:
+        for start, code in page["blocks"]:
+            lines = code.splitlines()
+            for node in ast.parse(code).body:
+                first = lines[node.lineno - 1]
+                source = "\n".join(lines[node.lineno - 1:node.end_lineno])
+                where = f"{page['name']} line {start + node.lineno}: {first.strip()}"
+                shown = re.search(r"#\s*(?P<name>[A-Z]\w*(?:Error|Exception))\b:?\s*(?P<text>.*)$", first)
+                try:
+                    exec(compile(source, where, "exec"), namespace)
+                except Exception as error:
+                    names = [c.__name__ for c in type(error).__mro__]
+                    if shown is None or shown["name"] not in names:
+                        traceback.print_exc()
+                        raise AssertionError(f"unexpected {type(error).__name__} at {where}") from None
+                    text = shown["text"].split("...")[0].strip()
+                    if text and not str(error).startswith(text):
+                        raise AssertionError(f"{where}: the message {str(error)!r} does not start with {text!r}")
+                    checked += 1
+                else:
+                    if shown is not None:
+                        raise AssertionError(f"{where}: {shown['name']} was shown but nothing was raised")
+    except AssertionError as failure:
+        print(failure, file=sys.stderr)
+        failures.append(str(failure))
+if failures:
+    sys.exit("\n".join(failures))
 print(json.dumps({"errors_checked": checked}))
 '''
 
 
-def readme_programs() -> list[list[tuple[int, str]]]:
-    """The README's python blocks as programs: each a list of (line number before the block, code)."""
-    text = README.read_text()
-    programs: list[list[tuple[int, str]]] = [[]]
+@dataclass
+class Program:
+    """Blocks of one page that run in one namespace: each block as (lines of the page before its code, code)."""
+
+    page: str
+    blocks: list[tuple[int, str]] = field(default_factory=list)
+    new_process: bool = False
+
+    @property
+    def devices(self) -> int | None:
+        found = LOGICAL_DEVICES.search("\n".join(code for _, code in self.blocks))
+        return int(found[1]) if found else None
+
+
+def pages() -> list[Path]:
+    """README.md, then every page under docs/ but the API reference's, in path order."""
+    found = sorted(p for p in DOCS.rglob("*.md") if REFERENCE not in p.parents)
+    return [ROOT / "README.md", *found]
+
+
+def page_programs(path: Path) -> list[Program]:
+    """A page's python blocks as programs: one, and one more after each ``new process`` directive."""
+    text, name = path.read_text(), path.relative_to(ROOT).as_posix()
+    programs = [Program(name)]
     for match in BLOCK.finditer(text):
         directive = (match["directive"] or "").strip()
         if directive == "new process":
-            programs.append([])
+            programs.append(Program(name, new_process=True))
         elif directive:
-            raise AssertionError(f"unknown readme-test directive {directive!r}")
-        start = text.count("\n", 0, match.start("code"))
-        programs[-1].append((start, match["code"]))
-    return [p for p in programs if p]
+            raise AssertionError(f"{name}: unknown readme-test directive {directive!r}")
+        programs[-1].blocks.append((text.count("\n", 0, match.start("code")), match["code"]))
+    return [p for p in programs if p.blocks]
+
+
+def interpreters() -> list[list[Program]]:
+    """The programs grouped by the interpreter that runs them: the pages' first programs by their count of logical
+    devices (in page order), and each program after a ``new process`` directive alone."""
+    shared: dict[int | None, list[Program]] = {}
+    alone: list[list[Program]] = []
+    for path in pages():
+        for program in page_programs(path):
+            if program.new_process:
+                alone.append([program])
+            else:
+                shared.setdefault(program.devices, []).append(program)
+    return [*shared.values(), *alone]
+
+
+def _interpreter_id(programs: list[Program]) -> str:
+    return "+".join(Path(p.page).stem + (f"@{p.blocks[0][0]}" if p.new_process else "") for p in programs)
 
 
 def clean_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "PYTHONPATH")}
 
 
-def test_the_readme_has_code_to_run():
-    programs = readme_programs()
-    assert len(programs) >= 2 and sum(len(p) for p in programs) >= 10
+def test_the_documentation_has_code_to_run():
+    programs = [program for group in interpreters() for program in group]
+    assert len(programs) >= 2 and sum(len(p.blocks) for p in programs) >= 10
+    assert any(p.page == "README.md" for p in programs), "README.md has no python block"
 
 
 @needs_all_backends
-@pytest.mark.parametrize("index", range(len(readme_programs())), ids=lambda i: f"program{i}")
-def test_readme_code_runs_as_written(index, tmp_path):
+@pytest.mark.parametrize("programs", interpreters(), ids=_interpreter_id)
+def test_documentation_code_runs_as_written(programs, tmp_path):
     """As written with TensorFlow and Aesara; where PyTensor is this environment's Theano-family backend, with
-    ``"aesara"`` read as ``"pytensor"`` (the README says the two are the same backend on either engine)."""
-    program = [(start, code.replace('"aesara"', f'"{THEANO}"')) for start, code in readme_programs()[index]]
-    done = subprocess.run([sys.executable, "-c", RUNNER], input=json.dumps(program),
+    ``"aesara"`` read as ``"pytensor"`` (the pages say the two are the same backend on either engine)."""
+    pages = [{"name": p.page, "folder": str(tmp_path / f"{index}-{Path(p.page).stem}"),
+              "blocks": [(start, code.replace('"aesara"', f'"{THEANO}"')) for start, code in p.blocks]}
+             for index, p in enumerate(programs)]
+    done = subprocess.run([sys.executable, "-c", RUNNER], input=json.dumps(pages),
                           capture_output=True, text=True, timeout=900, cwd=tmp_path, env=clean_env())
-    assert done.returncode == 0, done.stderr[-4000:]
+    assert done.returncode == 0, done.stderr[-6000:]
     assert "errors_checked" in done.stdout.splitlines()[-1]
 
 
 def usage_lines() -> list:
     """Every command an example's docstring shows, with the backends it needs. A line that names Aesara runs on this
-    environment's Theano-family backend, as the README's programs do."""
+    environment's Theano-family backend, as the documentation's programs do."""
     found = []
     for path in sorted((ROOT / "examples").glob("*.py")):
         doc = path.read_text().split('"""')[1]
@@ -131,13 +193,18 @@ def test_example_usage_lines_run_as_written(command, tmp_path):
         assert len(losses) >= 2 and losses[-1] < losses[0], done.stdout[-3000:]
 
 
-@pytest.mark.parametrize("name", ["compare", "models", "lengths", "bench", "bench-pytensor", "ops"])
-def test_the_readme_tables_are_the_committed_results(name):
-    sys.path.insert(0, str(ROOT / "docs"))
+def _update_readme():
+    sys.path.insert(0, str(DOCS))
     try:
         import update_readme
     finally:
-        sys.path.remove(str(ROOT / "docs"))
-    match = update_readme.block_pattern(name).search(README.read_text())
-    assert match, f"README.md has no generated {name} block"
+        sys.path.remove(str(DOCS))
+    return update_readme
+
+
+@pytest.mark.parametrize("name", ["compare", "models", "lengths", "bench", "bench-pytensor", "ops"])
+def test_the_generated_tables_are_the_committed_results(name):
+    update_readme = _update_readme()
+    page = update_readme.page_holding(name)  # raises where no page, or more than one, holds the block
+    match = update_readme.block_pattern(name).search(page.read_text())
     assert match.group(2) == update_readme.generated(name), "run: python docs/update_readme.py"
