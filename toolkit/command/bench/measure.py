@@ -227,6 +227,7 @@ def _measure(config: dict[str, Any]) -> list[dict[str, Any]]:
                                                 backend.select_devices(n), backend, dtype, lr).items():
             runners[(name, candidate)] = runner
     first = runners[(config["backends"][0], "toolkit")]._trainer
+    _draws_no_noise(workload.model, first, batches[0], dtype)
     found = forward_products(workload.model, first.backend, first.params(), first.state(), *batches[0], dtype, seed)
     gflop = step_flops(sum(p.flops for p in found)) / 1e9
     memory = _PeakMemory()
@@ -278,6 +279,23 @@ def _measure(config: dict[str, Any]) -> list[dict[str, Any]]:
             "library": natives(name).library(name, candidate),
         })
     return results
+
+
+def _draws_no_noise(model, trainer, batch: tuple[np.ndarray, np.ndarray], dtype: str) -> None:
+    """Runs ``model`` on the batch's first row as the natives do (a training run without per-example keys, the
+    model state given), before anything is measured, so that a model that draws noise is refused at once.
+
+    Raises:
+        ModelStateError: the model draws noise.
+    """
+    from toolkit.nn.model import batch as model_batch
+
+    backend, (x, y) = trainer.backend, batch
+    device = backend.list_devices()[0]
+    place = lambda tree: {k: backend.place(v, device) for k, v in tree.items()}  # noqa: E731
+    model.train_losses(backend.ops(dtype), place(trainer.params()),
+                       model_batch(backend.place(x[:1], device), None, place(trainer.state())),
+                       backend.place(y[:1], device))
 
 
 def _values(runner: Runner) -> dict[str, np.ndarray]:
