@@ -151,7 +151,7 @@ def measure(config: dict[str, Any]) -> list[dict[str, Any]] | dict[str, Any]:
         return measure_peak(config)
     try:
         return _measure(config)
-    except ModelStateError as error:  # raised by a native, which runs the model without per-example keys
+    except ModelStateError as error:  # the model draws noise: _draws_no_noise runs it as the natives would
         raise ValueError(NO_NATIVES.format(model=config["model"])) from error
 
 
