@@ -1,5 +1,6 @@
 """A griffe extension for the site's API reference: the Sphinx roles the docstrings cross-reference with
-(``:class:`~toolkit.Ops```, ``:func:`fans```, ``:data:`DEFAULT_TIMEOUT```) become links to the names' entries.
+(``:class:`~toolkit.Ops```, ``:func:`fans```, ``:data:`DEFAULT_TIMEOUT```) become links to the names' entries, and
+reST's ``::`` before a formula shows as ``:``.
 
 mkdocstrings reads docstrings as Markdown, where a role would show as it is written. Each role becomes an optional
 cross-reference (mkdocs-autorefs): a link where the name is rendered on some page, plain code where it is not (a
@@ -16,6 +17,8 @@ import re
 import griffe
 
 ROLE = re.compile(r":(?:py:)?(?:class|func|meth|attr|data|mod|exc|obj|const):`(?P<target>[^`]+)`")
+#: reST's ``text::`` before an indented block (which Markdown shows as code too): shown as ``text:``, as Sphinx does.
+LITERAL_BLOCK = re.compile(r"(?<=\S)::(?=[ \t]*\n[ \t]*\n)")
 
 
 def _identifier(obj: griffe.Object, target: str) -> str:
@@ -28,10 +31,10 @@ def _identifier(obj: griffe.Object, target: str) -> str:
 
 
 def _link(obj: griffe.Object, match: re.Match) -> str:
-    target = match["target"].strip()
+    target = re.sub(r"\s+", "", match["target"])  # a role's name may be wrapped across docstring lines
     if "<" in target and target.endswith(">"):  # :class:`title <path>`
-        title, _, target = target[:-1].partition("<")
-        title = title.strip()
+        title, _, target = match["target"].strip()[:-1].partition("<")
+        title, target = " ".join(title.split()), re.sub(r"\s+", "", target)
     else:
         title = target.lstrip("~.").rsplit(".", 1)[-1] if target.startswith("~") else target.lstrip(".")
     identifier = _identifier(obj, target.lstrip("~"))
@@ -51,7 +54,8 @@ class SphinxRoles(griffe.Extension):
             return
         seen.add(obj.path)
         if obj.docstring is not None and ":" in obj.docstring.value:
-            obj.docstring.value = ROLE.sub(lambda m: _link(obj, m), obj.docstring.value)
+            text = ROLE.sub(lambda m: _link(obj, m), obj.docstring.value)
+            obj.docstring.value = LITERAL_BLOCK.sub(":", text)
         for member in obj.members.values():
             if not member.is_alias:
                 self._rewrite(member, seen)

@@ -99,7 +99,7 @@ def _reference_anchor(path: Path, anchor: str) -> bool:
     """Whether an API reference page has ``anchor``: a heading of its own, a module it renders, or a name it renders
     (``toolkit.DataParallel``) or a member of one (``toolkit.DataParallel.fit``)."""
     found = [d for d in directives() if d.page == path]
-    names = {f"{d.path}.{name}" for d in found for name in d.names()}
+    names = {d.path if d.obj is not None else f"{d.path}.{name}" for d in found for name in d.names()}
     return (anchor in anchors(path, site_slug) or anchor in {d.path for d in found}
             or any(anchor == n or anchor.startswith(n + ".") for n in names))
 
@@ -152,15 +152,23 @@ def test_a_broken_link_is_found():
 
 # --- the API reference ----------------------------------------------------------------------------------------------
 class Directive:
-    """One ``::: module`` of a reference page, with its ``members:`` list if it has one."""
+    """One ``::: path`` of a reference page: a module (with its ``members:`` list if it has one), or one class."""
 
     def __init__(self, page: Path, path: str, options: str):
         self.page, self.path = page, path
         listed = re.search(r"^\s+members:\s*\n((?:\s+- .*\n?)+)", options, re.M)
         self.members = re.findall(r"- (\S+)", listed[1]) if listed else None
-        self.module = importlib.import_module(path)
+        module, _, name = path.rpartition(".")
+        try:
+            self.module, self.obj = importlib.import_module(path), None
+        except ModuleNotFoundError:
+            self.module = importlib.import_module(module)
+            self.obj = getattr(self.module, name)
 
     def names(self) -> list[str]:
+        """The names of ``self.module`` it renders (a class's directive: that class's name)."""
+        if self.obj is not None:
+            return [self.path.rpartition(".")[2]]
         return self.members if self.members is not None else public_names(self.module)
 
 
@@ -200,7 +208,7 @@ def _key(name: str, value) -> object:
 def undocumented(found: list[Directive]) -> list[str]:
     """The public names no directive of ``found`` renders (a module counts as rendered where it has a directive)."""
     rendered = {_key(n, getattr(d.module, n)) for d in found for n in d.names()}
-    rendered |= {id(d.module) for d in found}
+    rendered |= {id(d.module) for d in found}  # a module with a directive of its own or of its names has a page
     missing = []
     for name in public_modules():
         module = importlib.import_module(name)
@@ -224,7 +232,7 @@ def test_a_public_name_left_out_of_the_reference_is_found():
 
 def test_every_documented_class_and_function_has_a_docstring():
     """mkdocstrings renders the docstring: a name without one would show its signature and nothing else."""
-    bare = sorted({f"{d.path}.{n}" for d in directives() for n in d.names()
+    bare = sorted({f"{d.module.__name__}.{n}" for d in directives() for n in d.names()
                    if (inspect.isclass(obj := getattr(d.module, n)) or inspect.isfunction(obj))
                    and not (obj.__dict__.get("__doc__") if inspect.isclass(obj) else obj.__doc__)})
     assert not bare, f"no docstring: {bare}"
