@@ -233,3 +233,29 @@ def test_every_documented_class_and_function_has_a_docstring():
                    if (inspect.isclass(obj := getattr(d.module, n)) or inspect.isfunction(obj))
                    and not (obj.__dict__.get("__doc__") if inspect.isclass(obj) else obj.__doc__)})
     assert not bare, f"no docstring: {bare}"
+
+
+def _constant_documented(module: ModuleType, name: str) -> bool:
+    """Whether constant ``name`` has a ``#:`` comment above its assignment or a string under it, in the module that
+    assigns it (followed through ``from ... import``): mkdocstrings shows it only then."""
+    source = inspect.getsource(module)
+    lines, body = source.splitlines(), ast.parse(source).body
+    for index, node in enumerate(body):
+        if isinstance(node, ast.ImportFrom) and node.module and any((a.asname or a.name) == name for a in node.names):
+            return _constant_documented(importlib.import_module(node.module), name)
+        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+        elements = [e for t in targets for e in (t.elts if isinstance(t, ast.Tuple) else [t])]
+        names = {e.id for e in elements if isinstance(e, ast.Name)}
+        if name in names:
+            after = body[index + 1] if index + 1 < len(body) else None
+            return lines[node.lineno - 2].lstrip().startswith("#:") or (
+                isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant)
+                and isinstance(after.value.value, str))
+    return False
+
+
+def test_every_documented_constant_has_a_docstring():
+    constants = {(d.module, n) for d in directives() for n in d.names()
+                 if _key(n, getattr(d.module, n)) == n}
+    bare = sorted(f"{module.__name__}.{name}" for module, name in constants if not _constant_documented(module, name))
+    assert not bare, f"no '#:' comment or docstring, so the reference would leave them out: {bare}"

@@ -46,6 +46,7 @@ class BackendSpec:
         return importlib.import_module(f"{self.package}.environment")
 
 
+#: Every backend by name: where it lives, what it needs installed and the ``pip`` extra that installs it.
 REGISTRY: dict[str, BackendSpec] = {
     spec.name: spec
     for spec in (

@@ -83,6 +83,8 @@ BENCH_TRANSFORMER_SEQ_LEN, BENCH_TRANSFORMER_WIDTH, BENCH_TRANSFORMER_BATCH = 12
 #: Steps per round of the compute-bound bench models: a round of each candidate stays near a second.
 BENCH_COMPUTE_STEPS = 3
 
+#: The workloads ``--model`` names, each made on demand (a model and its data): the digits MLP and convnet, a
+#: polynomial regression, and the built-in models at the sizes the commands and the bench measure.
 WORKLOADS: dict[str, Callable[[], Workload]] = {
     "digits-mlp": lambda: Workload("digits-mlp", mlp([64, 128, 10], name="digits-mlp-64-128-10"), digits),
     "digits-conv": lambda: Workload("digits-conv", _conv_net(), digits),
