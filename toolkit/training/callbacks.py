@@ -276,9 +276,10 @@ class BackupAndRestore(Callback):
         delete_checkpoint: delete the backup once the fit has finished (not when it failed, so a rerun resumes).
 
     Raises:
-        ArgumentError: an empty ``backup_dir`` or a ``save_freq`` other than "epoch" or an int >= 1. At the start
-            of a fit, CheckpointError: a backup that cannot be read or was written by another fit (other data,
-            batch size, shuffle, model or optimizer), or processes that found different backups; nothing is trained.
+        ArgumentError: an empty ``backup_dir`` or a ``save_freq`` other than "epoch" or an int >= 1.
+        CheckpointError: at the start of a fit, a backup that cannot be read or was written by another fit (other
+            data, batch size, shuffle, model or optimizer), or processes that found different backups; nothing is
+            trained.
     """
 
     #: The backup's file name in ``backup_dir``.
