@@ -1,9 +1,9 @@
-"""The floor plain JAX sets for a dispatch-bound data-parallel step on logical CPU devices, for the README's scaling
-notes: the bench MLP (64-128-10, global batch 256, SGD 0.05, float32) written directly in JAX, one ``jax.jit`` on
-one device against one ``jax.jit`` of a ``shard_map`` (gradients and loss psummed) on 2 and 4 devices, the
-parameters donated and replicated. Each multi-device step is timed twice: with the batch put on the devices each
-step (what training from host data does, and what the toolkit's step does) and with a batch placed once (the
-program's own dispatch and collectives). Median over rounds of ms a step, and each over the one-device step.
+"""The floor plain JAX sets for a dispatch-bound data-parallel step on logical CPU devices, for the scaling notes of
+docs/guides/benchmarks.md: the bench MLP (64-128-10, global batch 256, SGD 0.05, float32) written directly in JAX, one
+``jax.jit`` on one device against one ``jax.jit`` of a ``shard_map`` (gradients and loss psummed) on 2 and 4 devices,
+the parameters donated and replicated. Each multi-device step is timed twice: with the batch put on the devices each
+step (what training from host data does, and what the toolkit's step does) and with a batch placed once (the program's
+own dispatch and collectives). Median over rounds of ms a step, and each over the one-device step.
 
 Run it in either Theano-family environment (jax 0.4.30 under Aesara, jax 0.10 under PyTensor):
 

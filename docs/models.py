@@ -1,9 +1,9 @@
-"""Measure the built-in real models for the README: ``multigpu compare`` of each (TensorFlow and Aesara, 1, 2 and
-4 logical devices, float64, Adam, the same 5 batches) into docs/models.json, whose first steps are the compile times
-the README shows; and the first step of ``lstm-text`` at several sequence lengths on each backend (one device,
-float32, batch 32, ids padded with 0 in half the rows; on TensorFlow also with ``unroll=True``) into
-docs/lengths.json, which shows whether compile time stays flat as sequences grow. ``nox -s docs`` runs it; then
-docs/update_readme.py writes the tables.
+"""Measure the built-in real models for docs/guides/compare.md: ``multigpu compare`` of each (TensorFlow and Aesara, 1,
+2 and 4 logical devices, float64, Adam, the same 5 batches) into docs/models.json, whose first steps are the compile
+times the page shows; and the first step of ``lstm-text`` at several sequence lengths on each backend (one device,
+float32, batch 32, ids padded with 0 in half the rows; on TensorFlow also with ``unroll=True``) into docs/lengths.json,
+which shows whether compile time stays flat as sequences grow. ``nox -s docs`` runs it; then docs/update_readme.py
+writes the tables.
 
     python docs/models.py
 """
