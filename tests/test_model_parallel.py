@@ -105,7 +105,8 @@ def test_each_part_computes_on_its_device(backend):
     assert all(backend.device_of(g) == placement["second"] for g in grads.values())
     trainer = toolkit.ModelParallel(model, backend, toolkit.optim.SGD(0.1), dtype="float64")
     x, y = data(model)
-    params = {name: var.replicas[0].value for name, var in trainer._params.items()}
+    homes = trainer.param_devices()
+    params = {name: backend.place(value, homes[name]) for name, value in trainer.params().items()}
     loss, grads, _ = Backend.compile_parted_gradient(backend, model, placement, "float64")(params, {"x": x}, y)
     assert all(backend.device_of(g) == trainer.param_devices()[name] for name, g in grads.items())
     np.testing.assert_allclose(float(backend.to_numpy(loss)), trainer.loss(x, y), rtol=0, atol=FLOAT64_ATOL)
@@ -213,7 +214,8 @@ def test_tensorflow_runs_each_backward_pass_where_its_forward_ran():
     x, y = data(model)
     trainer.step(x, y)
     placement = {part.name: parse_device(part.device) for part in model.parts}
-    params = {name: var.replicas[0].value for name, var in trainer._params.items()}
+    homes = trainer.param_devices()
+    params = {name: trainer.backend.place(value, homes[name]) for name, value in trainer.params().items()}
     run = trainer.backend.compile_parted_gradient(model, placement, "float64")
     graph = run.function.get_concrete_function(params, {"x": tf.constant(x)}, tf.constant(y)).graph
     expected = {"MatMul": {"CPU:1"}, "MatMul_1": {"CPU:2"}, "MatMul_2": {"CPU:3"}}
@@ -221,10 +223,19 @@ def test_tensorflow_runs_each_backward_pass_where_its_forward_ran():
 
     parallel = toolkit.DataParallel(toolkit.models.mlp([4, 8, 3]), "tensorflow", "cpu:2,cpu:3",
                                     toolkit.optim.SGD(0.1), dtype="float64")
+    fused, calls = parallel.fused_step(), []
+
+    def record(step):  # the arguments of the step's call: the shards as the trainer laid them out
+        def call(*args):
+            calls.append(args)
+            return step(*args)
+        return call
+
+    assert parallel.wrap_fused_step(record)
     parallel.step(x, y)
-    indices, _, xs, ys = zip(*parallel._shards(*parallel._check_batch(x, y)))
-    graph = parallel.fused_step().function.get_concrete_function(
-        tuple(indices), list(xs), list(ys), tf.constant([0.5, 0.5], tf.float64), np.asarray(2.0)).graph
+    [(indices, xs, ys, shares, step)] = calls
+    graph = fused.function.get_concrete_function(
+        tuple(indices), list(xs), list(ys), tf.constant(shares, tf.float64), step).graph
     devices = _backward_devices(graph)
     assert devices and all(len(d) == 1 for d in devices.values())
     assert set().union(*devices.values()) == {"CPU:2", "CPU:3"}

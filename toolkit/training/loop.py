@@ -31,6 +31,7 @@ from toolkit.training.batches import (
     rows,
     sample_weights,
     several,
+    step_weights,
 )
 from toolkit.training.batches import count as batch_count  # fit's own ``count`` is the examples there
 from toolkit.training.callbacks import Callback
@@ -257,7 +258,8 @@ def fit(trainer, x: Any, y: Any, epochs: int, batch_size: int, shuffle: bool, va
     weights = _fit_weights(trainer, y, sample_weight, class_weight)
     metrics = metrics_module.get(metrics or trainer.model.metrics)  # none given: the model's (Keras' compiled)
     if weights is not None:
-        trainer._weights(weights[:1], 1, metrics)  # what a step would refuse (weighted metrics across processes)
+        # what a step would refuse (weighted metrics across processes)
+        step_weights(weights[:1], 1, metrics, trainer.dtype, trainer.cluster is not None)
     names = ["loss", *(m.name for m in metrics)]
     if validation_data is not None:
         _check_validation_data(trainer, validation_data, _examples(x, y))

@@ -14,33 +14,32 @@ A subclass decides where parameters live and how each replica's part of the loss
 
 Nothing is written before step 4, so an error anywhere (bad input, a failure on one device, a non-finite gradient)
 leaves parameters, optimizer state, step count and RNG state as they were.
+
+The variables and their readers and writers are :class:`~toolkit.training.trainer_variables.TrainerVariables`',
+``predict`` and ``evaluate`` :class:`~toolkit.training.evaluation.Inference`'s; ``fit`` is
+:mod:`toolkit.training.loop`'s.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-import optree
 
 from toolkit.backend import Backend
 from toolkit.errors import (
     ArgumentError,
     ArgumentTypeError,
     ComputeError,
-    DTypeError,
     NonFiniteError,
-    ParamsError,
     ShapeError,
 )
 from toolkit.nn.context import consecutive_example_keys
-from toolkit.nn.model import Model, State
+from toolkit.nn.model import Model
 from toolkit.registry import get_backend
-from toolkit.training import evaluation
 from toolkit.training import metrics as metrics_module
 from toolkit.training.batches import (
     DTYPES,
@@ -48,7 +47,6 @@ from toolkit.training.batches import (
     BatchCheck,
     as_dtype,
     count,
-    count_non_finite,
     rows,
     step_weights,
 )
@@ -59,9 +57,10 @@ from toolkit.training.checkpoint import (
     save_checkpoint,
     trainer_checkpoint,
 )
+from toolkit.training.evaluation import Inference
 from toolkit.training.failures import compute_error
 from toolkit.training.optim import Optimizer
-from toolkit.training.step import constrained
+from toolkit.training.trainer_variables import TrainerVariables
 
 __all__ = ["DTYPES", "LABEL_DTYPE", "NAN_POLICIES", "Trainer", "rows"]
 
@@ -75,7 +74,7 @@ def _micro_batches(value: Any, count: int) -> int:
     return int(value)
 
 
-class Trainer:
+class Trainer(TrainerVariables, Inference):
     """The common part of :class:`~toolkit.DataParallel` and :class:`~toolkit.ModelParallel` (not used directly).
 
     Attributes:
@@ -104,34 +103,6 @@ class Trainer:
         self.rng = np.random.default_rng(self.seed)
         self._batch_check = BatchCheck(self.dtype, model.input_shape, model.output_shape)
         self.cluster = None  # a DataParallel trainer's job of several processes
-        self._scorers: dict = {}  # evaluate's compiled scores, per tuple of metrics
-
-    def _init_params(self, replicas: Callable[[str], Sequence[Any]] | Sequence[Any]) -> None:
-        """Draw the initial parameters and place them: ``replicas(name)`` gives a parameter's devices (the first is
-        its home, where its optimizer state lives and its update runs), or ``replicas`` is one device list for all."""
-        made = self.model.init(self.rng)
-        if not isinstance(made, Mapping) or not made:
-            raise ParamsError(f"model.init must return a non-empty dict of arrays, got {type(made).__name__}")
-        initial = {name: np.asarray(value, dtype=self.dtype) for name, value in made.items()
-                   if not isinstance(value, State)}
-        model_state = {name: np.asarray(value.value, dtype=self.dtype) for name, value in made.items()
-                       if isinstance(value, State)}
-        if not initial:
-            raise ParamsError("model.init marks every entry as toolkit.State; a model needs parameters to train")
-        self._check_finite_params({**initial, **model_state}, "model.init")
-        devices = {name: replicas(name) if callable(replicas) else replicas for name in made}
-        self._params = {name: self.backend.mirrored_variable(value, devices[name], name=name)
-                        for name, value in initial.items()}
-        self._model_state = {name: self.backend.mirrored_variable(value, devices[name], name=name)
-                             for name, value in model_state.items()}
-        homes = self.param_devices()
-        self._state = {slot: {name: self.backend.variable(np.zeros_like(value), homes[name], name=f"{slot}/{name}")
-                              for name, value in initial.items()}
-                       for slot in self.optimizer.state_slots()}
-        self._update_fn = self.backend.compile_update(self.optimizer, self.dtype)
-        if unknown := sorted(set(self.model.constraints) - set(initial)):
-            raise ParamsError(f"model.constraints name {unknown}, which are not parameters of {self.model.name!r}")
-        self._constrain = functools.partial(constrained, constraints=self.model.constraints)
 
     def _loss_and_gradients(self, x: Any, y: Any, micro_batches: int = 1, metrics: tuple = (),
                             weights: Mapping[str, np.ndarray] | None = None
@@ -311,65 +282,6 @@ class Trainer:
         return fit(self, x, y, epochs, batch_size, shuffle, validation_data, callbacks, verbose, metrics,
                    initial_epoch, sample_weight, class_weight)
 
-    def predict(self, x: Any, batch_size: int | None = None) -> Any:
-        """The model's outputs for ``x`` (an array or a dict of arrays) in inference mode: batch normalization
-        uses its moving statistics, dropout is off. Each batch of ``batch_size`` examples (default: all at once)
-        runs as a training batch would: split over the devices (DataParallel) or part by part on the parts'
-        devices (ModelParallel); the outputs come back as NumPy arrays, in order.
-
-        Args:
-            x: an array, or a dict of arrays by input name.
-            batch_size: examples per batch; None: all at once.
-
-        Returns:
-            The outputs, NumPy arrays (a pytree as the model's forward returns).
-
-        Raises:
-            ShapeError, DTypeError, NonFiniteError: bad input, or ``batch_size`` < 1 (nothing runs).
-            ComputeError: the framework failed on a device.
-        """
-        x, _ = self.check_batch(x, None)
-        outputs = [optree.tree_map(self.backend.to_numpy, out)
-                   for _, out, _, _ in self._inference(x, self._batches(count(x), batch_size))]
-        return optree.tree_map(lambda *parts: np.concatenate(parts), *outputs)
-
-    def evaluate(self, x: Any, y: Any, batch_size: int | None = None,
-                 metrics: Sequence[str | metrics_module.Metric] = (), sample_weight: Any = None) -> dict[str, float]:
-        """The mean loss and ``metrics`` (names from :data:`toolkit.metrics.NAMED`, or
-        :class:`~toolkit.metrics.Metric` objects) over every example of ``x, y`` in inference mode, batched like
-        :meth:`predict`. Each device's per-example values are summed and counted in float64, over every batch and
-        (when training across processes) every process, and divided once: the mean over all examples, whatever the
-        split. Returns ``{"loss": ..., name: ...}``; nothing is updated. With ``sample_weight`` (one weight per
-        example), as Keras' ``evaluate``: the loss ``sum(loss * weight) / N``, a weighted metric
-        (:attr:`toolkit.metrics.Metric.weighted`) ``sum(value * weight) / sum(weight)``, the others unweighted.
-
-        Args:
-            x: an array, or a dict of arrays by input name.
-            y: the targets.
-            batch_size: examples per batch; None: all at once.
-            metrics: names or :class:`~toolkit.metrics.Metric` objects; default: the model's.
-            sample_weight: one weight per example (Keras'), or None.
-
-        Raises:
-            ArgumentError: an unknown metric; ShapeError, DTypeError, NonFiniteError: bad input, weights or batch size.
-            ComputeError: the framework failed on a device.
-        """
-        return evaluation.evaluate(self, x, y, batch_size, metrics, sample_weight)
-
-    @staticmethod
-    def _batches(count: int, batch_size: int | None) -> list[tuple[int, int]]:
-        """``(first row, end row)`` of each batch of ``batch_size`` rows (default: one batch) of ``count`` rows."""
-        if batch_size is None:
-            batch_size = max(count, 1)
-        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
-            raise ShapeError(f"batch_size must be an int >= 1 or None, got {batch_size!r}")
-        return [(start, min(start + int(batch_size), count)) for start in range(0, count, int(batch_size))]
-
-    def _inference(self, x: Any, batches: list[tuple[int, int]]) -> Iterator[tuple[Any, Any, int, int]]:
-        """``(device, outputs, first row, end row)`` for each piece of the ``batches`` of ``x`` in inference mode:
-        the outputs (natives) of rows ``first:end``, left on ``device``."""
-        raise NotImplementedError
-
     def gradients(self, x: Any, y: Any) -> dict[str, np.ndarray]:
         """The gradient of the mean loss over the global batch; nothing is updated.
 
@@ -402,53 +314,10 @@ class Trainer:
         loss, _, _, _ = self._loss_and_gradients(*self.check_batch(x, y))
         return float(self.backend.to_numpy(loss))
 
-    def params(self) -> dict[str, np.ndarray]:
-        """The parameters, as NumPy arrays."""
-        return {name: var.numpy() for name, var in self._params.items()}
-
-    def state(self) -> dict[str, np.ndarray]:
-        """The model state (the ``init`` entries marked :class:`~toolkit.State`), as NumPy arrays; empty for a
-        model without state."""
-        return {name: var.numpy() for name, var in self._model_state.items()}
-
-    def set_state(self, state: Mapping[str, Any]) -> None:
-        """Replace the model state on every replica. Keys and shapes must match; values are cast to the dtype.
-
-        Args:
-            state: ``{name: array}`` for every state name.
-
-        Raises:
-            ParamsError: missing or extra keys, or a wrong shape; NonFiniteError: NaN or Inf. Nothing is changed.
-        """
-        arrays = self._check_arrays(self._model_state, state, "set_state")
-        for name, array in arrays.items():
-            self._model_state[name].assign(array)
-
     def _example_keys(self, count: int, offset: int = 0) -> np.ndarray:
         """The keys of the next step's examples ``offset .. offset + count - 1`` of the global batch (see
         :func:`toolkit.nn.context.example_keys`)."""
         return consecutive_example_keys(self.seed, self.step_count + 1, offset, count)
-
-    def param_devices(self) -> dict[str, Any]:
-        """Where each parameter lives: its home device (replicas, if any, follow it)."""
-        return {name: var.devices[0] for name, var in self._params.items()}
-
-    def optimizer_state(self) -> dict[str, dict[str, np.ndarray]]:
-        """The optimizer state, ``{slot: {param: array}}``, as NumPy arrays."""
-        return {slot: {name: var.numpy() for name, var in values.items()} for slot, values in self._state.items()}
-
-    def set_params(self, params: Mapping[str, Any]) -> None:
-        """Replace every parameter (on every replica). Keys and shapes must match; values are cast to the dtype.
-
-        Args:
-            params: ``{name: array}`` for every parameter.
-
-        Raises:
-            ParamsError: missing or extra keys, or a wrong shape; NonFiniteError: NaN or Inf. Nothing is changed.
-        """
-        arrays = self._check_params(params, "set_params")
-        for name, array in arrays.items():
-            self._params[name].assign(array)
 
     # ------------------------------------------------------------------------------------------------------------------
     def save(self, path: str | os.PathLike) -> None:
@@ -478,43 +347,6 @@ class Trainer:
         restore_trainer(self, path if isinstance(path, Checkpoint) else load_checkpoint(path))
 
     # ------------------------------------------------------------------------------------------------------------------
-    def _by_home(self) -> dict[Any, list[str]]:
-        groups: dict[Any, list[str]] = {}
-        for name, device in self.param_devices().items():
-            groups.setdefault(device, []).append(name)
-        return groups
-
-    def _at_home(self, names: Sequence[str]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-        params = {name: self._params[name].replicas[0].value for name in names}
-        return params, {slot: {name: values[name].value for name in names} for slot, values in self._state.items()}
-
-    def _check_params(self, params: Mapping[str, Any], what: str) -> dict[str, np.ndarray]:
-        return self._check_arrays(self._params, params, what)
-
-    def _check_arrays(self, variables: Mapping[str, Any], params: Mapping[str, Any],
-                      what: str) -> dict[str, np.ndarray]:
-        if not isinstance(params, Mapping):
-            raise ParamsError(f"{what} needs a dict of arrays, got {type(params).__name__}")
-        missing, extra = set(variables) - set(params), set(params) - set(variables)
-        if missing or extra:
-            raise ParamsError(f"{what} keys differ from the model's: missing {sorted(missing)}, extra {sorted(extra)}")
-        arrays = {}
-        for name, var in variables.items():
-            array = np.asarray(params[name])
-            if array.shape != var.shape:
-                raise ParamsError(f"{what}[{name!r}]: expected shape {var.shape}, got {array.shape}")
-            if array.dtype.kind not in "biuf":
-                raise DTypeError(f"{what}[{name!r}]: expected numbers, got dtype {array.dtype}")
-            arrays[name] = array.astype(self.dtype)
-        self._check_finite_params(arrays, what)
-        return arrays
-
-    @staticmethod
-    def _check_finite_params(params: Mapping[str, np.ndarray], what: str) -> None:
-        bad = {name: n for name, value in params.items() if (n := count_non_finite(value))}
-        if bad:
-            raise NonFiniteError(f"{what}: NaN or Inf in parameters {bad} (name: count)")
-
     def _compute(self, device: Any, shapes: str, run, *args):
         """``run(*args)``, one device's share; an error in it (the framework's, or a typed one the ops raised while
         the model was traced, such as a ShapeError) becomes a ComputeError naming the device, the error its cause."""
@@ -542,8 +374,6 @@ class Trainer:
             ShapeError, DTypeError, NonFiniteError: what is wrong, naming the array.
         """
         return self._batch_check(x, y)
-
-    _check_batch = check_batch  # the name tests/test_model_parallel.py reads
 
     def _accept_input_spec(self) -> None:
         """Remember the first batch's shapes once it has run."""
