@@ -108,7 +108,7 @@ def test_c_linker_step_computes_each_product_once(optimizer):
     trainer = toolkit.DataParallel(SMALL_MLP, toolkit.get_backend(THEANO, linker="c"), 1, optimizer,
                                    dtype="float32")
     trainer.step(*batch(16))
-    (function,) = trainer.fused_step()._functions.values()
+    (function,) = trainer.fused_step().functions
     products = [type(node.op).__name__ for node in function.maker.fgraph.toposort()
                 if type(node.op).__name__ in {"Dot", "Dot22", "Dot22Scalar", "Gemm", "Gemv", "Ger"}]
     assert len(products) == 5, products

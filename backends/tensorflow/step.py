@@ -107,5 +107,5 @@ def compile_fused_step(backend, model, optimizer, dtype, params, state, model_st
                 concrete[key] = function.get_concrete_function(*args)
             return call_concrete(concrete[key], flat, args)
 
-    run.function = function  # for tests that read the traced graph's placement
+    run.function = function  # for inspection of the traced graph (DataParallel.fused_step)
     return run

@@ -118,6 +118,13 @@ class SharedStep:
                         for slot, values in state.items() for name, var in values.items()]
         self._functions: dict = {}
 
+    @property
+    def functions(self) -> tuple:
+        """The compiled engine functions, one per batch signature stepped on so far, oldest first: for inspection
+        (``aesara.printing.debugprint(function)``, ``function.maker.fgraph``), not to call: a call would update the
+        parameters outside the trainer's step (no step count, no model state)."""
+        return tuple(self._functions.values())
+
     def _function(self, batch, y):
         leaves, structure = optree.tree_flatten((batch, y))
         key = (structure, tuple((leaf.dtype, leaf.shape) for leaf in leaves))

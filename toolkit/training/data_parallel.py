@@ -133,6 +133,12 @@ class DataParallel(Trainer):
         return [{name: var.replicas[i].numpy() for name, var in self._params.items()}
                 for i in range(len(self.devices))]
 
+    def replica_state(self) -> list[dict]:
+        """The model state as held by each device's replica, in device order (all equal after every step: the
+        replicas' new values are averaged and written to every replica); empty dicts for a model without state."""
+        return [{name: var.replicas[i].numpy() for name, var in self._model_state.items()}
+                for i in range(len(self.devices))]
+
     # ------------------------------------------------------------------------------------------------------------------
     # The step as one compiled call: a switch to compose it instead, and a hook on the call.
 
@@ -168,7 +174,9 @@ class DataParallel(Trainer):
         Returns:
             ``fn(indices, xs, ys, shares, step) -> (mean loss, written, {metric name: mean})``
             (:meth:`toolkit.backend.Backend.compile_fused_step`), or None where steps are composed (:attr:`fused`
-            False, or a backend that compiles no fused step for this trainer).
+            False, or a backend that compiles no fused step for this trainer). For inspection, TensorFlow's has
+            ``fn.function``, its ``tf.function`` (``get_concrete_function(...).graph``: where each op runs), and
+            the Theano family's one-device C-linker step ``fn.functions``, its compiled functions.
 
         Raises:
             ArgumentError: an unknown metric.
