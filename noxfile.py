@@ -2,8 +2,8 @@
 Theano-family engine (Aesara on NumPy 1, PyTensor on NumPy 2: they cannot share an environment, so their agreement is
 shown through a reference file made in Aesara's and checked in PyTensor's), lint, and the demo and the benchmark.
 ``nox`` runs the test, parity (with Keras' op tests), lint and site (the documentation) sessions; ``nox -s demo``
-runs the demo, ``nox -s bench`` the benchmark against native code, ``nox -s docs`` measures again what the README
-shows (pictures and tables)."""
+runs the demo, ``nox -s bench`` the benchmark against native code, ``nox -s docs`` measures again what the
+documentation shows (pictures and tables)."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ def tests_aesara(session: nox.Session) -> None:
 
 
 #: The test files ``tests-pytensor`` leaves out unless it is given arguments: the training loop, checkpoints and
-#: resumption, the command line, the examples and the README's usage lines. They test the core's policy over
+#: resumption, the command line, the examples and their usage lines. They test the core's policy over
 #: ``backends/theano/``, which Aesara and PyTensor share line for line, and the Aesara session runs them all; what
 #: differs between the engines (their flags, linker modes, moved names, JAX versions: ``engine.py``) is under every
 #: op, gradient, data-parallel, model-state, multi-process and import test, which PyTensor runs, and PyTensor's
@@ -187,6 +187,7 @@ def bench(session: nox.Session) -> None:
     session.install("-e", ".[all]")
     session.run("multigpu", "bench", "--out", "docs", *session.posargs, env=QUIET)
     session.run("python", "docs/update_readme.py")
+    session.run("python", "docs/bench_chart.py")
 
 
 @nox.session(name="bench-pytensor")
@@ -197,11 +198,12 @@ def bench_pytensor(session: nox.Session) -> None:
     session.install("-e", ".[pytensor]")
     session.run("multigpu", "bench", "--backends", "pytensor", "--out", "docs/pytensor", *session.posargs, env=QUIET)
     session.run("python", "docs/update_readme.py")
+    session.run("python", "docs/bench_chart.py", "docs/pytensor/bench.json", "docs/pytensor/bench.png")
 
 
 @nox.session
 def docs(session: nox.Session) -> None:
-    """Measure again what the README shows: ``multigpu compare`` into docs/compare/ (results.json, the plots),
+    """Measure again what the documentation shows: ``multigpu compare`` into docs/compare/ (results.json, the plots),
     ``multigpu bench`` into docs/ (bench.json), the built-in models into docs/models.json (docs/models.py), then the
     documentation's tables from those files (docs/update_readme.py).
     Commit the lot together; tests/test_readme.py checks the pages' tables against the files."""
@@ -211,3 +213,4 @@ def docs(session: nox.Session) -> None:
     session.run("multigpu", "bench", "--out", "docs", "--quiet", *session.posargs, env=QUIET)
     session.run("python", "docs/models.py", env=QUIET)
     session.run("python", "docs/update_readme.py")
+    session.run("python", "docs/bench_chart.py")

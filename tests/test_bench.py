@@ -350,7 +350,7 @@ def test_flops_are_counted_from_the_shapes_of_matmuls_convolutions_and_loop_iter
 @pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="jax is not installed (it comes with the aesara "
                     "or pytensor extra)")
 def test_jax_mesh_floor_times_plain_jax_on_one_two_and_four_devices():
-    """docs/jax_mesh_floor.py, the plain-JAX floor the README's scaling notes cite, runs and reports each count
+    """docs/jax_mesh_floor.py, the plain-JAX floor the benchmarks page's scaling notes cite, runs and reports each count
     against one device (a few steps: the numbers are its output, not asserted)."""
     script = Path(__file__).resolve().parents[1] / "docs" / "jax_mesh_floor.py"
     done = subprocess.run([sys.executable, str(script), "--steps", "3", "--rounds", "1"], capture_output=True,

@@ -49,7 +49,8 @@ Its files, one job each: ``run.py`` starts the worker processes (one per model a
 peak; ``__main__.py`` is a worker) and gathers their results; ``measure.py`` is what a worker measures (the
 candidates' cycles and rounds, memory, the parameters compared); ``natives/`` holds each framework's native training
 code; ``targets.py`` the targets; ``statistics.py`` the ratios and fractions of peak with their bootstrap intervals
-and verdicts; ``report.py`` the tables printed and the README's markdown; ``schema.py`` the results file's schema.
+and verdicts; ``report.py`` the tables printed and the benchmarks page's markdown; ``schema.py`` the results
+file's schema.
 """
 
 from toolkit.command.bench.report import markdown, print_report

@@ -1,4 +1,5 @@
-"""The tables of a ``multigpu bench`` run: printed on the terminal, and as markdown for the README."""
+"""The tables of a ``multigpu bench`` run: printed on the terminal, and as markdown for the benchmarks page
+(docs/guides/benchmarks.md)."""
 
 from __future__ import annotations
 
@@ -89,7 +90,7 @@ def _model_markdown(model: str, runs: list[dict[str, Any]], model_ratios: list[d
 
 
 def markdown(results: dict[str, Any]) -> str:
-    """The README's tables of a bench run: the settings and machine, the peak, then per model its step times
+    """The benchmarks page's tables of a bench run: the settings and machine, the peak, then per model its step times
     (achieved GFLOP/s, share of peak, first step, memory) and every ratio with its interval and verdict, then each
     backend's toolkit step over the fastest backend's, then the fractions of peak of the compute-bound models.
 
