@@ -125,7 +125,7 @@ class Trainer(TrainerVariables, Inference):
         times larger than memory allows still takes one update; the result is the update of the whole batch (each
         example keeps its random key), except that batch statistics are each part's. ``sample_weight`` (Keras'):
         one weight per example; the loss is then ``sum(loss * weight) / N`` (Keras' reduction) plus the model's
-        penalties.
+        penalties. Whatever it raises, the trainer is left exactly as it was.
 
         Args:
             x: an array, or a dict of arrays by input name.
@@ -138,7 +138,6 @@ class Trainer(TrainerVariables, Inference):
                 size (nothing is computed).
             ComputeError: the framework failed on a device.
             NonFiniteError: with ``nan_policy="raise"``, a NaN or Inf loss or gradient.
-            In every case the trainer is left exactly as it was.
         """
         return self._step(x, y, micro_batches, (), sample_weight)[0]
 
