@@ -1,10 +1,17 @@
-"""One process of a multi-process test job, started by ``multigpu launch``: SMALL_MLP (or ``--model dropout-mlp`` or
-``sync-bn-mlp``), Adam, float64, a new global batch each step of which this process reads only its part; writes its
-parameters to OUT/params_<id>.npz and its model state to OUT/state_<id>.npz.
-``--die-process K --die-step S``: process K kills itself (SIGKILL) before step S. ``--fit-rows N``: fit on this
-process's part of N rows instead (history_<id>.json too; exit 3 with the message if fit refuses); with ``--backup DIR``
-through BackupAndRestore(DIR), ``--kill-at S`` SIGKILLing process 1 after step S, ``--reference`` fitting a trainer of
-its own without a backup first (params_ref_<id>.npz, history_ref_<id>.json)."""
+"""One process of a multi-process test job, started by ``multigpu launch``: it joins the job, then runs the phases
+asked for, in this order (each job of two processes costs 10-20 s of CPU to start, so one job runs several):
+
+1. ``--fit-rows N``: fit SMALL_MLP (Adam, float64, every device of the process) on this process's part of N rows:
+   OUT/history_<id>.json and OUT/params_<id>.npz; with ``--backup DIR`` through BackupAndRestore(DIR), ``--kill-at S``
+   SIGKILLing process 1 after step S, ``--reference`` fitting a trainer of its own without a backup first
+   (OUT/history_ref_<id>.json, OUT/params_ref_<id>.npz).
+2. ``--checks A,B``: the step-path checks of :data:`STEP_CHECKS` named, each on a trainer of its own taking
+   :data:`STEPS` steps of a new global batch of which this process reads its part: OUT/params_<check>_<id>.npz and
+   OUT/state_<check>_<id>.npz, or OUT/error_<check>_<id>.txt where the check raised; :data:`REFUSED_FIT` fits on
+   parts of different sizes and writes fit's refusal to OUT/refused-fit_<id>.txt.
+3. ``--die-step S``: a new SMALL_MLP trainer takes those steps, and process 1 SIGKILLs itself before step S (the time
+   of the kill, ``time.time()``, in OUT/killed_at); the others raise PeerLostError naming it.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +20,8 @@ import json
 import os
 import signal
 import sys
+import time
+import traceback
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -25,6 +34,11 @@ from toolkit import distributed  # noqa: E402
 
 STEPS, BATCH, LR = 10, 7, 0.05  # 7 examples: parts of 4 and 3 on two processes
 MODELS = {"mlp": SMALL_MLP, "dropout-mlp": DROPOUT_MLP, "sync-bn-mlp": SYNC_BN_MLP}
+#: The step-path checks: name -> (model, devices of each process's trainer).
+STEP_CHECKS = {"mlp-2dev": ("mlp", 2), "dropout-1dev": ("dropout-mlp", 1), "sync-bn-1dev": ("sync-bn-mlp", 1),
+               "sync-bn-2dev": ("sync-bn-mlp", 2)}
+#: The check whose processes fit on parts of different sizes (8 and 7 of these rows).
+REFUSED_FIT, REFUSED_ROWS = "refused-fit", 15
 
 
 #: fit's arguments in the --fit-rows job: 2 epochs of batches of 3 rows per process, validated with accuracy.
@@ -49,56 +63,85 @@ class _KillAt(toolkit.callbacks.Callback):
             os.kill(os.getpid(), signal.SIGKILL)
 
 
-def train(trainer, part=slice(None), die_step=None):
+def train(trainer, part=slice(None), die_step=None, out=None):
+    """STEPS steps of a new global batch of BATCH rows, of which the trainer reads rows ``part``; before step
+    ``die_step`` this process writes the time to out/killed_at and SIGKILLs itself."""
     for step in range(STEPS):
         if step == die_step:
+            (out / "killed_at").write_text(repr(time.time()))  # the others' bound counts from here
             os.kill(os.getpid(), signal.SIGKILL)
         x, y = batch(BATCH, seed=100 + step)
         trainer.step(x[part], y[part])
     return trainer.params()
 
 
+def _trainer(backend: str, model=SMALL_MLP, devices="all") -> toolkit.DataParallel:
+    return toolkit.DataParallel(model, backend, devices, toolkit.optim.Adam(LR), dtype="float64")
+
+
+def run_fit(args, process_id: int) -> None:
+    """Phase 1 (see the module doc)."""
+    part = distributed.process_slice(args.fit_rows)
+    (x, y), (vx, vy) = fit_data(args.fit_rows)
+
+    def fit(trainer, callbacks=()):
+        return trainer.fit(x[part], y[part], **FIT, validation_data=(vx[part], vy[part]), callbacks=callbacks)
+
+    def write(trainer, history, suffix):
+        (args.out / f"history{suffix}_{process_id}.json").write_text(json.dumps(history.history))
+        np.savez(args.out / f"params{suffix}_{process_id}.npz", **trainer.params())
+
+    callbacks = []
+    if args.backup is not None:
+        callbacks.append(toolkit.callbacks.BackupAndRestore(args.backup, save_freq=BACKUP_EVERY))
+    if args.kill_at is not None and process_id == 1:
+        callbacks.append(_KillAt(args.kill_at))
+    if args.reference:
+        reference = _trainer(args.backend)
+        write(reference, fit(reference), "_ref")
+    trainer = _trainer(args.backend)
+    write(trainer, fit(trainer, callbacks), "")
+
+
+def run_checks(backend: str, process_id: int, names: list[str], out: Path) -> None:
+    """Phase 2: the checks ``names`` (of STEP_CHECKS, or REFUSED_FIT) in this order, each writing its result or its
+    error (the other checks still run; the test of this one shows the error)."""
+    for name in names:
+        try:
+            if name == REFUSED_FIT:
+                (x, y), _ = fit_data(REFUSED_ROWS)
+                part = distributed.process_slice(REFUSED_ROWS)
+                try:
+                    _trainer(backend).fit(x[part], y[part], **FIT)
+                except toolkit.ShapeError as error:
+                    (out / f"{name}_{process_id}.txt").write_text(f"ShapeError: {error}")
+                continue
+            model, devices = STEP_CHECKS[name]
+            trainer = _trainer(backend, MODELS[model], devices)
+            np.savez(out / f"params_{name}_{process_id}.npz", **train(trainer, distributed.process_slice(BATCH)))
+            np.savez(out / f"state_{name}_{process_id}.npz", **trainer.state())
+        except distributed.PeerLostError:
+            raise  # the job cannot go on
+        except Exception:
+            (out / f"error_{name}_{process_id}.txt").write_text(traceback.format_exc())
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--backend", required=True)
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--die-process", type=int, default=None)
-    parser.add_argument("--die-step", type=int, default=None)
-    parser.add_argument("--model", choices=MODELS, default="mlp")
     parser.add_argument("--fit-rows", type=int, default=None, help="fit on this process's part of that many rows")
     parser.add_argument("--backup", type=Path, default=None, help="fit through BackupAndRestore in that folder")
-    parser.add_argument("--kill-at", type=int, default=None, help="process 1 SIGKILLs itself after that step")
+    parser.add_argument("--kill-at", type=int, default=None, help="process 1 SIGKILLs itself after that fit step")
     parser.add_argument("--reference", action="store_true", help="an uninterrupted fit by another trainer first")
+    parser.add_argument("--checks", default="", help="comma-separated names of STEP_CHECKS (or refused-fit) to run")
+    parser.add_argument("--die-step", type=int, default=None, help="process 1 SIGKILLs itself before that step")
     args = parser.parse_args()
     cluster = distributed.initialize(args.backend)
-    trainer = toolkit.DataParallel(MODELS[args.model], args.backend, "all", toolkit.optim.Adam(LR), dtype="float64")
     if args.fit_rows is not None:
-        part = distributed.process_slice(args.fit_rows)
-        (x, y), (vx, vy) = fit_data(args.fit_rows)
-        def fit(fitted, callbacks=()):
-            return fitted.fit(x[part], y[part], **FIT, validation_data=(vx[part], vy[part]), callbacks=callbacks)
-
-        callbacks = []
-        if args.backup is not None:
-            callbacks.append(toolkit.callbacks.BackupAndRestore(args.backup, save_freq=BACKUP_EVERY))
-        if args.kill_at is not None and cluster.process_id == 1:
-            callbacks.append(_KillAt(args.kill_at))
-        if args.reference:
-            reference = toolkit.DataParallel(MODELS[args.model], args.backend, "all", toolkit.optim.Adam(LR),
-                                             dtype="float64")
-            history = fit(reference)
-            (args.out / f"history_ref_{cluster.process_id}.json").write_text(json.dumps(history.history))
-            np.savez(args.out / f"params_ref_{cluster.process_id}.npz", **reference.params())
-        try:
-            history = fit(trainer, callbacks)
-        except toolkit.ShapeError as error:
-            print(f"process {cluster.process_id}: ShapeError: {error}")
-            sys.exit(3)
-        (args.out / f"history_{cluster.process_id}.json").write_text(json.dumps(history.history))
-        np.savez(args.out / f"params_{cluster.process_id}.npz", **trainer.params())
-        sys.exit(0)
-    die = args.die_step if args.die_process == cluster.process_id else None
-    params = train(trainer, distributed.process_slice(BATCH), die)
-    np.savez(args.out / f"params_{cluster.process_id}.npz", **params)
-    np.savez(args.out / f"state_{cluster.process_id}.npz", **trainer.state())
-    print(f"process {cluster.process_id} of {cluster.num_processes} on {len(trainer.devices)} device(s): done")
+        run_fit(args, cluster.process_id)
+    run_checks(args.backend, cluster.process_id, [name for name in args.checks.split(",") if name], args.out)
+    if args.die_step is not None:
+        train(_trainer(args.backend), distributed.process_slice(BATCH),
+              args.die_step if cluster.process_id == 1 else None, args.out)
+    print(f"process {cluster.process_id} of {cluster.num_processes}: done")

@@ -3,18 +3,21 @@ missing process named within the bound, and ``multigpu launch``. Every process r
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import toolkit
-from tests.distributed_worker import FIT, LR, MODELS, SMALL_MLP, fit_data, train
+from tests.distributed_worker import FIT, LR, MODELS, REFUSED_FIT, SMALL_MLP, STEP_CHECKS, fit_data, train
 from tests.helpers import max_abs_diff
 from toolkit.command.main import main
 from toolkit.processes.distributed import DistributedError, process_slice, resolve
@@ -25,8 +28,10 @@ ROOT = Path(__file__).resolve().parent.parent
 WORKER = str(ROOT / "tests" / "distributed_worker.py")
 #: What a job of these tests may take at most (start-up of two frameworks included).
 JOB_LIMIT = 240
-#: The job timeout for the failure tests, and how long past it the survivors may take to stop (process start-up,
-#: the framework noticing, the launcher's polling).
+#: The job timeout where no process is to fail: long, so that one process's compiling on a loaded machine does not.
+JOB_TIMEOUT = 60.0
+#: The job timeout for the failure tests, and how long past it the survivors may take to stop (after the kill; for a
+#: process that never joins, after its start: its start-up, the framework noticing, the launcher's polling).
 FAILURE_TIMEOUT, FAILURE_SLACK = 5.0, 40.0
 
 
@@ -111,75 +116,172 @@ def test_launch_prefixes_output_and_fails_when_a_process_fails():
 
 
 # ----------------------------------------------------------------------------------------------------------------------
-# Jobs of two processes.
+# Jobs of two processes. Each costs 10-20 s of CPU to start two frameworks, so one job runs several checks (see
+# distributed_worker's phases) and a test per check reads its results.
 
-def _reference(backend_name: str, devices: int) -> dict:
-    return train(toolkit.DataParallel(SMALL_MLP, backend_name, devices, toolkit.optim.Adam(LR), dtype="float64"))
+#: Each backend's step-path checks (distributed_worker.STEP_CHECKS and REFUSED_FIT) by the devices per process of the
+#: job that runs them. The first count's job also resumes the killed fit, so the killed job has that many devices per
+#: process too. TensorFlow runs every check in one job of 2 devices per process (a one-device check's trainer uses the
+#: first). On the Theano family's JAX path a trainer across processes spans every device of its process (the mesh is
+#: every process's devices), so PyTensor's checks of one and of two devices take a job each (the killed fit keeps one
+#: device per process); Aesara's jax runs one device per process.
+CHECKS = {"tensorflow": {2: (REFUSED_FIT, *STEP_CHECKS)},
+          "aesara": {1: (REFUSED_FIT, "dropout-1dev", "sync-bn-1dev")},
+          "pytensor": {1: ("dropout-1dev", "sync-bn-1dev"), 2: (REFUSED_FIT, "mlp-2dev", "sync-bn-2dev")}}
+ONE_DEVICE_JAX = "jax 0.4.30's CPU collectives run one device per process (openxla/xla#16430)"
+#: Rows of the killed fit (8 per process), the step after which its process 1 is killed, and the step before which
+#: the resuming job's process 1 is killed at its end (the survivor names it in the bound).
+FIT_ROWS, KILL_AT, DIE_STEP = 16, 5, 3
+#: Where the killed job's backup is copied (the resuming job deletes it).
+BACKUP_AT_KILL = "backup_at_kill.npz"
 
 
-def test_two_processes_of_two_devices_train_like_one(backend_name, tmp_path):
-    """Steps across 2 processes of 2 devices each train like 1 and 4 devices in one process. One device per process
-    is the dropout test's below (the same steps, uneven parts), which Aesara runs too."""
+@dataclass
+class Job:
+    """A finished job of two processes: its output folder and the launcher's result."""
+
+    out: Path
+    done: subprocess.CompletedProcess
+    argv: tuple
+    ended: float  # time.time() as the launcher returned
+
+    def output(self) -> str:
+        return self.done.stdout[-3000:] + self.done.stderr[-3000:]
+
+    def read(self, check: str, kind: str, k: int):
+        """Process ``k``'s ``kind`` ("params", "state": a dict of arrays; "refused-fit": text) of ``check``; fails
+        naming the check, with its error or the job's output, where the process wrote none."""
+        path = self.out / (f"{kind}_{k}.txt" if kind == REFUSED_FIT else f"{kind}_{check}_{k}.npz")
+        if not path.exists():
+            error = self.out / f"error_{check}_{k}.txt"
+            pytest.fail(f"check {check}: process {k} wrote no {kind}:\n"
+                        + (error.read_text()[-3000:] if error.exists() else self.output()))
+        return path.read_text() if kind == REFUSED_FIT else dict(np.load(path))
+
+
+class Jobs:
+    """The jobs of two processes of each backend, each launched once, at the first test that reads it: the killed
+    fit, the job that resumes it (then runs the checks of its device count and ends with a process killed mid-step),
+    and the job of the checks of another device count (PyTensor's two-device ones)."""
+
+    def __init__(self, tmp_path_factory) -> None:
+        self._folders, self._jobs = tmp_path_factory, {}
+
+    def _launch(self, key: tuple, per_process: int, timeout: float, *argv: str) -> Job:
+        if key not in self._jobs:
+            out = self._folders.mktemp("-".join(map(str, key)))
+            argv = ("--", sys.executable, WORKER, "--backend", key[0], "--out", str(out), *argv)
+            done = _launch("-n", "2", "--devices-per-process", str(per_process), "--timeout", str(timeout), *argv)
+            self._jobs[key] = Job(out, done, argv, time.time())
+        return self._jobs[key]
+
+    def _fit(self, backend_name: str) -> tuple:
+        return "--fit-rows", str(FIT_ROWS), "--backup", str(self._folders.getbasetemp() / f"backup-{backend_name}")
+
+    def killed(self, backend_name: str) -> Job:
+        """A fit across 2 processes through BackupAndRestore (process 0 writes, both read), whose process 1 is
+        SIGKILLed after step KILL_AT (the backup of step 4, mid-epoch, written: step 5 needed process 0 past it);
+        the same fit run first, uninterrupted, by a trainer of its own (out/*_ref_*)."""
+        per_process, key = next(iter(CHECKS[backend_name])), (backend_name, "killed")
+        if key not in self._jobs:
+            job = self._launch(key, per_process, FAILURE_TIMEOUT, *self._fit(backend_name), "--reference",
+                               "--kill-at", str(KILL_AT))
+            backup = Path(job.argv[job.argv.index("--backup") + 1]) / toolkit.callbacks.BackupAndRestore.FILENAME
+            if backup.exists():  # kept for its test: the resuming job deletes it
+                shutil.copy(backup, job.out / BACKUP_AT_KILL)
+        return self._jobs[key]
+
+    def resumed(self, backend_name: str) -> Job:
+        """The killed job's fit run again (it resumes), then the checks of its device count, then process 1 killed
+        before step DIE_STEP of a new trainer."""
+        self.killed(backend_name)
+        per_process, checks = next(iter(CHECKS[backend_name].items()))
+        return self._launch((backend_name, "resumed"), per_process, FAILURE_TIMEOUT, *self._fit(backend_name),
+                            "--checks", ",".join(checks), "--die-step", str(DIE_STEP))
+
+    def ran(self, backend_name: str, check: str) -> Job:
+        """The job that ran ``check``."""
+        per_process = next(n for n, checks in CHECKS[backend_name].items() if check in checks)
+        if per_process == next(iter(CHECKS[backend_name])):
+            return self.resumed(backend_name)
+        return self._launch((backend_name, f"{per_process}dev"), per_process, JOB_TIMEOUT, "--checks",
+                            ",".join(CHECKS[backend_name][per_process]))
+
+
+@pytest.fixture(scope="module")
+def jobs(tmp_path_factory) -> Jobs:
+    return Jobs(tmp_path_factory)
+
+
+@functools.cache  # the synchronized statistics' two checks compare with the same one
+def _reference(backend_name: str, devices: int, model=SMALL_MLP) -> toolkit.DataParallel:
+    """A trainer in this process after the steps a step-path check takes across processes."""
+    trainer = toolkit.DataParallel(model, backend_name, devices, toolkit.optim.Adam(LR), dtype="float64")
+    train(trainer)
+    return trainer
+
+
+def test_two_processes_of_two_devices_train_like_one(backend_name, jobs):
+    """Steps across 2 processes of 2 devices each (parts of 4 and 3 rows) train like 1 and 4 devices in one process.
+    One device per process is the dropout check's (the same steps), which Aesara runs too."""
     if backend_name == "aesara":
-        pytest.skip("jax 0.4.30's CPU collectives run one device per process (openxla/xla#16430)")
-    per_process = 2
-    done = _launch("-n", "2", "--devices-per-process", str(per_process), "--timeout", "60", "--",
-                   sys.executable, WORKER, "--backend", backend_name, "--out", str(tmp_path))
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    first, second = (dict(np.load(tmp_path / f"params_{k}.npz")) for k in range(2))
+        pytest.skip(ONE_DEVICE_JAX)
+    job = jobs.ran(backend_name, "mlp-2dev")
+    first, second = (job.read("mlp-2dev", "params", k) for k in range(2))
     assert max_abs_diff(first, second) == 0.0  # every process holds the same parameters
-    for devices in {1, 2 * per_process}:  # 10 Adam steps on batches of 7 (4 + 3 rows per process), float64
-        assert max_abs_diff(first, _reference(backend_name, devices)) <= FLOAT64_ATOL
+    for devices in (1, 4):  # 10 Adam steps on batches of 7, float64
+        assert max_abs_diff(first, _reference(backend_name, devices).params()) <= FLOAT64_ATOL, f"{devices} device(s)"
 
 
-def test_two_processes_draw_the_dropout_masks_of_one(backend_name, tmp_path):
+def test_two_processes_draw_the_dropout_masks_of_one(backend_name, jobs):
     """Each example's dropout mask comes from its index in the global batch, which a process learns from the
-    others' part sizes (4 and 3 rows here): two processes train like one process."""
-    done = _launch("-n", "2", "--timeout", "60", "--", sys.executable, WORKER, "--backend", backend_name, "--out",
-                   str(tmp_path), "--model", "dropout-mlp")
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    first = dict(np.load(tmp_path / "params_0.npz"))
-    reference = train(toolkit.DataParallel(MODELS["dropout-mlp"], backend_name, 1, toolkit.optim.Adam(LR),
-                                           dtype="float64"))
-    assert max_abs_diff(first, reference) <= FLOAT64_ATOL
+    others' part sizes (4 and 3 rows here, one device each): two processes train like one process."""
+    first = jobs.ran(backend_name, "dropout-1dev").read("dropout-1dev", "params", 0)
+    assert max_abs_diff(first, _reference(backend_name, 1, MODELS["dropout-mlp"]).params()) <= FLOAT64_ATOL
 
 
-@pytest.mark.parametrize("per_process", [1, 2], ids=["1dev-each", "2dev-each"])
-def test_synchronized_statistics_span_the_processes(backend_name, per_process, tmp_path):
+@pytest.mark.parametrize("check", ["sync-bn-1dev", "sync-bn-2dev"], ids=["1dev-each", "2dev-each"])
+def test_synchronized_statistics_span_the_processes(backend_name, check, jobs):
     """Synchronized batch normalization across two processes (parts of 4 and 3 rows, each split over its devices):
     the statistics are the global batch's, so the job trains like one device, parameters and moving statistics."""
-    if backend_name == "aesara" and per_process > 1:
-        pytest.skip("jax 0.4.30's CPU collectives run one device per process (openxla/xla#16430)")
-    done = _launch("-n", "2", "--devices-per-process", str(per_process), "--timeout", "60", "--",
-                   sys.executable, WORKER, "--backend", backend_name, "--out", str(tmp_path), "--model", "sync-bn-mlp")
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    reference = toolkit.DataParallel(MODELS["sync-bn-mlp"], backend_name, 1, toolkit.optim.Adam(LR), dtype="float64")
-    params = train(reference)
+    if backend_name == "aesara" and STEP_CHECKS[check][1] > 1:
+        pytest.skip(ONE_DEVICE_JAX)
+    job = jobs.ran(backend_name, check)
+    reference = _reference(backend_name, 1, MODELS["sync-bn-mlp"])
     for k in range(2):
-        assert max_abs_diff(dict(np.load(tmp_path / f"params_{k}.npz")), params) <= FLOAT64_ATOL
-        assert max_abs_diff(dict(np.load(tmp_path / f"state_{k}.npz")), reference.state()) <= FLOAT64_ATOL
+        assert max_abs_diff(job.read(check, "params", k), reference.params()) <= FLOAT64_ATOL, f"process {k}"
+        assert max_abs_diff(job.read(check, "state", k), reference.state()) <= FLOAT64_ATOL, f"process {k}"
 
 
-def _check_fit_like_one(backend_name: str, out: Path) -> None:
-    """Both processes of a fit across 2 processes (8 rows each, out/*_ref_*) got the same history and parameters,
-    equal to one process fitting on global batches made of the two parts' batches (each process draws the same
+def test_processes_with_different_part_sizes_are_refused_by_fit(backend_name, jobs):
+    job = jobs.ran(backend_name, REFUSED_FIT)
+    for k in range(2):  # every process refuses alike, before any step
+        refusal = job.read(REFUSED_FIT, REFUSED_FIT, k)
+        assert refusal.startswith("ShapeError: fit across processes needs the same number of examples"), refusal
+        assert "8 examples / batch 3 / 2 epochs, 7 examples / batch 3 / 2 epochs" in refusal
+
+
+def test_two_processes_fit_like_one(backend_name, jobs):
+    """Both processes of a fit across 2 processes (8 rows each) got the same history and parameters, equal to one
+    process of one device fitting on global batches made of the two parts' batches (each process draws the same
     order of its own rows)."""
+    out = jobs.killed(backend_name).out
     histories = [json.loads((out / f"history_ref_{k}.json").read_text()) for k in range(2)]
     assert histories[0] == histories[1]
     first = dict(np.load(out / "params_ref_0.npz"))
     assert max_abs_diff(first, dict(np.load(out / "params_ref_1.npz"))) == 0.0
-    (x, y), (vx, vy) = fit_data(16)
+    (x, y), (vx, vy) = fit_data(FIT_ROWS)
     one = toolkit.DataParallel(SMALL_MLP, backend_name, 1, toolkit.optim.Adam(LR), dtype="float64")
-    losses, accuracies = [], []
+    part, losses, accuracies = FIT_ROWS // 2, [], []
     for _ in range(FIT["epochs"]):
-        order, total, correct = one.rng.permutation(8), 0.0, 0.0
-        for start in range(0, 8, FIT["batch_size"]):
+        order, total, correct = one.rng.permutation(part), 0.0, 0.0
+        for start in range(0, part, FIT["batch_size"]):
             rows = order[start:start + FIT["batch_size"]]
-            both = np.concatenate([rows, rows + 8])  # process 0's rows of this step, then process 1's
+            both = np.concatenate([rows, rows + part])  # process 0's rows of this step, then process 1's
             correct += one.evaluate(x[both], y[both], metrics=["accuracy"])["accuracy"] * len(rows)  # training
             total += one.step(x[both], y[both]) * len(rows)  # metrics score the batch before its update
-        losses.append(total / 8)
-        accuracies.append(correct / 8)
+        losses.append(total / part)
+        accuracies.append(correct / part)
         scores = one.evaluate(vx, vy, metrics=["accuracy"])
         assert abs(histories[0]["val_accuracy"][len(losses) - 1] - scores["accuracy"]) <= FLOAT64_ATOL
     np.testing.assert_allclose(histories[0]["loss"], losses, rtol=0, atol=FLOAT64_ATOL)
@@ -187,52 +289,35 @@ def _check_fit_like_one(backend_name: str, out: Path) -> None:
     assert max_abs_diff(first, one.params()) <= FLOAT64_ATOL
 
 
-def test_two_processes_fit_like_one_and_resume_after_a_kill(backend_name, tmp_path):
-    """fit across 2 processes trains like one process (see _check_fit_like_one); and through BackupAndRestore
-    (process 0 writes, both read), a job whose process 1 is SIGKILLed after step 5 (the backup of step 4, mid-epoch,
-    written: step 5 needed process 0 past it) and run again with the same call resumes and ends equal, bit for bit,
-    to the job's uninterrupted fit, run first in the killed job by a trainer of its own (one job for both checks:
-    each job of two processes costs 10-20 s of CPU)."""
-    backup = tmp_path / "backup"
-    job = ["--", sys.executable, WORKER, "--backend", backend_name, "--out", str(tmp_path), "--fit-rows", "16",
-           "--backup", str(backup)]
-    killed = _launch("-n", "2", "--timeout", str(FAILURE_TIMEOUT), *job, "--reference", "--kill-at", "5")
-    assert "process 1 was killed by SIGKILL" in killed.stderr, killed.stdout[-3000:] + killed.stderr[-3000:]
-    _check_fit_like_one(backend_name, tmp_path)
-    fit_progress = toolkit.load_checkpoint(backup / toolkit.callbacks.BackupAndRestore.FILENAME).metadata["fit"]
+def test_a_killed_fit_resumes_like_the_uninterrupted_one(backend_name, jobs):
+    """The killed job, run again with the same fit, resumes from the backup of step 4 (epoch 1, batch 1) and ends
+    equal, bit for bit, to the job's uninterrupted fit; the backup is deleted."""
+    killed = jobs.killed(backend_name)
+    assert "process 1 was killed by SIGKILL" in killed.done.stderr, killed.output()
+    fit_progress = toolkit.load_checkpoint(killed.out / BACKUP_AT_KILL).metadata["fit"]
     assert (fit_progress["epoch"], fit_progress["batch"]) == (1, 1)
-    done = _launch("-n", "2", "--timeout", "60", *job)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    expected = dict(np.load(tmp_path / "params_ref_0.npz"))
+    resumed = jobs.resumed(backend_name)
+    expected = dict(np.load(killed.out / "params_ref_0.npz"))
     for k in range(2):
-        params = dict(np.load(tmp_path / f"params_{k}.npz"))
+        found = resumed.out / f"params_{k}.npz"
+        assert found.exists(), resumed.output()
+        params = dict(np.load(found))
         assert params.keys() == expected.keys()
         assert all(np.array_equal(params[name], expected[name]) for name in expected)
-        assert json.loads((tmp_path / f"history_{k}.json").read_text()) == json.loads(
-            (tmp_path / "history_ref_0.json").read_text())
-    assert not backup.exists()
+        assert json.loads((resumed.out / f"history_{k}.json").read_text()) == json.loads(
+            (killed.out / "history_ref_0.json").read_text())
+    assert not Path(killed.argv[killed.argv.index("--backup") + 1]).exists()
 
 
-def test_processes_with_different_part_sizes_are_refused_by_fit(backend_name, tmp_path):
-    done = _launch("-n", "2", "--timeout", "60", "--", sys.executable, WORKER, "--backend", backend_name, "--out",
-                   str(tmp_path), "--fit-rows", "15")
-    assert done.returncode != 0
-    for k in range(2):
-        assert f"process {k}: ShapeError: fit across processes needs the same number of examples" in done.stdout
-    assert "8 examples / batch 3 / 2 epochs, 7 examples / batch 3 / 2 epochs" in done.stdout
-
-
-def test_a_killed_process_is_named_by_the_others_within_the_bound(backend_name, tmp_path):
-    began = time.monotonic()
-    done = _launch("-n", "2", "--timeout", str(FAILURE_TIMEOUT), "--", sys.executable, WORKER, "--backend",
-                   backend_name, "--out", str(tmp_path), "--die-process", "1", "--die-step", "3")
-    elapsed = time.monotonic() - began
-    assert done.returncode != 0
-    survivor = [line for line in done.stdout.splitlines() if line.startswith("[0]") and "PeerLostError" in line]
-    assert survivor and "process 1 (127.0.0.1:" in survivor[-1] and "is missing" in survivor[-1], done.stdout[-3000:]
-    assert "step 4" in survivor[-1]
-    assert "multigpu launch: process 1 was killed by SIGKILL" in done.stderr
-    assert elapsed < FAILURE_TIMEOUT + FAILURE_SLACK
+def test_a_killed_process_is_named_by_the_others_within_the_bound(backend_name, jobs):
+    """The resuming job ends with process 1 SIGKILLed before step DIE_STEP: process 0 names it, and the step."""
+    job = jobs.resumed(backend_name)
+    assert "multigpu launch: process 1 was killed by SIGKILL" in job.done.stderr, job.output()
+    survivor = [line for line in job.done.stdout.splitlines() if line.startswith("[0]") and "PeerLostError" in line]
+    assert survivor and "process 1 (127.0.0.1:" in survivor[-1] and "is missing" in survivor[-1], job.output()
+    assert f"step {DIE_STEP + 1} " in survivor[-1]
+    killed_at = float((job.out / "killed_at").read_text())
+    assert job.ended - killed_at < FAILURE_TIMEOUT + FAILURE_SLACK
 
 
 @pytest.mark.parametrize("alone", [0, 1])
