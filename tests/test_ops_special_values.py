@@ -6,9 +6,9 @@ The table (:mod:`tests.special_values_table`) is data: per op, a call over ``ops
 kinds that apply, or the typed error every backend must raise for a kind. A coverage test fails on any public op
 (``toolkit.nn.op_table``) that is neither in the table nor excluded with a reason, so a new op needs an entry.
 
-Each backend computes every case of one input kind and computation dtype in a single traced function (a dict of
-results), so the Theano family compiles a handful of graphs for the whole table; where that function fails when run,
-each case runs alone and names the one that failed.
+Each backend computes the cases of one input kind and computation dtype in a few traced functions (a dict of results
+each, :data:`CASES_PER_FUNCTION` cases in one), so the Theano family compiles a few graphs per kind for the whole
+table; where one fails when run, each of its cases runs alone and names the one that failed.
 """
 
 from __future__ import annotations
@@ -32,10 +32,14 @@ DTYPES = ("float32", "float64")
 #: The kinds the Theano family also runs in float64: each kind's graph takes its engine 20 to 45 s of CPU to compile
 #: (measured on 2 cores), so float64, where kernels differ most at NaN and infinities, runs the float kind only.
 THEANO_FLOAT64_KINDS = ("float",)
-#: The key of an error raised by the cases together, not by one of them.
+#: The key of an error raised by cases together (followed by the first and last case's ids), not by one of them.
 TOGETHER = "(the cases together)"
 #: Tolerance of float16 results (a cast's), a few units of its 2**-11 rounding.
 FLOAT16_RTOL = 2e-3
+#: Cases compiled together. The Theano family's compile time grows faster than the graph (JAX's lowering and XLA's
+#: compile of one function of a kind's ~330 cases took a fifth more CPU than of four functions of ~80, measured on
+#: Aesara), while each function has a fixed cost (one per case cost half as much again).
+CASES_PER_FUNCTION = 80
 
 
 def _run_cases(backend, cases, kind: str, dtype: str) -> tuple[dict, dict]:
@@ -65,11 +69,22 @@ def _run_cases(backend, cases, kind: str, dtype: str) -> tuple[dict, dict]:
 
 @functools.cache
 def _results(backend_name: str, kind: str, dtype: str) -> tuple[dict, dict]:
-    """Every case of ``kind`` on a backend, computed once per test session."""
+    """Every case of ``kind`` on a backend, :data:`CASES_PER_FUNCTION` in one function, computed once per test
+    session."""
     import toolkit
 
     backend = toolkit.get_backend(backend_name)
     cases = [case for case in CASES if kind in case.kinds or kind in case.refuses]
+    results, errors = {}, {}
+    for start in range(0, len(cases), CASES_PER_FUNCTION):
+        found, refused = _run_together(backend, cases[start:start + CASES_PER_FUNCTION], kind, dtype)
+        results.update(found)
+        errors.update(refused)
+    return results, errors
+
+
+def _run_together(backend, cases, kind: str, dtype: str) -> tuple[dict, dict]:
+    """:func:`_run_cases` of ``cases`` in one function, or where that fails when run, of each case alone."""
     try:
         return _run_cases(backend, cases, kind, dtype)
     except Exception as error:  # noqa: BLE001 - a case fails when run: each alone, so the failure is that case's
@@ -82,7 +97,7 @@ def _results(backend_name: str, kind: str, dtype: str) -> tuple[dict, dict]:
             results.update(found)
             errors.update(refused)
         if not alone_fails:  # every case runs alone but not together (a rewrite across ops): named too
-            errors[TOGETHER] = error
+            errors[f"{TOGETHER} {cases[0].id} to {cases[-1].id}"] = error
         return results, errors
 
 
@@ -170,8 +185,9 @@ def test_ops_match_reference(backend_name, kind, dtype):
                 _check(results[case.id], _reference(case, kind, dtype), dtype, case.id, case.signed_zeros)
             except Exception as error:  # noqa: BLE001 - a reference that fails is reported with the others
                 failures[case.id] = f"{type(error).__name__}: {str(error)[:1500]}"
-    if TOGETHER in errors:
-        failures[TOGETHER] = f"raised {type(errors[TOGETHER]).__name__}: {str(errors[TOGETHER])[:600]}"
+    for key, error in errors.items():
+        if key.startswith(TOGETHER):
+            failures[key] = f"raised {type(error).__name__}: {str(error)[:600]}"
     known = {key[0]: why for key, why in KNOWN.items()
              if key[1:3] == (backend_name, kind) and key[3:] in ((), (dtype,))}
     for case_id, why in known.items():
