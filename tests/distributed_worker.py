@@ -9,8 +9,9 @@ asked for, in this order (each job of two processes costs 10-20 s of CPU to star
    :data:`STEPS` steps of a new global batch of which this process reads its part: OUT/params_<check>_<id>.npz and
    OUT/state_<check>_<id>.npz, or OUT/error_<check>_<id>.txt where the check raised; :data:`REFUSED_FIT` fits on
    parts of different sizes and writes fit's refusal to OUT/refused-fit_<id>.txt.
-3. ``--die-step S``: a new SMALL_MLP trainer takes those steps, and process 1 SIGKILLs itself before step S (the time
-   of the kill, ``time.time()``, in OUT/killed_at); the others raise PeerLostError naming it.
+3. ``--die-step S``: the last check's trainer (a new SMALL_MLP one where no check stepped) takes those steps again,
+   and process 1 SIGKILLs itself before the S-th (OUT/killed.json: ``time.time()`` of the kill and the trainer's
+   step the others wait in); the others raise PeerLostError naming it.
 """
 
 from __future__ import annotations
@@ -65,10 +66,10 @@ class _KillAt(toolkit.callbacks.Callback):
 
 def train(trainer, part=slice(None), die_step=None, out=None):
     """STEPS steps of a new global batch of BATCH rows, of which the trainer reads rows ``part``; before step
-    ``die_step`` this process writes the time to out/killed_at and SIGKILLs itself."""
+    ``die_step`` this process writes out/killed.json and SIGKILLs itself."""
     for step in range(STEPS):
-        if step == die_step:
-            (out / "killed_at").write_text(repr(time.time()))  # the others' bound counts from here
+        if step == die_step:  # the others' bound counts from here
+            (out / "killed.json").write_text(json.dumps({"time": time.time(), "step": trainer.step_count + 1}))
             os.kill(os.getpid(), signal.SIGKILL)
         x, y = batch(BATCH, seed=100 + step)
         trainer.step(x[part], y[part])
@@ -103,9 +104,14 @@ def run_fit(args, process_id: int) -> None:
     write(trainer, fit(trainer, callbacks), "")
 
 
-def run_checks(backend: str, process_id: int, names: list[str], out: Path) -> None:
+def run_checks(backend: str, process_id: int, names: list[str], out: Path) -> toolkit.DataParallel | None:
     """Phase 2: the checks ``names`` (of STEP_CHECKS, or REFUSED_FIT) in this order, each writing its result or its
-    error (the other checks still run; the test of this one shows the error)."""
+    error (the other checks still run; the test of this one shows the error).
+
+    Returns:
+        The last trainer that took steps (phase 3 goes on with it: compiled already), or None.
+    """
+    stepped = None
     for name in names:
         try:
             if name == REFUSED_FIT:
@@ -120,10 +126,12 @@ def run_checks(backend: str, process_id: int, names: list[str], out: Path) -> No
             trainer = _trainer(backend, MODELS[model], devices)
             np.savez(out / f"params_{name}_{process_id}.npz", **train(trainer, distributed.process_slice(BATCH)))
             np.savez(out / f"state_{name}_{process_id}.npz", **trainer.state())
+            stepped = trainer
         except distributed.PeerLostError:
             raise  # the job cannot go on
         except Exception:
             (out / f"error_{name}_{process_id}.txt").write_text(traceback.format_exc())
+    return stepped
 
 
 if __name__ == "__main__":
@@ -140,8 +148,8 @@ if __name__ == "__main__":
     cluster = distributed.initialize(args.backend)
     if args.fit_rows is not None:
         run_fit(args, cluster.process_id)
-    run_checks(args.backend, cluster.process_id, [name for name in args.checks.split(",") if name], args.out)
+    stepped = run_checks(args.backend, cluster.process_id, [name for name in args.checks.split(",") if name], args.out)
     if args.die_step is not None:
-        train(_trainer(args.backend), distributed.process_slice(BATCH),
+        train(stepped or _trainer(args.backend), distributed.process_slice(BATCH),
               args.die_step if cluster.process_id == 1 else None, args.out)
     print(f"process {cluster.process_id} of {cluster.num_processes}: done")
