@@ -158,6 +158,7 @@ class Directive:
         self.page, self.path = page, path
         listed = re.search(r"^\s+members:\s*\n((?:\s+- .*\n?)+)", options, re.M)
         self.members = re.findall(r"- (\S+)", listed[1]) if listed else None
+        self.inherited = re.search(r"^\s+inherited_members:\s*true\s*$", options, re.M) is not None
         module, _, name = path.rpartition(".")
         try:
             self.module, self.obj = importlib.import_module(path), None
@@ -259,3 +260,20 @@ def test_every_documented_constant_has_a_docstring():
                  if _key(n, getattr(d.module, n)) == n}
     bare = sorted(f"{module.__name__}.{name}" for module, name in constants if not _constant_documented(module, name))
     assert not bare, f"no '#:' comment or docstring, so the reference would leave them out: {bare}"
+
+
+def test_methods_a_class_inherits_are_documented_with_it():
+    """A public class whose public methods come from a base the reference does not render (``DataParallel``'s
+    ``fit`` and ``predict``, from the trainer's private bases) is rendered with ``inherited_members: true``."""
+    found = directives()
+    rendered = {id(getattr(d.module, n)) for d in found for n in d.names()}
+    hidden = []
+    for d in found:
+        for name in d.names():
+            cls = getattr(d.module, name)
+            if not inspect.isclass(cls) or d.inherited:
+                continue
+            for base in cls.__mro__[1:]:
+                if base.__module__.startswith("toolkit") and id(base) not in rendered:
+                    hidden += [f"{name}.{k}" for k in vars(base) if not k.startswith("_") and k not in vars(cls)]
+    assert not hidden, f"inherited from a base the reference does not show: {hidden}"
