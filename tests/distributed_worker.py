@@ -3,8 +3,8 @@ asked for, in this order (each job of two processes costs 10-20 s of CPU to star
 
 1. ``--fit-rows N``: fit SMALL_MLP (Adam, float64, every device of the process) on this process's part of N rows:
    OUT/history_<id>.json and OUT/params_<id>.npz; with ``--backup DIR`` through BackupAndRestore(DIR), ``--kill-at S``
-   SIGKILLing process 1 after step S, ``--reference`` fitting a trainer of its own without a backup first
-   (OUT/history_ref_<id>.json, OUT/params_ref_<id>.npz).
+   SIGKILLing process 1 after step S, ``--reference`` fitting without a backup first, then restoring the trainer's
+   start (OUT/history_ref_<id>.json, OUT/params_ref_<id>.npz).
 2. ``--checks A,B``: the step-path checks of :data:`STEP_CHECKS` named, each on a trainer of its own taking
    :data:`STEPS` steps of a new global batch of which this process reads its part: OUT/params_<check>_<id>.npz and
    OUT/state_<check>_<id>.npz, or OUT/error_<check>_<id>.txt where the check raised; :data:`REFUSED_FIT` fits on
@@ -97,10 +97,12 @@ def run_fit(args, process_id: int) -> None:
         callbacks.append(toolkit.callbacks.BackupAndRestore(args.backup, save_freq=BACKUP_EVERY))
     if args.kill_at is not None and process_id == 1:
         callbacks.append(_KillAt(args.kill_at))
-    if args.reference:
-        reference = _trainer(args.backend)
-        write(reference, fit(reference), "_ref")
     trainer = _trainer(args.backend)
+    if args.reference:  # by the same trainer, put back to its start after: its functions compile once
+        start = args.out / f"start_{process_id}.npz"
+        trainer.save(start)
+        write(trainer, fit(trainer), "_ref")
+        trainer.restore(start)
     write(trainer, fit(trainer, callbacks), "")
 
 

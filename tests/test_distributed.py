@@ -181,7 +181,7 @@ class Jobs:
     def killed(self, backend_name: str) -> Job:
         """A fit across 2 processes through BackupAndRestore (process 0 writes, both read), whose process 1 is
         SIGKILLed after step KILL_AT (the backup of step 4, mid-epoch, written: step 5 needed process 0 past it);
-        the same fit run first, uninterrupted, by a trainer of its own (out/*_ref_*)."""
+        the same fit run first, uninterrupted, by the same trainer put back to its start after (out/*_ref_*)."""
         per_process, key = next(iter(CHECKS[backend_name])), (backend_name, "killed")
         if key not in self._jobs:
             job = self._launch(key, per_process, FAILURE_TIMEOUT, *self._fit(backend_name), "--reference",
