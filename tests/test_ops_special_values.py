@@ -36,9 +36,9 @@ THEANO_FLOAT64_KINDS = ("float",)
 TOGETHER = "(the cases together)"
 #: Tolerance of float16 results (a cast's), a few units of its 2**-11 rounding.
 FLOAT16_RTOL = 2e-3
-#: Cases compiled together. The Theano family's compile time grows faster than the graph (JAX's lowering and XLA's
-#: compile of one function of a kind's ~330 cases took a fifth more CPU than of four functions of ~80, measured on
-#: Aesara), while each function has a fixed cost (one per case cost half as much again).
+#: Cases compiled together. Aesara's compile time grows faster than the graph (JAX's lowering and XLA's compile of one
+#: function of a kind's ~330 cases took ~15% more CPU than four functions of ~80; PyTensor's took the same), while each
+#: function has a fixed cost (one function per case took half as much again).
 CASES_PER_FUNCTION = 80
 
 
