@@ -32,6 +32,7 @@ import numpy as np  # noqa: E402
 import toolkit  # noqa: E402
 from tests.helpers import DROPOUT_MLP, SMALL_MLP, SYNC_BN_MLP, batch  # noqa: E402
 from toolkit import distributed  # noqa: E402
+from toolkit.registry import backend_class  # noqa: E402
 
 STEPS, BATCH, LR = 10, 7, 0.05  # 7 examples: parts of 4 and 3 on two processes
 MODELS = {"mlp": SMALL_MLP, "dropout-mlp": DROPOUT_MLP, "sync-bn-mlp": SYNC_BN_MLP}
@@ -147,6 +148,10 @@ if __name__ == "__main__":
     parser.add_argument("--checks", default="", help="comma-separated names of STEP_CHECKS (or refused-fit) to run")
     parser.add_argument("--die-step", type=int, default=None, help="process 1 SIGKILLs itself before that step")
     args = parser.parse_args()
+    # The framework's import (the slow part of a start on a loaded machine) before the clock the never-joins test
+    # reads starts: initialize imports it too, then starts the runtime and waits for the others.
+    backend_class(args.backend)
+    (args.out / f"joining_{os.getpid()}.json").write_text(json.dumps({"time": time.time()}))
     cluster = distributed.initialize(args.backend)
     if args.fit_rows is not None:
         run_fit(args, cluster.process_id)

@@ -31,7 +31,8 @@ JOB_LIMIT = 240
 #: The job timeout where no process is to fail: long, so that one process's compiling on a loaded machine does not.
 JOB_TIMEOUT = 60.0
 #: The job timeout for the failure tests, and how long past it the survivors may take to stop (after the kill; for a
-#: process that never joins, after its start: its start-up, the framework noticing, the launcher's polling).
+#: process that never joins, after its framework's import: the runtime's start, the framework noticing, the
+#: launcher's polling). From the process's start it took 11-14 s on an idle machine and 48-56 s on a loaded one.
 FAILURE_TIMEOUT, FAILURE_SLACK = 5.0, 40.0
 
 
@@ -323,13 +324,13 @@ def test_a_killed_process_is_named_by_the_others_within_the_bound(backend_name, 
 @pytest.mark.parametrize("alone", [0, 1])
 def test_a_process_that_never_joins_is_named_within_the_bound(backend_name, alone, tmp_path):
     env = {**_env(), **environments(2, None, None, FAILURE_TIMEOUT)[alone]}
-    began = time.monotonic()
     done = subprocess.run([sys.executable, WORKER, "--backend", backend_name, "--out", str(tmp_path)], env=env,
                           capture_output=True, text=True, timeout=JOB_LIMIT, cwd=ROOT)
-    elapsed = time.monotonic() - began
+    ended = time.time()
     assert done.returncode != 0
     missing = 1 - alone
     assert f"PeerLostError: process {alone} of 2: process {missing} (127.0.0.1:" in done.stderr, done.stderr[-3000:]
     assert "did not complete within 5 s" in done.stderr
-    assert elapsed < FAILURE_TIMEOUT + FAILURE_SLACK
+    (joining,) = tmp_path.glob("joining_*.json")  # written once the framework was imported, before it starts
+    assert ended - json.loads(joining.read_text())["time"] < FAILURE_TIMEOUT + FAILURE_SLACK
 
