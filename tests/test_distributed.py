@@ -17,10 +17,11 @@ import numpy as np
 import pytest
 
 import toolkit
+from tests.conftest import THEANO, needs_backend
 from tests.distributed_worker import FIT, LR, MODELS, REFUSED_FIT, SMALL_MLP, STEP_CHECKS, fit_data, train
 from tests.helpers import max_abs_diff
 from toolkit.command.main import main
-from toolkit.processes.distributed import DistributedError, process_slice, resolve
+from toolkit.processes.distributed import Cluster, DistributedError, process_slice, resolve
 from toolkit.processes.launch import environments
 from toolkit.tolerances import FLOAT64_ATOL
 
@@ -334,3 +335,17 @@ def test_a_process_that_never_joins_is_named_within_the_bound(backend_name, alon
     (joining,) = tmp_path.glob("joining_*.json")  # written once the framework was imported, before it starts
     assert ended - json.loads(joining.read_text())["time"] < FAILURE_TIMEOUT + FAILURE_SLACK
 
+
+@needs_backend(THEANO)
+def test_a_theano_family_trainer_in_a_job_trains_on_every_device_of_its_process(monkeypatch):
+    """The Theano family's step across processes is one mesh over every device of every process: a trainer on fewer
+    of its process's devices is refused when it is built, naming the counts, rather than failing at its first step
+    (TensorFlow's trains on any). In this process: a job of two, as a backend sees one after initialize."""
+    backend = toolkit.get_backend(THEANO)
+    job = Cluster(process_id=0, num_processes=2, coordinator="127.0.0.1:1", workers=(), devices_per_process=None,
+                  timeout=5.0, source="arguments")
+    monkeypatch.setattr(backend, "cluster", lambda: job)
+    local = len(backend.select_devices("all"))
+    with pytest.raises(DistributedError, match=f"got 1 of this process's {local} devices; pass devices=\"all\""):
+        toolkit.DataParallel(SMALL_MLP, backend, 1, toolkit.optim.SGD(LR))
+    assert len(toolkit.DataParallel(SMALL_MLP, backend, "all", toolkit.optim.SGD(LR)).devices) == local

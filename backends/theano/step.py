@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 import optree
 
+from toolkit.errors import DistributedError
 from toolkit.nn.context import single_replica
 from toolkit.training import step as rules
 
@@ -59,6 +60,12 @@ def compile_fused_step(backend, model, optimizer, dtype, params, state, model_st
     if across_processes:
         if backend.linker == "c":
             return None  # the C linker's host step has no collectives: composed, summed between processes
+        used, local = len(next(iter(replicas.values()))), len(backend.select_devices("all"))
+        if used != local:  # the mesh spans every device of every process, each process giving one shard a device
+            raise DistributedError(
+                f"a {backend.name} trainer in a job of several processes trains on every device of its process: "
+                f"got {used} of this process's {local} devices; pass devices=\"all\", or start each process with "
+                f"{used} logical device(s)")
         return MeshStep(backend, model, optimizer, dtype, replicas, state, model_state, metrics, across_processes)
     if len(next(iter(replicas.values()))) > 1:
         return MeshStep(backend, model, optimizer, dtype, replicas, state, model_state, metrics)
