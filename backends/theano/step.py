@@ -57,17 +57,18 @@ def _one_replica_step(model, optimizer, ops, params, batch, y, slots, step, metr
 def compile_fused_step(backend, model, optimizer, dtype, params, state, model_state, metrics, across_processes):
     """:meth:`toolkit.backend.Backend.compile_fused_step` for the Theano family."""
     replicas = {name: var.replicas for name, var in params.items()}
+    used = len(next(iter(replicas.values())))  # the trainer's devices
     if across_processes:
         if backend.linker == "c":
             return None  # the C linker's host step has no collectives: composed, summed between processes
-        used, local = len(next(iter(replicas.values()))), len(backend.select_devices("all"))
+        local = len(backend.select_devices("all"))
         if used != local:  # the mesh spans every device of every process, each process giving one shard a device
             raise DistributedError(
                 f"a {backend.name} trainer in a job of several processes trains on every device of its process: "
                 f"got {used} of this process's {local} devices; pass devices=\"all\", or start each process with "
                 f"{used} logical device(s)")
         return MeshStep(backend, model, optimizer, dtype, replicas, state, model_state, metrics, across_processes)
-    if len(next(iter(replicas.values()))) > 1:
+    if used > 1:
         return MeshStep(backend, model, optimizer, dtype, replicas, state, model_state, metrics)
     if backend.linker == "c":
         return SharedStep(backend, model, optimizer, dtype, {name: r[0] for name, r in replicas.items()}, state,
