@@ -17,6 +17,7 @@ import pytest
 from tests.conftest import INSTALLED
 from tests.helpers import max_abs_diff
 from toolkit.command.bench import markdown
+from toolkit.command.bench import run as bench_run
 from toolkit.command.bench.measure import Batches, make_batches
 from toolkit.command.bench.natives import natives
 from toolkit.command.bench.schema import SCHEMA, SCHEMA_VERSION
@@ -41,6 +42,37 @@ CANDIDATES = {
                {"toolkit"}),
 }
 CANDIDATES["pytensor"] = CANDIDATES["aesara"]  # the same Theano-family natives
+#: The tests' matmul peak, in the dtype of their runs: a 64x64 matmul takes microseconds. The tests check the peak's
+#: path and its report, not the machine; the command's default (2048) costs seconds of CPU per library.
+PEAK_SIZE, PEAK_DTYPE = 64, "float64"
+#: The peak worker's finished process by (backends, dtype, size), what :func:`measure_peak` reads of its request.
+_PEAKS: dict[tuple, subprocess.CompletedProcess] = {}
+
+
+class _PeakOnce:
+    """``subprocess`` as :mod:`toolkit.command.bench.run` sees it, but the peak worker runs once per backends, dtype
+    and size in a test process, and later bench commands get its output. Every bench command starts a process for the
+    peak first (about 9 s of CPU on TensorFlow, most of it the import); one test checks what that process measures,
+    the others the models' processes, which still run each time."""
+
+    def __getattr__(self, name):
+        return getattr(subprocess, name)
+
+    def run(self, command, **kwargs):
+        request = json.loads(command[-1])
+        if not request.get("peak"):
+            return subprocess.run(command, **kwargs)
+        key = (tuple(request["backends"]), request["dtype"], request["peak_size"])
+        if key not in _PEAKS:
+            _PEAKS[key] = subprocess.run(command, **kwargs)
+        return _PEAKS[key]
+
+
+@pytest.fixture
+def peak_once(monkeypatch):
+    """The bench command's peak measured once (see :class:`_PeakOnce`); pass ``--dtype PEAK_DTYPE --peak-size
+    PEAK_SIZE`` to share it."""
+    monkeypatch.setattr(bench_run, "subprocess", _PeakOnce())
 
 
 def _run(name, rounds, devices, candidate, model="digits-mlp", compute_bound=False):
@@ -184,18 +216,19 @@ def test_batches_cycle_in_order_with_label_and_float_dtypes():
         make_batches(x, y, 21, 1, seed=0, dtype="float32")
 
 
-def test_bench_measures_every_candidate_and_the_natives_train_alike(backend_name, tmp_path, capsys):
+def test_bench_measures_every_candidate_and_the_natives_train_alike(backend_name, tmp_path, capsys, peak_once):
+    _PEAKS.clear()  # the test of the peak: its own process measures it (the next bench tests reuse it)
     # Keras keeps the learning rate in a float32 variable: 2**-4 is the same number in float32 and float64.
-    argv = ["bench", "--model", "digits-mlp", "--backends", backend_name, "--devices", "1,2", "--dtype", "float64",
-            "--steps", "2",
-            "--rounds", "1", "--batch", "16", "--lr", "0.0625", "--peak-size", "256", "--out", str(tmp_path)]
+    argv = ["bench", "--model", "digits-mlp", "--backends", backend_name, "--devices", "1,2", "--dtype", PEAK_DTYPE,
+            "--steps", "2", "--rounds", "1", "--batch", "16", "--lr", "0.0625", "--peak-size", str(PEAK_SIZE),
+            "--out", str(tmp_path)]
     assert main(argv) == 0
     results = json.loads((tmp_path / "bench.json").read_text())
     assert (results["schema"], results["version"]) == (SCHEMA, SCHEMA_VERSION)
     assert results["machine"]["cores"] >= 1 and backend_name in results["machine"]["versions"]
     library = {"tensorflow": "tensorflow", "aesara": "jax", "pytensor": "jax"}[backend_name]
     peak = results["peak"]
-    assert (peak["size"], peak["dtype"], set(peak["gflops"])) == (256, "float64", {"numpy", library})
+    assert (peak["size"], peak["dtype"], set(peak["gflops"])) == (PEAK_SIZE, PEAK_DTYPE, {"numpy", library})
     assert all(gflops > 0 for gflops in peak["gflops"].values())
     step = 3 * 2 * 16 * (64 * 128 + 128 * 10) / 1e9  # digits-mlp 64-128-10, batch 16: forward and twice backward
     for run in results["runs"]:
@@ -227,30 +260,32 @@ def test_bench_measures_every_candidate_and_the_natives_train_alike(backend_name
         assert r["low"] <= r["high"] and (r["verdict"] is None) == (r["target"] is None)
     table = markdown(results)
     assert table.count("\n| ") >= len(results["runs"])  # every candidate has a row of times and one of GFLOP/s
-    assert "Machine peak, float64 256x256 matmul" in table and "**digits-mlp**: global batch 16" in table
+    assert f"Machine peak, {PEAK_DTYPE} {PEAK_SIZE}x{PEAK_SIZE} matmul" in table
+    assert "**digits-mlp**: global batch 16" in table
     assert "The toolkit's host work a step" in table
     printed = capsys.readouterr().out
     assert "ratios" in printed and "machine:" in printed and "wrote" in printed and "Machine peak" in printed
 
 
-def test_bench_of_a_token_model_keeps_its_ids_and_the_natives_train_alike(backend_name, tmp_path):
+def test_bench_of_a_token_model_keeps_its_ids_and_the_natives_train_alike(backend_name, tmp_path, peak_once):
     x, y = np.arange(12).reshape(6, 2), np.arange(6) % 2
     assert make_batches(x, y, 2, 1, seed=0, dtype="float32").x.dtype == np.int32  # ids stay integers
-    argv = ["bench", "--model", "lstm-text", "--backends", backend_name, "--devices", "1", "--dtype", "float64",
-            "--steps", "2", "--rounds", "1", "--batch", "8", "--lr", "0.0625", "--out", str(tmp_path), "--quiet"]
+    argv = ["bench", "--model", "lstm-text", "--backends", backend_name, "--devices", "1", "--dtype", PEAK_DTYPE,
+            "--steps", "2", "--rounds", "1", "--batch", "8", "--lr", "0.0625", "--peak-size", str(PEAK_SIZE),
+            "--out", str(tmp_path), "--quiet"]
     assert main(argv) == 0
     for run in json.loads((tmp_path / "bench.json").read_text())["runs"]:
         assert run["candidate"] == "toolkit" or run["param_diff"] <= FLOAT64_ATOL, run
 
 
-def test_bench_natives_carry_model_state_like_the_toolkit(backend_name, tmp_path):
+def test_bench_natives_carry_model_state_like_the_toolkit(backend_name, tmp_path, peak_once):
     """Batch normalization's moving statistics: each native keeps them as its framework's variables (averaged over
     the replicas under MirroredStrategy), and after the same steps parameters and state equal the toolkit's."""
     # Two devices only where natives run there too (MirroredStrategy's); the Theano family's run on one device.
     devices = "1,2" if CANDIDATES[backend_name][1] - {"toolkit"} else "1"
     argv = ["bench", "--model", "tests.helpers:bn_digits_mlp", "--backends", backend_name, "--devices", devices,
-            "--dtype", "float64", "--steps", "2", "--rounds", "1", "--batch", "16", "--lr", "0.0625",
-            "--peak-size", "64", "--out", str(tmp_path), "--quiet"]
+            "--dtype", PEAK_DTYPE, "--steps", "2", "--rounds", "1", "--batch", "16", "--lr", "0.0625",
+            "--peak-size", str(PEAK_SIZE), "--out", str(tmp_path), "--quiet"]
     assert main(argv) == 0
     runs = json.loads((tmp_path / "bench.json").read_text())["runs"]
     assert {r["candidate"] for r in runs if r["devices"] == 1} == CANDIDATES[backend_name][0]
@@ -286,12 +321,12 @@ def test_all_or_nothing_natives_keep_everything_after_a_non_finite_step(backend_
             assert any(np.isnan(value).any() for value in after.values()), name
 
 
-def test_bench_refuses_a_model_with_dropout(backend_name, capsys):
+def test_bench_refuses_a_model_with_dropout(backend_name, capsys, peak_once):
     """Dropout: the natives run plain framework code, without the toolkit's per-example keys, so they would not
     draw the same noise; bench says so rather than compare different work. (Through the command: a measurement
     runs in a process of its own, with its own logical devices.)"""
     argv = ["bench", "--model", "transformer", "--backends", backend_name, "--devices", "1", "--steps", "1",
-            "--rounds", "1", "--batch", "4", "--quiet"]
+            "--rounds", "1", "--batch", "4", "--dtype", PEAK_DTYPE, "--peak-size", str(PEAK_SIZE), "--quiet"]
     assert main(argv) != 0
     assert re.search("transformer draws noise .* measure it with multigpu compare", capsys.readouterr().err)
 
