@@ -30,12 +30,17 @@ TOLERANCE = 1e-10
 STEPS = 3
 
 
-def _weights_diff(keras, trainer, model) -> float:
+def _worst_weight(keras, trainer, model) -> tuple[float, str]:
     """The largest difference between the trainer's parameters and state, written into a clone of ``model`` by
-    to_keras, and ``model``'s own weights."""
+    to_keras, and ``model``'s own weights, and the weight where it is (``layer/weight``)."""
     clone = keras.models.clone_model(model)
     toolkit.to_keras(trainer.params(), clone, trainer.state())
-    return max(float(np.max(np.abs(a - b))) for a, b in zip(clone.get_weights(), model.get_weights()))
+    return max((float(np.max(np.abs(a - b))), "/".join(w.path.split("/")[-2:]))
+               for a, b, w in zip(clone.get_weights(), model.get_weights(), model.weights))
+
+
+def _weights_diff(keras, trainer, model) -> float:
+    return _worst_weight(keras, trainer, model)[0]
 
 
 def _weights(model) -> dict[str, np.ndarray]:
@@ -334,27 +339,38 @@ def test_the_walk_covers_every_constructor_argument(keras):
         assert _arguments(keras, kind) <= set(values[kind]), (kind, _arguments(keras, kind) - set(values[kind]))
 
 
-def _walk_model(keras, kind: str, key: str, value):
-    """Input, the layer with ``key=value`` (named ``walked``), then a trainable Dense head (flattened first), so that
-    every case has a parameter to train; compiled with MSE and SGD."""
+def _walk_model(keras, kind: str, cases: dict):
+    """Input, then for each ``key: value`` of ``cases`` a branch of its own: the layer with ``key=value`` (named
+    ``walked``, or ``walked_<i>`` where there are several), flattened, and a trainable Dense head of two units (so
+    that every case has a parameter to train); the heads' outputs side by side, two columns a case, in the order of
+    ``cases``. Compiled with MSE and SGD. The branches share nothing but the input, so each case computes, trains and
+    is penalised as it would alone (MSE over the columns is their mean of the cases' own)."""
     source, make = _layers(keras)[kind]
     shape, dtype = INPUTS[source]
     inputs = keras.Input(shape, batch_size=WALK_BATCH, dtype=dtype)
-    options = {"name": "walked", key: value} if key != "name" else {key: value}
-    layer = make(**options)
-    if kind in _MERGES:
-        x = layer([inputs, keras.layers.Dense(5, name="other")(inputs)])
-    else:
-        x = layer(inputs, inputs) if kind == "MultiHeadAttention" else \
-            layer([inputs, inputs]) if kind == "Attention" else layer(inputs)
-    x = x[0] if isinstance(x, (list, tuple)) else x  # return_state: the output, then the states
-    x = keras.layers.Flatten(name="flat_head")(x) if len(x.shape) > 2 else x
-    model = keras.Model(inputs, keras.layers.Dense(2, name="head")(x))
+    heads, names = [], []
+    for i, (key, value) in enumerate(cases.items()):
+        tag = "" if len(cases) == 1 else f"_{i}"
+        try:
+            layer = make(**({key: value} if key == "name" else {"name": f"walked{tag}", key: value}))
+        except (ValueError, TypeError, NotImplementedError) as error:  # the walk's value is not one Keras takes
+            raise AssertionError(f"Keras refuses {kind}({key}={value!r}): {error}") from error
+        if kind in _MERGES:
+            x = layer([inputs, keras.layers.Dense(5, name=f"other{tag}")(inputs)])
+        else:
+            x = layer(inputs, inputs) if kind == "MultiHeadAttention" else \
+                layer([inputs, inputs]) if kind == "Attention" else layer(inputs)
+        x = x[0] if isinstance(x, (list, tuple)) else x  # return_state: the output, then the states
+        x = keras.layers.Flatten(name=f"flat_head{tag}")(x) if len(x.shape) > 2 else x
+        heads.append(keras.layers.Dense(2, name=f"head{tag}")(x))
+        names.append(layer.name)
+    outputs = heads[0] if len(heads) == 1 else keras.layers.Concatenate(name="heads")(heads)
+    model = keras.Model(inputs, outputs)
     # Keras' one training step runs eagerly (tracing its tf.function cost more than the step), except where its
     # CPU kernels need XLA.
     xla = kind in more.KERAS_TRAINS_WITH_XLA
     model.compile(optimizer=keras.optimizers.SGD(LR), loss="mse", jit_compile=xla, run_eagerly=not xla)
-    return model, layer.name
+    return model, names
 
 
 _MERGES = ("Add", "Subtract", "Multiply", "Maximum", "Minimum", "Average", "Concatenate", "Dot")
@@ -385,39 +401,50 @@ def test_every_constructor_argument_is_honoured_or_refused(keras, backend, kind)
     what Keras computes with it (predict, and for the arguments that change training, a training step's loss,
     parameters and statistics), within 1e-10 (1e-6 where Keras computes in float32: its max pooling).
 
-    On the Theano family only the arguments that change training are run (the importer applies those itself:
+    One at a time, but not one model each: each refusal of :data:`REFUSED` is checked on a model of its own, the other
+    arguments together on one model with a branch each (:func:`_walk_model`), which from_keras must import whole (a
+    refusal would name the layer, so the argument) and whose every branch must compute what Keras computes; those
+    that change training then train on one such model. (A Keras model, its variables, a trainer and a compiled
+    predict and step per case were most of the walk's CPU.)
+
+    On the Theano family only the arguments that change training are walked (the importer applies those itself:
     regularizers, frozen weights, batch normalization's momentum); the others are translated into the same ops on
-    every backend, which TensorFlow's run shows equal to Keras and the op and layer tests show equal across backends.
-    One test per layer, so that the walk's cases spread over the test workers."""
-    outcomes, everything = {}, backend.name == "tensorflow"
-    source = _layers(keras)[kind][0]
-    x = _walk_input(source)
-    for key, value in _non_default(keras)[kind].items():
+    every backend, which TensorFlow's run shows equal to Keras and the op and layer tests show equal across backends,
+    and from_keras, which runs no backend, refuses or takes them alike wherever TensorFlow's run shows it. One test per
+    layer, so that the walk's cases spread over the test workers."""
+    everything = backend.name == "tensorflow"
+    walked = {key: value for key, value in _non_default(keras)[kind].items()
+              if everything or (key.endswith(TRAINING) or key in TRAINING) and not key.endswith(TENSORFLOW_TRAINING)
+              and kind not in more.TENSORFLOW_ONLY}
+    for key in REFUSED[kind] & set(walked):
         keras.utils.set_random_seed(8)
-        try:
-            model, name = _walk_model(keras, kind, key, value)
-        except (ValueError, TypeError, NotImplementedError) as error:
-            outcomes[key] = f"Keras refuses: {error}"[:200]
-            continue
-        try:
-            imported = toolkit.from_keras(model)
-        except toolkit.KerasImportError as error:
-            assert f"layer {name!r}" in str(error) and key in str(error), (kind, key, str(error))
-            outcomes[key] = "refused"
-            continue
-        outcomes[key] = "honoured"
-        training = key.endswith(TRAINING) or key in TRAINING
-        theano_too = training and not key.endswith(TENSORFLOW_TRAINING) and kind not in more.TENSORFLOW_ONLY
-        if not (everything or theano_too) or kind in more.KERAS_CANNOT_RUN:
-            continue
-        tolerance = 1e-6 if kind == "MaxPooling2D" else TOLERANCE
-        trainer = toolkit.DataParallel(imported, backend, 1, toolkit.optim.SGD(LR), dtype="float64")
-        np.testing.assert_allclose(trainer.predict(x), _keras_predict(model, x), rtol=0,
-                                   atol=tolerance, err_msg=f"{kind} {key}={value!r}")
-        if training:
-            y = np.zeros((WALK_BATCH, 2))
-            loss, keras_loss = trainer.step(x, y), float(model.train_on_batch(x, y))
-            assert abs(loss - keras_loss) <= tolerance, (kind, key, loss, keras_loss)
-            assert _weights_diff(keras, trainer, model) <= tolerance, (kind, key)
-    assert {key for key, outcome in outcomes.items() if outcome == "refused"} == REFUSED[kind]
-    assert not [key for key, outcome in outcomes.items() if outcome.startswith("Keras refuses")], outcomes
+        model, (name,) = _walk_model(keras, kind, {key: walked.pop(key)})
+        with pytest.raises(toolkit.KerasImportError) as refused:
+            toolkit.from_keras(model)
+        assert f"layer {name!r}" in str(refused.value) and key in str(refused.value), (kind, key, str(refused.value))
+    if not walked:
+        return
+    keras.utils.set_random_seed(8)
+    model, names = _walk_model(keras, kind, walked)
+    imported = toolkit.from_keras(model)  # every argument not refused above is honoured
+    if kind in more.KERAS_CANNOT_RUN:
+        return
+    training = {key: value for key, value in walked.items() if key.endswith(TRAINING) or key in TRAINING}
+    tolerance = 1e-6 if kind == "MaxPooling2D" else TOLERANCE
+    x = _walk_input(_layers(keras)[kind][0])
+    trainer = toolkit.DataParallel(imported, backend, 1, toolkit.optim.SGD(LR), dtype="float64")
+    ours, theirs = trainer.predict(x), _keras_predict(model, x)
+    for i, (key, value) in enumerate(walked.items()):  # two columns a case
+        np.testing.assert_allclose(ours[:, 2 * i:2 * i + 2], theirs[:, 2 * i:2 * i + 2], rtol=0, atol=tolerance,
+                                   err_msg=f"{kind} {key}={value!r}")
+    if not training:
+        return
+    if training != walked:  # on the Theano family they are the same: the same model trains
+        keras.utils.set_random_seed(8)
+        model, names = _walk_model(keras, kind, training)
+        trainer = toolkit.DataParallel(toolkit.from_keras(model), backend, 1, toolkit.optim.SGD(LR), dtype="float64")
+    y = np.zeros((WALK_BATCH, 2 * len(training)))
+    loss, keras_loss = trainer.step(x, y), float(model.train_on_batch(x, y))
+    worst, where = _worst_weight(keras, trainer, model)  # first: it names the layer, so the argument
+    assert worst <= tolerance, (kind, where, worst, dict(zip(names, training)))  # layer name -> its argument
+    assert abs(loss - keras_loss) <= tolerance, (kind, sorted(training), loss, keras_loss)
