@@ -1,12 +1,15 @@
-"""Every example runs on every backend on 1 and 2 devices, and is checked for its result, not just its exit status."""
+"""Every example runs on every backend on 1 and 2 devices, and is checked for its result, not just its exit status.
+
+They run in this process: an example run as a script, in a process of its own without the tests' XLA_FLAGS, is what
+each usage line of the examples' docstrings checks (tests/test_readme.py, in the same sessions), and that a program
+training on any backend writes nothing to stderr is tests/test_import.py's (a process here too cost about 8 s of CPU
+on TensorFlow for nothing more)."""
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -86,9 +89,10 @@ def test_shared_lstm_model_parallel(backend_name, devices):
 
 
 @pytest.mark.parametrize("spelling, expected", [("/cpu:1", "cpu:1"), ("/device:CPU:1", "cpu:1"), ("cpu", "cpu:0")])
-def test_shared_variable_on_device(backend_name, spelling, expected):
-    result = run("shared_variable_on_device", backend_name, 2, "--device", spelling)
+def test_shared_variable_on_device(backend_name, spelling, expected, capsys):
+    result = run("shared_variable_on_device", backend_name, 2, "--device", spelling, "--json")
     assert result["variable_device"] == expected and result["result_device"] == expected and result["correct"]
+    assert json.loads(capsys.readouterr().out.splitlines()[-1]) == result  # --json: the result, one line
 
 
 def test_shared_variable_on_a_missing_gpu_says_so(backend_name):
@@ -100,16 +104,6 @@ def test_towers_then_cpu_merge(backend_name, devices):
     result = run("towers_then_cpu_merge", backend_name, devices, "--epochs", "2", "--hidden", "16")
     assert result["test_accuracy"] > 0.6
     assert result["part_devices"] == {"left_tower": "cpu:0", "right_tower": f"cpu:{devices - 1}", "merge": "cpu:0"}
-
-
-def test_an_example_runs_as_a_script(backend_name):
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
-    done = subprocess.run([sys.executable, str(EXAMPLES / "shared_variable_on_device.py"), "--backend", backend_name,
-                           "--devices", "2", "--device", "/cpu:1", "--json"],
-                          capture_output=True, text=True, timeout=300, env=env)
-    assert done.returncode == 0, done.stderr
-    assert done.stderr == ""
-    assert json.loads(done.stdout.splitlines()[-1])["result_device"] == "cpu:1"
 
 
 @needs_all_backends
