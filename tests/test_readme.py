@@ -13,10 +13,16 @@ A block that shows an error says so in a comment on the statement's first line t
 name (``toolkit.parse_device("tpu:0")   # DeviceParseError: cannot parse device 'tpu:0'; ...``): the test checks
 that this error is raised there and that its message starts with the text shown (up to a trailing "..."). Failures
 name the page and line (``docs/guides/devices.md line 43``); every page of an interpreter runs even when one fails.
+
+The examples' usage lines share interpreters the same way: the ``python examples/...`` lines of one backend and
+device count run one after the other in one child interpreter, each as its script run as ``__main__`` with its own
+argv, folder, exit status and output; the ``multigpu launch`` lines (one per backend) run as the programs they are.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import json
 import os
 import re
@@ -28,7 +34,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import THEANO, needs_all_backends, needs_backend
+from tests.conftest import PARITY, THEANO, needs_all_backends, needs_backend
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -156,42 +162,173 @@ def test_documentation_code_runs_as_written(programs, tmp_path):
     assert "errors_checked" in done.stdout.splitlines()[-1]
 
 
-def usage_lines() -> list:
-    """Every command an example's docstring shows, with the backends it needs. A line that names Aesara runs on this
-    environment's Theano-family backend, as the documentation's programs do."""
+#: Run in the child interpreter: runs each usage line's example as ``python examples/<name>.py ...`` would (its
+#: folder on sys.path, sys.argv as written, as ``__main__``), each in a folder of its own with its output captured,
+#: and writes each line's exit status and output to the file named by the job; every line runs even when one fails.
+LINES_RUNNER = r"""
+import contextlib, io, json, os, runpy, sys, traceback
+import toolkit
+job = json.loads(sys.stdin.read())
+toolkit.use_logical_devices(job["devices"])  # the lines' count; each example's own call then finds it made
+sys.path.insert(0, job["examples"])
+results = []
+for line in job["lines"]:
+    os.chdir(line["folder"])
+    out, err, status = io.StringIO(), io.StringIO(), 0
+    sys.argv = line["argv"]
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            runpy.run_path(line["argv"][0], run_name="__main__")
+        except SystemExit as exit:  # as the interpreter reads it: None is 0, a message goes to stderr with 1
+            status = exit.code
+            if not isinstance(status, int) and status is not None:
+                print(status, file=sys.stderr)
+                status = 1
+        except BaseException:
+            traceback.print_exc()
+            status = 1
+    results.append({"status": status or 0, "stdout": out.getvalue(), "stderr": err.getvalue()})
+    with open(job["results"], "w") as file:  # after each line, so a crash still leaves the lines before it
+        json.dump(results, file)
+"""
+
+
+@dataclass
+class UsageLine:
+    """A command an example's docstring shows, as written, and the Theano-family backend read in."""
+
+    example: str
+    command: str
+
+    @property
+    def argv(self) -> list[str]:
+        return shlex.split(_theano_read(self.command))
+
+    @property
+    def backend(self) -> str | None:
+        found = re.search(r"--backend (\w+)", self.command)
+        return _theano_read(found[1]) if found else None
+
+    @property
+    def devices(self) -> int:
+        found = re.search(r"--devices (\d+)", self.command)
+        return int(found[1]) if found else _examples_default_devices()
+
+    @property
+    def in_process(self) -> bool:
+        """A single-backend ``python examples/...`` line: it runs in the interpreter its backend and device count
+        share. The others (``multigpu launch``, a line for every backend) run as the programs they are."""
+        return self.argv[0] == "python" and self.backend is not None
+
+
+@functools.cache
+def _examples_default_devices() -> int:
+    """examples/_cli.py's ``--devices`` default: a line that gives none runs on that many logical devices."""
+    spec = importlib.util.spec_from_file_location("_examples_cli", ROOT / "examples" / "_cli.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # imports toolkit only, no framework
+    return module.parser("-").get_default("devices")
+
+
+def all_usage_lines() -> list[UsageLine]:
+    """Every command an example's docstring shows. A line that names Aesara runs on this environment's Theano-family
+    backend, as the documentation's programs do."""
     found = []
     for path in sorted((ROOT / "examples").glob("*.py")):
         doc = path.read_text().split('"""')[1]
         for line in doc.splitlines():
             if line.startswith("    ") and re.match(r"\s+(python|multigpu) ", line):
-                command = line.strip()
-                backend = re.search(r"--backend (\w+)", command)
-                mark = needs_backend(_theano_read(backend[1])) if backend else needs_all_backends
-                found.append(pytest.param(command, marks=mark, id=f"{path.stem}:{command.split('--', 1)[-1]}"))
+                found.append(UsageLine(path.stem, line.strip()))
     return found
+
+
+def usage_line_groups() -> list:
+    """The usage lines grouped by the interpreter that runs them: the in-process lines by backend and count of
+    logical devices (the framework's import, seconds of CPU each, made once per group), every other line alone."""
+    shared: dict[tuple[str, int], list[UsageLine]] = {}
+    alone: list[list[UsageLine]] = []
+    for line in all_usage_lines():
+        if line.in_process:
+            shared.setdefault((line.backend, line.devices), []).append(line)
+        else:
+            alone.append([line])
+    params = []
+    for key, lines in shared.items():
+        params.append(pytest.param(lines, marks=needs_backend(key[0]),
+                                   id=f"{key[0]}@{key[1]}dev:" + "+".join(line.example for line in lines)))
+    for (line,) in alone:
+        mark = needs_backend(line.backend) if line.backend else needs_all_backends
+        params.append(pytest.param([line], marks=mark, id=f"{line.example}:{line.command.split('--', 1)[-1]}"))
+    return params
 
 
 def _theano_read(text: str) -> str:
     return re.sub(r"\baesara\b", THEANO, text)
 
 
-@pytest.mark.parametrize("command", usage_lines())
-def test_example_usage_lines_run_as_written(command, tmp_path):
-    """As written; where PyTensor is this environment's Theano-family backend, with ``aesara`` read as ``pytensor``."""
+def test_every_backend_has_a_usage_line_run_as_a_program():
+    """The in-process lines share an interpreter; the command line itself is still run, for each backend, by a line
+    that runs as a program of its own (the multiprocess example under ``multigpu launch``)."""
+    lines = all_usage_lines()
+    assert any(line.in_process for line in lines), "no line runs in a shared interpreter: the grouping is unused"
+    for backend in PARITY:
+        assert any(not line.in_process and line.backend == backend for line in lines), \
+            f"no example's usage line runs as a program on {backend}"
+
+
+@pytest.mark.parametrize("lines", usage_line_groups())
+def test_example_usage_lines_run_as_written(lines, tmp_path):
+    """As written; where PyTensor is this environment's Theano-family backend, with ``aesara`` read as ``pytensor``.
+    Each line must exit with status 0 and print something, and an in-process one nothing on stderr; a failure
+    names the line."""
+    if lines[0].in_process:
+        results = _run_in_one_interpreter(lines, tmp_path)
+    else:
+        results = [_run_as_a_program(lines[0], tmp_path)]
+    failures = []
+    for line, (status, stdout, stderr) in zip(lines, results):
+        if status != 0:
+            failures.append(f"{line.command}: exit status {status}\n{stderr[-4000:]}")
+        elif not stdout.strip():
+            failures.append(f"{line.command}: printed nothing")
+        elif line.in_process and stderr:  # the example's own stderr (warnings among it), captured apart
+            failures.append(f"{line.command}: printed on stderr\n{stderr[-4000:]}")
+        elif line.argv[1:3] == ["launch", "-n"]:  # the multiprocess example: every process ends with the same
+            out = stdout.splitlines()  # parameters, and its loss went down
+            sums = [text.split("parameter checksum ")[1] for text in out if "parameter checksum" in text]
+            losses = [float(text.split("loss ")[1]) for text in out if "] step " in text]
+            if not (len(sums) == int(line.argv[3]) and len(set(sums)) == 1 and len(losses) >= 2
+                    and losses[-1] < losses[0]):
+                failures.append(f"{line.command}: the processes' checksums or losses are wrong\n{stdout[-3000:]}")
+    assert not failures, "\n\n".join(failures)
+
+
+def _scratch(tmp_path: Path) -> Path:
+    tmp_path.mkdir(exist_ok=True)
     (tmp_path / "examples").symlink_to(ROOT / "examples")  # the line's relative path, from a scratch folder
-    argv = shlex.split(_theano_read(command))
-    argv = [sys.executable if a == "python" else a for a in argv]
+    return tmp_path
+
+
+def _run_as_a_program(line: UsageLine, tmp_path: Path) -> tuple[int, str, str]:
+    argv = [sys.executable if a == "python" else a for a in line.argv]
     if argv[0] == "multigpu":
         argv = [sys.executable, "-m", "toolkit", *argv[1:]]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, cwd=tmp_path, env=clean_env())
-    assert done.returncode == 0, done.stderr[-4000:]
-    assert done.stdout.strip(), "printed nothing"
-    if argv[3:5] == ["launch", "-n"]:  # the multiprocess example: every process ends with the same parameters
-        lines = done.stdout.splitlines()
-        sums = [line.split("parameter checksum ")[1] for line in lines if "parameter checksum" in line]
-        assert len(sums) == int(argv[5]) and len(set(sums)) == 1, done.stdout[-3000:]
-        losses = [float(line.split("loss ")[1]) for line in lines if "] step " in line]
-        assert len(losses) >= 2 and losses[-1] < losses[0], done.stdout[-3000:]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, cwd=_scratch(tmp_path),
+                          env=clean_env())
+    return done.returncode, done.stdout, done.stderr
+
+
+def _run_in_one_interpreter(lines: list[UsageLine], tmp_path: Path) -> list[tuple[int, str, str]]:
+    results = tmp_path / "results.json"
+    job = {"devices": lines[0].devices, "examples": str(ROOT / "examples"), "results": str(results),
+           "lines": [{"argv": line.argv[1:], "folder": str(_scratch(tmp_path / f"{index}-{line.example}"))}
+                     for index, line in enumerate(lines)]}
+    done = subprocess.run([sys.executable, "-c", LINES_RUNNER], input=json.dumps(job), capture_output=True,
+                          text=True, timeout=600 * len(lines), cwd=tmp_path, env=clean_env())
+    found = json.loads(results.read_text()) if results.exists() else []
+    ran = [(r["status"], r["stdout"], r["stderr"]) for r in found]
+    crashed = f"the interpreter ended (status {done.returncode}) before this line finished\n{done.stderr[-4000:]}"
+    return ran + [(done.returncode or 1, "", crashed)] * (len(lines) - len(ran))
 
 
 def _update_readme():
