@@ -8,8 +8,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from toolkit.errors import ArgumentError
+
 jax = pytest.importorskip("jax")
 
+from toolkit.backends.theano import onednn  # noqa: E402
 from toolkit.backends.theano.conv_lowering import (  # noqa: E402
     MAX_PATCHES_ELEMENTS,
     PASSES,
@@ -79,7 +82,73 @@ def _x64(enabled: bool):
     return enable_x64(enabled)
 
 
-def test_the_framework_kernel_is_kept_off_the_cpu_and_where_products_do_not_pay():
+@pytest.fixture
+def without_onednn(monkeypatch):
+    """The rule as it is where oneDNN is not installed (``MULTIGPU_ONEDNN=off``)."""
+    monkeypatch.setenv(onednn.LIBRARY_ENV, "off")
+    _forget_onednn()
+    yield
+    monkeypatch.undo()
+    _forget_onednn()
+
+
+def _forget_onednn():
+    onednn.library.cache_clear()
+    onednn.convolution.cache_clear()
+
+
+def _installed_onednn():
+    if onednn.library() is None:
+        pytest.skip("oneDNN's library is not installed here (the aesara and pytensor extras install it on x86-64 "
+                    "Linux)")
+
+
+def test_the_extras_onednn_loads_where_it_is_installed():
+    """Where the extra installed the wheel, the library loads: the oneDNN tests below must not skip there."""
+    from importlib import metadata
+
+    try:
+        metadata.version("onednn-cpu-gomp")
+    except metadata.PackageNotFoundError:
+        pytest.skip("onednn-cpu-gomp is not installed (the extras install it on x86-64 Linux only)")
+    assert onednn.library() is not None
+
+
+def test_onednn_gives_xlas_convolution_and_gradients():
+    _installed_onednn()
+    _check(dict.fromkeys(PASSES, "onednn"), CASES + FOLDED_CASES, "float32")
+
+
+def test_onednn_is_chosen_for_float32_ungrouped_convolutions_on_the_cpu():
+    _installed_onednn()
+
+    def rule(platform="cpu", kernel=(3, 3, 16, 16), dtype="float32", groups=1, transpose=False, shape=(8, 16, 16, 16)):
+        return lowering(platform, dtype, shape, kernel, (1, 1), ((1, 1), (1, 1)), (1, 1), groups, transpose)
+
+    ways = dict.fromkeys(PASSES, "onednn")
+    assert rule() == rule(kernel=(3, 3, 16, 3)) == rule(kernel=(1, 1, 16, 32)) == ways
+    assert rule(platform="gpu") == dict.fromkeys(PASSES, "xla")  # cuDNN's kernels
+    assert "onednn" not in rule(dtype="float64").values()  # oneDNN has no float64 convolution on a CPU
+    assert rule(groups=2, kernel=(3, 3, 8, 16)) == rule(transpose=True) == dict.fromkeys(PASSES, "xla")
+    assert "onednn" not in rule(shape=(0, 16, 16, 16)).values()  # nothing to convolve
+
+
+def test_the_onednn_setting_turns_it_off_or_names_a_missing_file(monkeypatch):
+    monkeypatch.setenv(onednn.LIBRARY_ENV, "off")
+    _forget_onednn()
+    try:
+        assert onednn.library() is None and onednn.convolution((1, 4, 4, 2), (3, 3, 2, 2), (1, 1), ((1, 1),) * 2,
+                                                               (1, 1)) is None
+        monkeypatch.setenv(onednn.LIBRARY_ENV, "/no/such/libdnnl.so.3")
+        _forget_onednn()
+        with pytest.raises(ArgumentError, match="MULTIGPU_ONEDNN='/no/such/libdnnl.so.3' names no file"):
+            onednn.library()
+    finally:
+        monkeypatch.undo()
+        _forget_onednn()
+
+
+def test_the_framework_kernel_is_kept_off_the_cpu_and_where_products_do_not_pay(without_onednn):
     def rule(platform="cpu", shape=(8, 16, 16, 16), kernel=(3, 3, 16, 16), strides=(1, 1), groups=1,
              transpose=False, dtype="float32"):
         return lowering(platform, dtype, shape, kernel, strides, ((1, 1), (1, 1)), (1, 1), groups, transpose)

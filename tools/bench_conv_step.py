@@ -35,7 +35,8 @@ from toolkit.training.optim import SGD  # noqa: E402
 
 def rules():
     """The rules a candidate may trace its convolutions with, by name: ``rule`` (the lowering's), ``xla`` (XLA's
-    convolution in every pass), ``float32`` (the lowering's choice for a float32 convolution of the same shapes)."""
+    convolution in every pass), ``float32`` (the lowering's choice for a float32 convolution of the same shapes),
+    ``no-onednn`` (the lowering's choice where oneDNN is not installed)."""
     from toolkit.backends.theano import conv_lowering
 
     def xla(platform, dtype, *shapes):
@@ -44,7 +45,15 @@ def rules():
     def as_float32(platform, dtype, *shapes):
         return conv_lowering.lowering(platform, "float32", *shapes)
 
-    return {"rule": conv_lowering.lowering, "xla": xla, "float32": as_float32}
+    def no_onednn(*arguments):
+        found = conv_lowering._onednn_primitives
+        conv_lowering._onednn_primitives = lambda *shapes: None
+        try:
+            return conv_lowering.lowering(*arguments)
+        finally:
+            conv_lowering._onednn_primitives = found
+
+    return {"rule": conv_lowering.lowering, "xla": xla, "float32": as_float32, "no-onednn": no_onednn}
 
 
 def main(argv=None) -> None:
@@ -53,7 +62,11 @@ def main(argv=None) -> None:
     parser.add_argument("--backend", default="aesara")
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--batch", type=int, default=None, help="the workload's bench batch unless given")
-    parser.add_argument("--rules", default="rule,xla", help="of rule, xla, float32; the first is the baseline")
+    parser.add_argument("--rules", default="rule,xla",
+                        help="of rule, xla, float32, no-onednn; the first is the baseline")
+    parser.add_argument("--linker", default="jax", choices=["jax", "c"],
+                        help="the Theano family's linker (the rules apply to the JAX linker's traced convolutions; "
+                             "MULTIGPU_ONEDNN=off runs the C linker without oneDNN)")
     parser.add_argument("--tensorflow", action="store_true", help="also the toolkit's step on TensorFlow")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--steps", type=int, default=3, help="steps timed in each round")
@@ -61,7 +74,7 @@ def main(argv=None) -> None:
     workload = load_workload(args.model)
     x, y, _, _ = workload.data(0)
     batches = make_batches(x, y, args.batch or workload.bench_batch, args.steps, 0, args.dtype)
-    backend = toolkit.get_backend(args.backend)
+    backend = toolkit.get_backend(args.backend, **({"linker": "c"} if args.linker == "c" else {}))
     # The family's modules load as the engine's package's (backends/theano/__init__.py says why).
     ops_windows = importlib.import_module(f"toolkit.backends.{args.backend}.ops_windows")
 

@@ -20,9 +20,15 @@ import math
 import jax
 import numpy as np
 
+from . import onednn, xla_calls
+
 #: The platforms whose convolutions are computed as a patches product where :func:`lowering` says so. Elsewhere
 #: (``"gpu"``, ``"cuda"``, ``"rocm"``, ``"tpu"``) the framework's kernel (cuDNN, the TPU's) is kept.
 PATCHES_PLATFORMS = frozenset({"cpu"})
+#: The platforms whose float32 convolutions are oneDNN's where its library is installed (:mod:`.onednn`).
+ONEDNN_PLATFORMS = frozenset({"cpu"})
+#: The dtypes oneDNN convolves on a CPU (it has no float64 convolution there).
+ONEDNN_DTYPES = frozenset({"float32"})
 #: The passes of a convolution that :func:`lowering` chooses a computation for.
 PASSES = ("forward", "input_gradient", "kernel_gradient")
 #: Input channels up to which XLA's CPU convolution is slower than the patches product in every pass (measured:
@@ -57,13 +63,18 @@ def out_sizes(sizes, window, strides, dilation, padding) -> list[int]:
 def lowering(platform: str, dtype, input_shape, kernel_shape, strides, padding, dilation, groups: int,
              transpose: bool) -> dict[str, str]:
     """How a convolution is computed under the JAX linker, per pass: its forward, its input's gradient and its
-    kernel's gradient, each ``"xla"`` (the pass of ``lax.conv_general_dilated``), ``"patches"`` (the same pass of
-    :func:`patches_conv`: one matrix product) or ``"folded"`` (of :func:`folded_conv`: one product and a shifted
-    sum).
+    kernel's gradient, each ``"xla"`` (the pass of ``lax.conv_general_dilated``), ``"onednn"`` (oneDNN's, called
+    back on the host: :func:`onednn_conv`), ``"patches"`` (the same pass of :func:`patches_conv`: one matrix
+    product) or ``"folded"`` (of :func:`folded_conv`: one product and a shifted sum).
 
     The rule, measured with ``tools/bench_conv.py`` on the bench ResNet's and the convnet's shapes (2-core x86,
-    jax 0.4.30 and 0.10.2): on a platform of :data:`PATCHES_PLATFORMS`, an ungrouped, forward convolution whose
-    intermediates stay under :data:`MAX_PATCHES_ELEMENTS` is lowered to products
+    jax 0.4.30 and 0.10.2): on a platform of :data:`ONEDNN_PLATFORMS`, an ungrouped, forward convolution of a
+    dtype of :data:`ONEDNN_DTYPES` is oneDNN's in every pass where its library is installed and has an
+    implementation for the shapes (:func:`.onednn.convolution`): 1.2-8x faster per pass than XLA's and than every
+    product on the bench ResNet's shapes, where XLA's CPU kernels are Eigen's built for a baseline ISA and oneDNN's
+    use the CPU's widest vectors, as TensorFlow's do. Otherwise, on a platform of :data:`PATCHES_PLATFORMS`, an
+    ungrouped, forward convolution whose intermediates stay under :data:`MAX_PATCHES_ELEMENTS` is lowered to
+    products
 
     - in float32 (and the other dtypes of XLA's vectorized CPU convolution, :func:`vectorized_dtypes`), in every
       pass where the window is one position (a 1x1 convolution: the patches are a strided view of the input, no
@@ -89,10 +100,16 @@ def lowering(platform: str, dtype, input_shape, kernel_shape, strides, padding, 
         transpose: a transposed convolution.
 
     Returns:
-        ``{"forward", "input_gradient", "kernel_gradient"}``, each ``"xla"``, ``"patches"`` or ``"folded"``.
+        ``{"forward", "input_gradient", "kernel_gradient"}``, each ``"xla"``, ``"onednn"``, ``"patches"`` or
+        ``"folded"``.
     """
     xla = dict.fromkeys(PASSES, "xla")
-    if platform not in PATCHES_PLATFORMS or transpose or groups != 1:
+    if transpose or groups != 1:
+        return xla
+    if (platform in ONEDNN_PLATFORMS and np.dtype(dtype).name in ONEDNN_DTYPES
+            and _onednn_primitives(input_shape, kernel_shape, strides, padding, dilation) is not None):
+        return dict.fromkeys(PASSES, "onednn")
+    if platform not in PATCHES_PLATFORMS:
         return xla
     window, (channels_in, channels_out) = kernel_shape[:-2], kernel_shape[-2:]
     out = out_sizes(input_shape[1:-1], window, strides, dilation, padding)
@@ -130,10 +147,10 @@ def convolution(passes: dict[str, str], strides, padding, dilation):
     Returns:
         ``conv(inputs, kernel) -> output``.
     """
-    ways = {"xla": xla_conv, "patches": patches_conv, "folded": folded_conv}
+    ways = {"xla": xla_conv, "patches": patches_conv, "folded": folded_conv, "onednn": onednn_conv}
     forward, by_input, by_kernel = (functools.partial(ways[passes[p]], strides=strides, padding=padding,
                                                       dilation=dilation) for p in PASSES)
-    if set(passes.values()) == {"xla"}:
+    if len(set(passes.values())) == 1:  # one way for every pass: its own gradients (XLA's, or oneDNN's)
         return forward
 
     @jax.custom_vjp
@@ -150,6 +167,66 @@ def convolution(passes: dict[str, str], strides, padding, dilation):
 
     conv.defvjp(conv_forward, conv_backward)
     return conv
+
+
+def _onednn_primitives(input_shape, kernel_shape, strides, padding, dilation):
+    return onednn.convolution(tuple(input_shape), tuple(kernel_shape), tuple(strides),
+                              tuple(map(tuple, padding)), tuple(dilation))
+
+
+def onednn_conv(inputs, kernel, strides, padding, dilation):
+    """A channels-last, ungrouped float32 convolution computed by oneDNN (:mod:`.onednn`) on the host, forward and
+    both gradients (a ``jax.custom_vjp``), each a call from the compiled step into the library (:func:`_host_call`):
+    under ``shard_map`` every device calls with its own shard. Only where :func:`lowering` chose it (the library
+    is there and has the shapes).
+
+    Args:
+        inputs: ``[n, *spatial, in]``, float32.
+        kernel: ``[*window, in, out]``, float32.
+        strides: the strides per spatial axis.
+        padding: explicit (before, after) pairs per spatial axis.
+        dilation: the kernel's dilation per spatial axis.
+
+    Returns:
+        ``[n, *out, out channels]``, float32.
+    """
+    return _onednn_function(_onednn_primitives(inputs.shape, kernel.shape, strides, padding, dilation))(inputs,
+                                                                                                      kernel)
+
+
+@functools.cache
+def _onednn_function(primitives: onednn.Convolution):
+    call = functools.partial(_host_call, primitives)
+
+    @jax.custom_vjp
+    def conv(inputs, kernel):
+        return call("forward", inputs, kernel)
+
+    def conv_forward(inputs, kernel):
+        return conv(inputs, kernel), (inputs, kernel)
+
+    def conv_backward(saved, cotangent):
+        inputs, kernel = saved
+        return call("input_gradient", cotangent, kernel), call("kernel_gradient", inputs, cotangent)
+
+    conv.defvjp(conv_forward, conv_backward)
+    return conv
+
+
+def _host_call(primitives: onednn.Convolution, name: str, first, second):
+    """Pass ``name`` of ``primitives`` as an operation of the compiled step: one that runs it on XLA's own buffers
+    where the JAX allows (:mod:`.xla_calls`, one per shape and pass), else a ``jax.pure_callback``."""
+    shape = primitives.shapes[name]
+    if not xla_calls.available():
+        return jax.pure_callback(getattr(primitives, name), jax.ShapeDtypeStruct(shape, np.float32), first, second)
+    key = (id(primitives), name)
+    if key not in _HOST_FUNCTIONS:  # primitives live as long as the process (onednn.convolution's cache)
+        _HOST_FUNCTIONS[key] = xla_calls.HostFunction(f"multigpu_onednn_{id(primitives)}_{name}",
+                                                      lambda out, a, b: primitives.run(name, a, b, out), shape, 2)
+    return _HOST_FUNCTIONS[key](first, second)
+
+
+_HOST_FUNCTIONS: dict = {}
 
 
 def _padded(inputs, kernel, strides, padding, dilation):

@@ -33,7 +33,8 @@ PEAK_LIBRARY = "jax"
 def library(name: str, candidate: str) -> str:
     """What computes candidate ``candidate``'s matmuls and convolutions, in words: XLA (and its platform) for the
     JAX-linker candidates; for the C linker's, the BLAS the engine links (its ``blas__ldflags``), or NumPy's dot
-    where none is named (the engine's products then run through NumPy, outside its C code).
+    where none is named (the engine's products then run through NumPy, outside its C code); and oneDNN where it
+    computes the float32 convolutions (every candidate but plain JAX, where it is installed).
 
     Args:
         name: the backend's name (``"aesara"``, ``"pytensor"``).
@@ -43,13 +44,16 @@ def library(name: str, candidate: str) -> str:
         E.g. ``"XLA cpu, jaxlib 0.4.30"`` or ``"C linker, BLAS -lopenblas"``.
     """
     framework, _ = _engine(name)
+    # Every candidate but plain JAX builds the toolkit's convolution op, oneDNN's for float32 where it is installed.
+    onednn = importlib.import_module(f"toolkit.backends.{name}.onednn").library() is not None
+    convolutions = ", oneDNN float32 convolutions" if onednn and candidate != "jax-jit" else ""
     if candidate.endswith("-c") or "-c-" in candidate:
         flags = framework.config.blas__ldflags.strip()
-        return f"C linker, BLAS {flags}" if flags else "C linker, no BLAS (NumPy's dot)"
+        return (f"C linker, BLAS {flags}" if flags else "C linker, no BLAS (NumPy's dot)") + convolutions
     import jax
     import jaxlib
 
-    return f"XLA {jax.default_backend()}, jaxlib {jaxlib.__version__}"
+    return f"XLA {jax.default_backend()}, jaxlib {jaxlib.__version__}{convolutions}"
 
 
 def _engine(name: str):

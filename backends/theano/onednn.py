@@ -1,0 +1,277 @@
+"""oneDNN's float32 convolutions (forward, input gradient, kernel gradient) on x86 CPUs, called from the Theano
+family's JAX step through ``jax.pure_callback``: the kernels TensorFlow's CPU build runs (oneDNN's brgemm and JIT
+convolutions, AVX-512 where the CPU has it), where XLA's CPU convolution is an Eigen kernel built for a baseline ISA.
+Measured on the 2-core AVX-512 machine (jax 0.4.30, batch 128, 3x3, stride 1): 32x32x16 channels forward / input
+gradient / kernel gradient 1.5 / 1.6 / 1.2 ms against XLA's 4.5 / 4.5 / 9.7; 8x8x64: 1.1 / 1.0 / 1.1 against
+3.7 / 3.6 / 3.0 (``tools/bench_conv.py`` measures it per shape).
+
+The library is the ``onednn-cpu-gomp`` wheel's ``libdnnl.so.3`` (oneDNN 3.2, GNU OpenMP; the ``aesara`` and
+``pytensor`` extras install it on x86-64 Linux), found in the environment's ``lib/``, or the file
+:data:`LIBRARY_ENV` names; ``MULTIGPU_ONEDNN=off`` keeps XLA's convolution everywhere. Called through ctypes on
+oneDNN's C API: no compiler at install time. Activations stay channels-last (oneDNN's ``nhwc``, read and written in
+place); the kernel is reordered to the layout oneDNN picks for it (a small copy per call), as TensorFlow does."""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import math
+import os
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from toolkit.errors import ArgumentError, ComputeError
+
+#: The environment variable that names the oneDNN library to load (a path to ``libdnnl.so.3``), or ``off``.
+LIBRARY_ENV = "MULTIGPU_ONEDNN"
+#: oneDNN 3's shared library, as the wheel installs it under the environment's prefix.
+LIBRARY_NAME = "libdnnl.so.3"
+
+# oneDNN's C API constants (oneapi/dnnl/dnnl_types.h, dnnl_common_types.h of oneDNN 3.2).
+_SUCCESS, _F32, _CPU, _IN_ORDER, _FORMAT_ANY = 0, 3, 1, 1, 1
+_FORWARD_TRAINING, _DIRECT = 64, 1
+_ARG_SRC, _ARG_DST, _ARG_WEIGHTS, _ARG_DIFF_SRC, _ARG_DIFF_DST, _ARG_DIFF_WEIGHTS = 1, 17, 33, 129, 145, 161
+_QUERY_WEIGHTS_MD, _QUERY_DIFF_WEIGHTS_MD = 131, 132
+_MAX_NDIMS = 12
+_ALLOCATE = ctypes.c_void_p(ctypes.c_size_t(-1).value)  # DNNL_MEMORY_ALLOCATE: the library owns the buffer
+_Dims = ctypes.c_int64 * _MAX_NDIMS
+_Handle = ctypes.c_void_p
+#: The passes of a convolution, as :class:`Convolution` runs them.
+PASSES = ("forward", "input_gradient", "kernel_gradient")
+
+
+class _Arg(ctypes.Structure):
+    _fields_ = [("arg", ctypes.c_int), ("memory", _Handle)]
+
+
+def _dims(values) -> _Dims:
+    dims = _Dims()
+    dims[:len(values)] = [int(v) for v in values]
+    return dims
+
+
+@functools.lru_cache(maxsize=1)
+def library():
+    """oneDNN's library with a CPU engine and stream, or None where it is not installed, cannot load, or
+    :data:`LIBRARY_ENV` is ``off``.
+
+    Raises:
+        ArgumentError: :data:`LIBRARY_ENV` names a file that does not exist.
+    """
+    chosen = os.environ.get(LIBRARY_ENV, "")
+    if chosen.lower() == "off":
+        return None
+    if chosen and not Path(chosen).is_file():
+        raise ArgumentError(f"{LIBRARY_ENV}={chosen!r} names no file; expected the path of {LIBRARY_NAME} or 'off'")
+    path = Path(chosen) if chosen else Path(sys.prefix) / "lib" / LIBRARY_NAME
+    if not path.is_file():
+        return None
+    # OpenMP's threads sleep between calls instead of spinning, unless the user chose: spinning, they took the
+    # cores from XLA's threads between the convolutions (the bench ResNet's step 675 ms, 285 ms passive). GNU
+    # OpenMP reads it when it loads, which is now unless another library loaded it before.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    try:
+        lib = ctypes.CDLL(str(path))
+    except OSError:  # e.g. no libgomp on this system
+        return None
+    lib.dnnl_primitive_desc_query_md.restype = _Handle
+    engine, stream = _Handle(), _Handle()
+    if (lib.dnnl_engine_create(ctypes.byref(engine), _CPU, 0) != _SUCCESS
+            or lib.dnnl_stream_create(ctypes.byref(stream), engine, _IN_ORDER) != _SUCCESS):
+        return None
+    return _Library(lib, engine, stream)
+
+
+class _Library:
+    def __init__(self, lib, engine, stream) -> None:
+        self.lib, self.engine, self.stream = lib, engine, stream
+        # One execution at a time: the logical devices of one process call back from several threads, and the
+        # primitives share their library-owned scratchpads and kernel buffers (oneDNN already uses every core).
+        self.lock = threading.Lock()
+
+    def check(self, status: int, what: str) -> None:
+        if status != _SUCCESS:
+            raise ComputeError(f"oneDNN's {what} failed with status {status}")
+
+    def desc(self, dims, strides=None):
+        """A float32 memory descriptor: ``strides`` given, or the layout left to the primitive."""
+        md = _Handle()
+        if strides is None:
+            status = self.lib.dnnl_memory_desc_create_with_tag(ctypes.byref(md), len(dims), _dims(dims), _F32,
+                                                               _FORMAT_ANY)
+        else:
+            status = self.lib.dnnl_memory_desc_create_with_strides(ctypes.byref(md), len(dims), _dims(dims), _F32,
+                                                                   _dims(strides))
+        self.check(status, "memory descriptor")
+        return md
+
+    def primitive(self, pd):
+        handle = _Handle()
+        self.check(self.lib.dnnl_primitive_create(ctypes.byref(handle), pd), "primitive")
+        return handle
+
+    def memory(self, md, address: int | None = None):
+        """A memory object over the buffer at ``address``, or over one oneDNN allocates."""
+        handle = _Handle()
+        where = _ALLOCATE if address is None else _Handle(address)
+        self.check(self.lib.dnnl_memory_create(ctypes.byref(handle), md, self.engine, where), "memory")
+        return handle
+
+    def reorder(self, source, target):
+        pd = _Handle()
+        self.check(self.lib.dnnl_reorder_primitive_desc_create(ctypes.byref(pd), source, self.engine, target,
+                                                               self.engine, None), "reorder")
+        return self.primitive(pd)
+
+    def execute(self, primitive, args) -> None:
+        array = (_Arg * len(args))(*(_Arg(a, m) for a, m in args))
+        self.check(self.lib.dnnl_primitive_execute(primitive, self.stream, len(args), array), "execution")
+
+
+def _channels_last(dims_nc):
+    """oneDNN's ``(n, c, *spatial)`` dimensions and the strides of the same array stored ``[n, *spatial, c]``."""
+    n, c, *spatial = dims_nc
+    inner = [math.prod(spatial[i + 1:]) * c for i in range(len(spatial))]
+    return [n, c, *spatial], [math.prod(spatial) * c, 1, *inner]
+
+
+def _kernel_strides(window, channels_in, channels_out):
+    """oneDNN's ``(out, in, *window)`` weights stored as the toolkit's ``[*window, in, out]``."""
+    inner = [math.prod(window[i + 1:]) * channels_in * channels_out for i in range(len(window))]
+    return [channels_out, channels_in, *window], [1, channels_out, *inner]
+
+
+class Convolution:
+    """One convolution's oneDNN primitives, made once per shape (:func:`convolution`): each pass a NumPy function
+    of channels-last float32 arrays.
+
+    Args:
+        lib: the library (:func:`library`).
+        input_shape: ``[n, *spatial, in]``.
+        kernel_shape: ``[*window, in, out]``.
+        strides: the strides per spatial axis.
+        padding: explicit (before, after) pairs per spatial axis.
+        dilation: the kernel's dilation per spatial axis.
+
+    Raises:
+        ComputeError: oneDNN has no implementation for this convolution.
+    """
+
+    def __init__(self, lib: _Library, input_shape, kernel_shape, strides, padding, dilation) -> None:
+        self.lib, self.input_shape, self.kernel_shape = lib, tuple(input_shape), tuple(kernel_shape)
+        window, (channels_in, channels_out) = kernel_shape[:-2], kernel_shape[-2:]
+        out = [(n + a + b - (k - 1) * d - 1) // s + 1
+               for n, k, s, d, (a, b) in zip(input_shape[1:-1], window, strides, dilation, padding)]
+        self.output_shape = (input_shape[0], *out, channels_out)
+        self.src = lib.desc(*_channels_last([input_shape[0], channels_in, *input_shape[1:-1]]))
+        self.dst = lib.desc(*_channels_last([input_shape[0], channels_out, *out]))
+        self.kernel = lib.desc(*_kernel_strides(window, channels_in, channels_out))
+        chosen = lib.desc([channels_out, channels_in, *window])
+        geometry = (_dims(strides), _dims([d - 1 for d in dilation]), _dims([a for a, _ in padding]),
+                    _dims([b for _, b in padding]))
+        c = lib.lib
+        forward, backward_data, backward_weights = _Handle(), _Handle(), _Handle()
+        lib.check(c.dnnl_convolution_forward_primitive_desc_create(
+            ctypes.byref(forward), lib.engine, _FORWARD_TRAINING, _DIRECT, self.src, chosen, None, self.dst,
+            *geometry, None), "convolution (forward)")
+        lib.check(c.dnnl_convolution_backward_data_primitive_desc_create(
+            ctypes.byref(backward_data), lib.engine, _DIRECT, self.src, chosen, self.dst, *geometry, forward,
+            None), "convolution (input gradient)")
+        lib.check(c.dnnl_convolution_backward_weights_primitive_desc_create(
+            ctypes.byref(backward_weights), lib.engine, _DIRECT, self.src, chosen, None, self.dst, *geometry,
+            forward, None), "convolution (kernel gradient)")
+        self.shapes = {"forward": self.output_shape, "input_gradient": self.input_shape,
+                       "kernel_gradient": self.kernel_shape}
+        self.passes = {}
+        for name, pd, query in (("forward", forward, _QUERY_WEIGHTS_MD),
+                                ("input_gradient", backward_data, _QUERY_WEIGHTS_MD),
+                                ("kernel_gradient", backward_weights, _QUERY_DIFF_WEIGHTS_MD)):
+            layout = _Handle(c.dnnl_primitive_desc_query_md(pd, query, 0))
+            to_kernel = name == "kernel_gradient"
+            self.passes[name] = (lib.primitive(pd), lib.memory(layout),
+                                 lib.reorder(layout, self.kernel) if to_kernel else lib.reorder(self.kernel, layout))
+
+    def run(self, name: str, first: int, second: int, result: int) -> None:
+        """Pass ``name`` (of :data:`PASSES`) on float32 channels-last arrays at these addresses: ``first`` and
+        ``second`` as the pass's NumPy method takes them, ``result`` written.
+
+        Raises:
+            ComputeError: oneDNN failed.
+        """
+        primitive, blocked, reorder = self.passes[name]
+        lib = self.lib
+        wrapped = []
+
+        def wrap(md, address):
+            wrapped.append(lib.memory(md, address))
+            return wrapped[-1]
+
+        with lib.lock:
+            try:
+                if name == "forward":
+                    lib.execute(reorder, [(_ARG_SRC, wrap(self.kernel, second)), (_ARG_DST, blocked)])
+                    lib.execute(primitive, [(_ARG_SRC, wrap(self.src, first)), (_ARG_WEIGHTS, blocked),
+                                            (_ARG_DST, wrap(self.dst, result))])
+                elif name == "input_gradient":
+                    lib.execute(reorder, [(_ARG_SRC, wrap(self.kernel, second)), (_ARG_DST, blocked)])
+                    lib.execute(primitive, [(_ARG_DIFF_DST, wrap(self.dst, first)), (_ARG_WEIGHTS, blocked),
+                                            (_ARG_DIFF_SRC, wrap(self.src, result))])
+                else:
+                    lib.execute(primitive, [(_ARG_SRC, wrap(self.src, first)), (_ARG_DIFF_DST, wrap(self.dst, second)),
+                                            (_ARG_DIFF_WEIGHTS, blocked)])
+                    lib.execute(reorder, [(_ARG_SRC, blocked), (_ARG_DST, wrap(self.kernel, result))])
+                lib.check(lib.lib.dnnl_stream_wait(lib.stream), "stream")
+            finally:
+                for memory in wrapped:  # the wrappers only: the buffers are the caller's
+                    lib.lib.dnnl_memory_destroy(memory)
+
+    def _numpy(self, name, first, second, shape):
+        first, second = _c(first), _c(second)
+        out = np.empty(shape, np.float32)
+        self.run(name, first.ctypes.data, second.ctypes.data, out.ctypes.data)
+        return out
+
+    def forward(self, inputs, kernel) -> np.ndarray:
+        """The convolution of ``inputs`` with ``kernel``: ``[n, *out, out channels]``."""
+        return self._numpy("forward", inputs, kernel, self.output_shape)
+
+    def input_gradient(self, cotangent, kernel) -> np.ndarray:
+        """The gradient for the input of ``cotangent`` (the output's gradient): ``[n, *spatial, in]``."""
+        return self._numpy("input_gradient", cotangent, kernel, self.input_shape)
+
+    def kernel_gradient(self, inputs, cotangent) -> np.ndarray:
+        """The gradient for the kernel: ``[*window, in, out]``."""
+        return self._numpy("kernel_gradient", inputs, cotangent, self.kernel_shape)
+
+
+def _c(array) -> np.ndarray:
+    return np.ascontiguousarray(array, dtype=np.float32)
+
+
+@functools.cache
+def convolution(input_shape: tuple, kernel_shape: tuple, strides: tuple, padding: tuple,
+                dilation: tuple) -> Convolution | None:
+    """The oneDNN primitives of one float32 convolution (channels-last input, ``[*window, in, out]`` kernel, no
+    groups), made once per shape; None where oneDNN is not there (:func:`library`), an array is empty, or oneDNN
+    has no implementation for it.
+
+    Args:
+        input_shape: ``[n, *spatial, in]``, static.
+        kernel_shape: ``[*window, in, out]``.
+        strides: the strides per spatial axis.
+        padding: explicit (before, after) pairs per spatial axis.
+        dilation: the kernel's dilation per spatial axis.
+
+    Returns:
+        A :class:`Convolution`, or None.
+    """
+    lib = library()
+    if lib is None or 0 in input_shape or 0 in kernel_shape:
+        return None
+    try:
+        return Convolution(lib, input_shape, kernel_shape, strides, padding, dilation)
+    except ComputeError:
+        return None
