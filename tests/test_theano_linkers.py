@@ -8,7 +8,7 @@ import pytest
 import toolkit
 from tests.conftest import THEANO, needs_backend
 from tests.helpers import SMALL_MLP, batch, check_fused_step_follows_outside_writes, max_abs_diff
-from toolkit.tolerances import FLOAT64_ATOL
+from toolkit.tolerances import FLOAT32_RTOL, FLOAT64_ATOL
 
 pytestmark = needs_backend(THEANO)
 
@@ -46,6 +46,45 @@ def test_c_linker_trains_models_like_the_jax_linker(name):
         runs[linker] = ([trainer.step(x, y) for _ in range(3)], trainer.params())
     assert max(abs(a - b) for a, b in zip(runs["c"][0], runs["jax"][0])) <= FLOAT64_ATOL
     assert max_abs_diff(runs["c"][1], runs["jax"][1]) <= FLOAT64_ATOL
+
+
+def test_float32_convolutions_through_onednn_train_like_xlas_on_both_linkers(monkeypatch):
+    """Where oneDNN is installed, a float32 convnet's convolutions are oneDNN's on the JAX linker (called from the
+    compiled step) and on the C linker (the same op on the host) and train as XLA's do (``MULTIGPU_ONEDNN=off``):
+    SGD, so float32's bound of the parameter scale applies (toolkit.tolerances.parity_bound)."""
+    import importlib
+
+    onednn = importlib.import_module(f"toolkit.backends.{THEANO}.onednn")
+    if onednn.library() is None:
+        pytest.skip("oneDNN's library is not installed here (the engines' extras install it on x86-64 Linux)")
+    rng = np.random.default_rng(0)
+    model = toolkit.models.mnist_convnet((8, 8, 3), filters=(4, 8), padding="same")
+    x, y = rng.normal(size=(8, 8, 8, 3)), rng.integers(0, 10, size=8)
+
+    def train(backend):
+        trainer = toolkit.DataParallel(model, backend, 1, toolkit.optim.SGD(0.05), dtype="float32", seed=0)
+        losses = [trainer.step(x, y) for _ in range(3)]
+        return losses, trainer.params()
+
+    calls = []
+    run = onednn.Convolution.run
+    monkeypatch.setattr(onednn.Convolution, "run", lambda self, *a: calls.append(a[0]) or run(self, *a))
+    runs = {"c": train(toolkit.get_backend(THEANO, linker="c"))}
+    assert {"forward", "input_gradient", "kernel_gradient"} <= set(calls)  # oneDNN computed them
+    calls.clear()
+    runs["jax"] = train(toolkit.get_backend(THEANO))
+    assert {"forward", "input_gradient", "kernel_gradient"} <= set(calls)
+    monkeypatch.setenv(onednn.LIBRARY_ENV, "off")
+    onednn.library.cache_clear(), onednn.convolution.cache_clear()
+    try:
+        runs["xla"] = train(toolkit.get_backend(THEANO))
+    finally:
+        monkeypatch.undo()
+        onednn.library.cache_clear(), onednn.convolution.cache_clear()
+    scale = max(float(np.max(np.abs(p))) for p in runs["xla"][1].values())
+    for name in ("c", "jax"):
+        assert max(abs(a - b) for a, b in zip(runs[name][0], runs["xla"][0])) <= 1e-5 * abs(runs["xla"][0][0])
+        assert max_abs_diff(runs[name][1], runs["xla"][1]) <= FLOAT32_RTOL * scale, name
 
 
 def test_c_linker_fit_scores_training_metrics_like_the_jax_linker():

@@ -11,7 +11,8 @@ import numpy as np
 from toolkit.errors import ShapeError
 from toolkit.nn.shapes import explicit_padding
 
-from .conv_lowering import convolution, lowering
+from . import onednn
+from .conv_lowering import ONEDNN_DTYPES, convolution, lowering
 from .graphs import Apply, JaxOp, as_outputs, first_unless, jax, padded, shape_of, tt
 
 #: The spatial axes' letters of lax's dimension numbers, by spatial rank.
@@ -45,11 +46,14 @@ def _static_spatial(x, op: str) -> list[int]:
 class TheanoWindowOps:
     def _convolution(self, inputs, kernel, strides, padding, dilation, groups):
         # The engines' own conv ops have no JAX conversion. Under the JAX linker the convolution is one op that
-        # becomes lax.conv_general_dilated (_Conv); under the C linker (or with unknown image sizes) an im2col: the
-        # window-offset slices of the input side by side, times the flattened kernel (per group), plain slicing,
-        # concatenation and one matmul, which every linker runs and differentiates.
+        # becomes lax.conv_general_dilated or oneDNN's (_Conv, conv_lowering's choice); so it is under the C linker
+        # where oneDNN is there for it (float32, ungrouped: _Conv runs on the host, 3-10x the engine's im2col on the
+        # bench ResNet's shapes). Otherwise (or with unknown image sizes) an im2col: the window-offset slices of the
+        # input side by side, times the flattened kernel (per group), plain slicing, concatenation and one matmul,
+        # which every linker runs and differentiates.
         window = kernel.type.shape[:-2]
-        if self.linker == "jax" and None not in inputs.type.shape[1:]:
+        on_host_onednn = inputs.dtype in ONEDNN_DTYPES and groups == 1 and onednn.library() is not None
+        if (self.linker == "jax" or on_host_onednn) and None not in inputs.type.shape[1:]:
             pads = explicit_padding(_static_spatial(inputs, "conv"), window, strides, dilation, padding)
             return _Conv(strides, pads, dilation, groups)(inputs, kernel)
         if padding == "same":
