@@ -49,9 +49,10 @@ def levelled_sum(x, axes):
         return jax.numpy.sum(x, axis=tuple(axes))
     before, after = x.shape[:axes[0]], x.shape[axes[-1] + 1:]
     x = x.reshape(math.prod(before), entries, math.prod(after))
+    zero = np.array(0.0, x.dtype)
     while x.shape[1] > LEVEL:
         extra = -x.shape[1] % LEVEL
         if extra:
-            x = jax.numpy.pad(x, ((0, 0), (0, extra), (0, 0)))
-        x = x.reshape(x.shape[0], x.shape[1] // LEVEL, LEVEL, x.shape[2]).sum(axis=2)
-    return x.sum(axis=1).reshape(*before, *after)
+            x = jax.lax.pad(x, zero, [(0, 0, 0), (0, extra, 0), (0, 0, 0)])
+        x = jax.lax.reduce(x.reshape(x.shape[0], x.shape[1] // LEVEL, LEVEL, x.shape[2]), zero, jax.lax.add, (2,))
+    return jax.lax.reduce(x, zero, jax.lax.add, (1,)).reshape(*before, *after)
