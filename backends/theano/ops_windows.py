@@ -199,6 +199,9 @@ def _grouped_by_offsets(inputs, kernel, strides, padding, dilation, groups: int)
     # Output channel g * (channels / groups) + j belongs to group g.
     weights = kernel.reshape(len(parts), per_group, groups, channels // groups)
     found = jax.numpy.einsum("...wgi,wigo->...go", patches, weights)
+    # A sum from 0.0 (NumPy's, TensorFlow's) is never -0.0; XLA's CPU dot of these few terms can start from its
+    # first product instead (seen on an AVX-512 machine: -0.0 * k + -0.0 * k gave -0.0).
+    found = jax.numpy.where(found == 0, jax.numpy.zeros((), found.dtype), found)
     return found.reshape(*found.shape[:-2], channels)
 
 
