@@ -20,6 +20,8 @@ import math
 import jax
 import numpy as np
 
+from toolkit.nn.shapes import padded_output_sizes
+
 from . import onednn, xla_calls
 
 #: The platforms whose convolutions are computed as a patches product where :func:`lowering` says so. Elsewhere
@@ -52,12 +54,6 @@ FLOAT64_VECTORIZED_FROM = (0, 10)
 def vectorized_dtypes(version: tuple = tuple(jax.__version_info__)) -> frozenset[str]:
     """The dtypes XLA's CPU compiler convolves with its vectorized kernel under JAX ``version``."""
     return XLA_VECTORIZED_DTYPES | ({"float64"} if tuple(version) >= FLOAT64_VECTORIZED_FROM else set())
-
-
-def out_sizes(sizes, window, strides, dilation, padding) -> list[int]:
-    """The output's spatial sizes of a convolution over ``sizes`` with explicit (before, after) ``padding``."""
-    return [(n + a + b - (k - 1) * d - 1) // s + 1
-            for n, k, s, d, (a, b) in zip(sizes, window, strides, dilation, padding)]
 
 
 def lowering(platform: str, dtype, input_shape, kernel_shape, strides, padding, dilation, groups: int,
@@ -112,7 +108,7 @@ def lowering(platform: str, dtype, input_shape, kernel_shape, strides, padding, 
     if platform not in PATCHES_PLATFORMS:
         return xla
     window, (channels_in, channels_out) = kernel_shape[:-2], kernel_shape[-2:]
-    out = out_sizes(input_shape[1:-1], window, strides, dilation, padding)
+    out = padded_output_sizes(input_shape[1:-1], window, strides, dilation, padding)
     if np.dtype(dtype).name not in vectorized_dtypes():
         way = "folded" if math.prod(window) > 1 and all(s == 1 for s in strides[:-1]) else "patches"
     else:
@@ -234,7 +230,7 @@ def _padded(inputs, kernel, strides, padding, dilation):
     and the output's spatial sizes."""
     x = jax.lax.pad(inputs, np.zeros((), inputs.dtype), [(0, 0, 0), *((a, b, 0) for a, b in padding), (0, 0, 0)])
     window, (channels_in, channels_out) = kernel.shape[:-2], kernel.shape[-2:]
-    return x, window, channels_in, channels_out, out_sizes(x.shape[1:-1], window, strides, dilation,
+    return x, window, channels_in, channels_out, padded_output_sizes(x.shape[1:-1], window, strides, dilation,
                                                            [(0, 0)] * len(window))
 
 

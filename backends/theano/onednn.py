@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from toolkit.errors import ArgumentError, ComputeError
+from toolkit.nn.shapes import padded_output_sizes
 
 #: The environment variable that names the oneDNN library to load (a path to ``libdnnl.so.3``), or ``off``.
 LIBRARY_ENV = "MULTIGPU_ONEDNN"
@@ -163,8 +164,7 @@ class Convolution:
     def __init__(self, lib: _Library, input_shape, kernel_shape, strides, padding, dilation) -> None:
         self.lib, self.input_shape, self.kernel_shape = lib, tuple(input_shape), tuple(kernel_shape)
         window, (channels_in, channels_out) = kernel_shape[:-2], kernel_shape[-2:]
-        out = [(n + a + b - (k - 1) * d - 1) // s + 1
-               for n, k, s, d, (a, b) in zip(input_shape[1:-1], window, strides, dilation, padding)]
+        out = padded_output_sizes(input_shape[1:-1], window, strides, dilation, padding)
         self.output_shape = (input_shape[0], *out, channels_out)
         self.src = lib.desc(*_channels_last([input_shape[0], channels_in, *input_shape[1:-1]]))
         self.dst = lib.desc(*_channels_last([input_shape[0], channels_out, *out]))

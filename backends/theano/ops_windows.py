@@ -9,7 +9,7 @@ import itertools
 import numpy as np
 
 from toolkit.errors import ShapeError
-from toolkit.nn.shapes import explicit_padding
+from toolkit.nn.shapes import explicit_padding, padded_output_sizes
 
 from . import onednn
 from .conv_lowering import ONEDNN_DTYPES, convolution, lowering
@@ -25,10 +25,6 @@ def _windows(x, size, strides, dilation, out):
     return [x[(slice(None), *(slice(o * d, o * d + (m - 1) * s + 1, s)
                               for o, d, m, s in zip(offset, dilation, out, strides)), slice(None))]
             for offset in itertools.product(*map(range, size))]
-
-
-def _out_sizes(sizes, size, strides, dilation, pads):
-    return [(n + a + b - (k - 1) * d - 1) // s + 1 for n, k, s, d, (a, b) in zip(sizes, size, strides, dilation, pads)]
 
 
 def _last(ndim: int, start: int, stop: int) -> tuple:
@@ -59,7 +55,7 @@ class TheanoWindowOps:
         if padding == "same":
             pads = explicit_padding(_static_spatial(inputs, "conv"), window, strides, dilation, padding)
             inputs = padded(inputs, [(0, 0), *pads, (0, 0)], 0)
-        out = _out_sizes(shape_of(inputs)[1:-1], window, strides, dilation, [(0, 0)] * len(window))
+        out = padded_output_sizes(shape_of(inputs)[1:-1], window, strides, dilation, [(0, 0)] * len(window))
         n, cin, cout = shape_of(inputs)[0], kernel.type.shape[-2], kernel.type.shape[-1]
         patches = _windows(inputs, window, strides, dilation, out)
         products = []
@@ -115,7 +111,7 @@ def _frame(x, size, strides, padding, value):
     pads = explicit_padding(sizes, size, strides, (1,) * len(sizes), padding)
     if padding == "same":
         x = padded(x, [(0, 0), *pads, (0, 0)], value)
-    return x, _out_sizes(sizes, size, strides, (1,) * len(sizes), pads)
+    return x, padded_output_sizes(sizes, size, strides, (1,) * len(sizes), pads)
 
 
 class _Conv(JaxOp):
@@ -139,10 +135,10 @@ class _Conv(JaxOp):
         sizes, window = inputs.type.shape[1:-1], kernel.type.shape[:-2]
         if self.transpose:  # the input dilated by the strides, convolved at stride 1 with the flipped kernel
             dilated = [(n - 1) * s + 1 for n, s in zip(sizes, self.strides)]
-            out = _out_sizes(dilated, window, (1,) * len(sizes), self.dilation, self.padding)
+            out = padded_output_sizes(dilated, window, (1,) * len(sizes), self.dilation, self.padding)
             channels = kernel.type.shape[-2]
         else:
-            out = _out_sizes(sizes, window, self.strides, self.dilation, self.padding)
+            out = padded_output_sizes(sizes, window, self.strides, self.dilation, self.padding)
             channels = kernel.type.shape[-1]
         return Apply(self, [inputs, kernel], [tt.tensor(dtype=inputs.dtype, shape=(inputs.type.shape[0], *out,
                                                                                    channels))])
@@ -188,7 +184,7 @@ def _grouped_by_offsets(inputs, kernel, strides, padding, dilation, groups: int)
     reached every output channel. Here no product crosses a group."""
     x = jax.numpy.pad(inputs, ((0, 0), *padding, (0, 0)))
     window, (per_group, channels) = kernel.shape[:-2], kernel.shape[-2:]
-    out = _out_sizes(x.shape[1:-1], window, strides, dilation, [(0, 0)] * len(window))
+    out = padded_output_sizes(x.shape[1:-1], window, strides, dilation, [(0, 0)] * len(window))
     parts = []
     for offset in itertools.product(*map(range, window)):
         start = (0, *(o * d for o, d in zip(offset, dilation)), 0)
@@ -258,7 +254,7 @@ class _Pool(JaxOp):
 
     def make_node(self, inputs):
         inputs = tt.as_tensor_variable(inputs)
-        out = _out_sizes(inputs.type.shape[1:-1], self.size, self.strides, (1,) * len(self.size), self.padding)
+        out = padded_output_sizes(inputs.type.shape[1:-1], self.size, self.strides, (1,) * len(self.size), self.padding)
         return Apply(self, [inputs], [tt.tensor(dtype=inputs.dtype, shape=(inputs.type.shape[0], *out,
                                                                            inputs.type.shape[-1]))])
 

@@ -33,6 +33,14 @@ def output_size(size: int, kernel: int, stride: int, dilation: int, padding: str
     return (size - (kernel - 1) * dilation - 1) // stride + 1
 
 
+def padded_output_sizes(sizes, kernel: Sequence[int], strides: Sequence[int], dilation: Sequence[int],
+                        padding) -> list:
+    """Positions along each spatial axis of ``sizes`` after a window op with explicit (before, after) ``padding``;
+    the sizes may be a framework's symbolic integers (the arithmetic is the same)."""
+    return [(n + a + b - (k - 1) * d - 1) // s + 1
+            for n, k, s, d, (a, b) in zip(sizes, kernel, strides, dilation, padding)]
+
+
 def explicit_padding(sizes: Sequence[int], kernel: Sequence[int], strides: Sequence[int],
                      dilation: Sequence[int], padding: str) -> tuple[tuple[int, int], ...]:
     """"valid" or "same" as (before, after) zeros per spatial axis (TensorFlow's placement)."""
