@@ -196,8 +196,10 @@ def _grouped_by_offsets(inputs, kernel, strides, padding, dilation, groups: int)
     weights = kernel.reshape(len(parts), per_group, groups, channels // groups)
     found = jax.numpy.einsum("...wgi,wigo->...go", patches, weights)
     # A sum from 0.0 (NumPy's, TensorFlow's) is never -0.0; XLA's CPU dot of these few terms can start from its
-    # first product instead (seen on an AVX-512 machine: -0.0 * k + -0.0 * k gave -0.0).
-    found = jax.numpy.where(found == 0, jax.numpy.zeros((), found.dtype), found)
+    # first product instead (seen on an AVX-512 machine: -0.0 * k + -0.0 * k gave -0.0). Adding -found where found
+    # is a zero makes it +0.0 and changes nothing else; it is data, so XLA cannot fold it away as it folds x + 0,
+    # and it is outside the gradient, which stays the product's.
+    found = found + jax.lax.stop_gradient(jax.numpy.where(found == 0, -found, jax.numpy.zeros((), found.dtype)))
     return found.reshape(*found.shape[:-2], channels)
 
 
