@@ -158,6 +158,10 @@ def test_the_onednn_setting_turns_it_off_or_names_a_missing_file(monkeypatch):
         _forget_onednn()
         with pytest.raises(ArgumentError, match="MULTIGPU_ONEDNN='/no/such/libdnnl.so.3' names no file"):
             onednn.library()
+        monkeypatch.setenv(onednn.LIBRARY_ENV, __file__)  # a file, not a library: the loader's reason is given
+        _forget_onednn()
+        with pytest.raises(ArgumentError, match=r"test_conv_lowering.py'.*expected oneDNN 3's libdnnl.so.3"):
+            onednn.library()
     finally:
         monkeypatch.undo()
         _forget_onednn()

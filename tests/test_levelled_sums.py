@@ -55,7 +55,7 @@ def test_sums_are_levelled_on_a_cpu_before_the_measured_jax_only():
     assert levelled("cpu", "float32", (0, 4, 30)) and levelled("cpu", np.float64, (0, 4, 30))
     assert not levelled("cpu", "float32", PLAIN_SUMS_FROM)  # XLA's own sums are as fast there
     assert not levelled("gpu", "float32", (0, 4, 30)) and not levelled("cpu", "int32", (0, 4, 30))
-    assert LEVEL == 32  # the window of XLA's tree-reduction pass: a level of it is left alone
+    assert not levelled("cpu", "float16", (0, 4, 30))  # jnp.sum accumulates it in float32: left to it
 
 
 @needs_backend(THEANO)
@@ -71,7 +71,7 @@ def test_step_memory_is_kept_only_where_it_was_measured_to_pay(monkeypatch):
     monkeypatch.setenv(environment.MALLOC_VARIABLES[0], "65536")
     assert not environment.keep_step_memory((0, 4, 30))
     monkeypatch.delenv(environment.MALLOC_VARIABLES[0])
-    import sys
+    import platform
 
-    if sys.platform.startswith("linux"):
+    if platform.libc_ver()[0] == "glibc":
         assert environment.keep_step_memory((0, 4, 30))

@@ -217,10 +217,11 @@ def import_framework():
 #: settings below change nothing there; 0.4.30 needs them).
 SCRATCH_KEPT_FROM = (0, 10)
 #: glibc's ``mallopt`` parameters (malloc.h) and the values :func:`keep_step_memory` gives them: no ``mmap`` for
-#: large blocks, and up to 1 GiB of freed memory kept at the top of the heap.
+#: large blocks, and freed memory at the top of the heap returned to the system only past 1 GiB.
 _M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4
 _KEPT_BYTES = 1 << 30
-#: The environment variables by which a user sets those two parameters; one set leaves glibc as the user set it.
+#: The environment variables by which a user sets those two parameters (or glibc's malloc tunables); one set
+#: leaves glibc as the user set it.
 MALLOC_VARIABLES = ("MALLOC_MMAP_MAX_", "MALLOC_TRIM_THRESHOLD_")
 
 
@@ -231,8 +232,10 @@ def keep_step_memory(version: tuple) -> bool:
     batch 128) with ``malloc`` at every call, which glibc serves by a fresh ``mmap`` for a block over 32 MiB and
     unmaps when freed: every page is faulted in again every step, 80 ms of a 230 ms step there (150 ms without). With
     ``mmap`` off for large blocks and freed memory kept on the heap, the block is reused as TensorFlow's allocator
-    reuses its own. The process then keeps its peak memory (up to 1 GiB of it) instead of returning it to the
-    system. Nothing changes where a user set :data:`MALLOC_VARIABLES`, off Linux, or under a later JAX.
+    reuses its own. A process-wide change: large blocks then live on the heap, whose freed memory below live
+    blocks is not returned to the system, so the process keeps about its peak memory (on a GPU too, where the
+    host's scratch memory matters less). Nothing changes where a user set :data:`MALLOC_VARIABLES` or glibc's
+    malloc tunables (``GLIBC_TUNABLES``), off glibc, or under a later JAX.
 
     Args:
         version: the JAX version, e.g. ``(0, 4, 30)``.
@@ -240,8 +243,8 @@ def keep_step_memory(version: tuple) -> bool:
     Returns:
         Whether glibc's settings were changed.
     """
-    if tuple(version) >= SCRATCH_KEPT_FROM or not sys.platform.startswith("linux") or any(
-            v in os.environ for v in MALLOC_VARIABLES):
+    user_set = any(v in os.environ for v in MALLOC_VARIABLES) or "glibc.malloc" in os.environ.get("GLIBC_TUNABLES", "")
+    if tuple(version) >= SCRATCH_KEPT_FROM or not sys.platform.startswith("linux") or user_set:
         return False
     try:
         libc = ctypes.CDLL("libc.so.6")

@@ -19,6 +19,7 @@ import math
 import os
 import sys
 import threading
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -56,11 +57,15 @@ def _dims(values) -> _Dims:
 
 @functools.lru_cache(maxsize=1)
 def library():
-    """oneDNN's library with a CPU engine and stream, or None where it is not installed, cannot load, or
-    :data:`LIBRARY_ENV` is ``off``.
+    """oneDNN's library with a CPU engine and stream, or None where :data:`LIBRARY_ENV` is ``off``, or the
+    environment's library is not installed or cannot start (a warning says why once: e.g. no libgomp).
+
+    Returns:
+        The loaded library, or None.
 
     Raises:
-        ArgumentError: :data:`LIBRARY_ENV` names a file that does not exist.
+        ArgumentError: :data:`LIBRARY_ENV` names a file that does not exist, does not load, is not oneDNN
+            :data:`MAJOR_VERSION`, or cannot make a CPU engine and stream.
     """
     chosen = os.environ.get(LIBRARY_ENV, "")
     if chosen.lower() == "off":
@@ -75,14 +80,35 @@ def library():
     # OpenMP reads it when it loads, which is now unless another library loaded it before.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     try:
-        lib = ctypes.CDLL(str(path))
-    except OSError:  # e.g. no libgomp on this system
+        return _load(path)
+    except (OSError, AttributeError, ComputeError) as error:
+        if chosen:
+            raise ArgumentError(f"{LIBRARY_ENV}={chosen!r}: {error}; expected oneDNN {MAJOR_VERSION}'s "
+                                f"{LIBRARY_NAME} or 'off'") from None
+        warnings.warn(f"oneDNN at {path} did not start ({error}): convolutions stay XLA's", RuntimeWarning,
+                      stacklevel=2)
         return None
+
+
+#: The oneDNN major version whose C API (and enum values above) this module speaks.
+MAJOR_VERSION = 3
+
+
+class _Version(ctypes.Structure):
+    _fields_ = [("major", ctypes.c_int), ("minor", ctypes.c_int), ("patch", ctypes.c_int)]
+
+
+def _load(path: Path) -> _Library:
+    lib = ctypes.CDLL(str(path))  # OSError where it or a dependency (libgomp.so.1) cannot load
+    lib.dnnl_version.restype = ctypes.POINTER(_Version)  # AttributeError where the file is not oneDNN
+    version = lib.dnnl_version().contents
+    if version.major != MAJOR_VERSION:
+        raise ComputeError(f"it is oneDNN {version.major}.{version.minor}")
     lib.dnnl_primitive_desc_query_md.restype = _Handle
     engine, stream = _Handle(), _Handle()
     if (lib.dnnl_engine_create(ctypes.byref(engine), _CPU, 0) != _SUCCESS
             or lib.dnnl_stream_create(ctypes.byref(stream), engine, _IN_ORDER) != _SUCCESS):
-        return None
+        raise ComputeError("it could not make a CPU engine and stream")
     return _Library(lib, engine, stream)
 
 

@@ -43,12 +43,14 @@ class TheanoWindowOps:
     def _convolution(self, inputs, kernel, strides, padding, dilation, groups):
         # The engines' own conv ops have no JAX conversion. Under the JAX linker the convolution is one op that
         # becomes lax.conv_general_dilated or oneDNN's (_Conv, conv_lowering's choice); so it is under the C linker
-        # where oneDNN is there for it (float32, ungrouped: _Conv runs on the host, 3-10x the engine's im2col on the
-        # bench ResNet's shapes). Otherwise (or with unknown image sizes) an im2col: the window-offset slices of the
-        # input side by side, times the flattened kernel (per group), plain slicing, concatenation and one matmul,
-        # which every linker runs and differentiates.
+        # where oneDNN is there for it (float32, ungrouped: _Conv runs on the host; the bench ResNet's C-linker step
+        # was 1,447 ms with the im2col and 359 ms with oneDNN, in different hours of the machine). Otherwise (or
+        # with unknown image sizes) an im2col: the window-offset slices of the input side by side, times the
+        # flattened kernel (per group), plain slicing, concatenation and one matmul, which every linker runs and
+        # differentiates.
         window = kernel.type.shape[:-2]
-        on_host_onednn = inputs.dtype in ONEDNN_DTYPES and groups == 1 and onednn.library() is not None
+        on_host_onednn = (self.linker != "jax" and inputs.dtype in ONEDNN_DTYPES and groups == 1
+                          and onednn.library() is not None)
         if (self.linker == "jax" or on_host_onednn) and None not in inputs.type.shape[1:]:
             pads = explicit_padding(_static_spatial(inputs, "conv"), window, strides, dilation, padding)
             return _Conv(strides, pads, dilation, groups)(inputs, kernel)

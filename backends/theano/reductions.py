@@ -24,11 +24,25 @@ LEVELLED_PLATFORMS = frozenset({"cpu"})
 PLAIN_SUMS_FROM = (0, 10)
 
 
+#: The dtypes whose sums are written in levels: those the levels sum in their own dtype as accurately as XLA's sum.
+#: Not float16 or bfloat16, which ``jnp.sum`` accumulates in float32.
+LEVELLED_DTYPES = frozenset({"float32", "float64"})
+
+
 def levelled(platform: str, dtype, version: tuple = tuple(jax.__version_info__)) -> bool:
     """Whether a sum of ``dtype`` on ``platform`` under JAX ``version`` is written in levels (:func:`levelled_sum`).
+
+    Args:
+        platform: the JAX platform (``"cpu"``, ``"gpu"``, ...).
+        dtype: the sum's dtype.
+        version: the JAX version.
+
+    Returns:
+        True on a platform of :data:`LEVELLED_PLATFORMS`, for :data:`LEVELLED_DTYPES`, before
+        :data:`PLAIN_SUMS_FROM`.
     """
     return (platform in LEVELLED_PLATFORMS and tuple(version) < PLAIN_SUMS_FROM
-            and np.issubdtype(np.dtype(dtype), np.floating))
+            and np.dtype(dtype).name in LEVELLED_DTYPES)
 
 
 def levelled_sum(x, axes):
