@@ -50,8 +50,9 @@ def test_c_linker_trains_models_like_the_jax_linker(name):
 
 def test_float32_convolutions_through_onednn_train_like_xlas_on_both_linkers(monkeypatch):
     """Where oneDNN is installed, a float32 convnet's convolutions are oneDNN's on the JAX linker (called from the
-    compiled step) and on the C linker (the same op on the host) and train as XLA's do (``MULTIGPU_ONEDNN=off``):
-    SGD, so float32's bound of the parameter scale applies (toolkit.tolerances.parity_bound)."""
+    compiled step, on one device and from each of four in the mesh step) and on the C linker (the same op on the
+    host) and train as XLA's do (``MULTIGPU_ONEDNN=off``): SGD, so float32's bound of the parameter scale applies
+    (toolkit.tolerances.parity_bound)."""
     import importlib
 
     onednn = importlib.import_module(f"toolkit.backends.{THEANO}.onednn")
@@ -61,8 +62,8 @@ def test_float32_convolutions_through_onednn_train_like_xlas_on_both_linkers(mon
     model = toolkit.models.mnist_convnet((8, 8, 3), filters=(4, 8), padding="same")
     x, y = rng.normal(size=(8, 8, 8, 3)), rng.integers(0, 10, size=8)
 
-    def train(backend):
-        trainer = toolkit.DataParallel(model, backend, 1, toolkit.optim.SGD(0.05), dtype="float32", seed=0)
+    def train(backend, devices=1):
+        trainer = toolkit.DataParallel(model, backend, devices, toolkit.optim.SGD(0.05), dtype="float32", seed=0)
         losses = [trainer.step(x, y) for _ in range(3)]
         return losses, trainer.params()
 
@@ -73,18 +74,20 @@ def test_float32_convolutions_through_onednn_train_like_xlas_on_both_linkers(mon
     assert {"forward", "input_gradient", "kernel_gradient"} <= set(calls)  # oneDNN computed them
     calls.clear()
     runs["jax"] = train(toolkit.get_backend(THEANO))
+    runs["jax, 4 devices"] = train(toolkit.get_backend(THEANO), 4)  # four device threads call oneDNN at once
     assert {"forward", "input_gradient", "kernel_gradient"} <= set(calls)
     monkeypatch.setenv(onednn.LIBRARY_ENV, "off")
     onednn.library.cache_clear(), onednn.convolution.cache_clear()
     try:
         runs["xla"] = train(toolkit.get_backend(THEANO))
+        runs["xla, 4 devices"] = train(toolkit.get_backend(THEANO), 4)
     finally:
         monkeypatch.undo()
         onednn.library.cache_clear(), onednn.convolution.cache_clear()
     scale = max(float(np.max(np.abs(p))) for p in runs["xla"][1].values())
-    for name in ("c", "jax"):
-        assert max(abs(a - b) for a, b in zip(runs[name][0], runs["xla"][0])) <= FLOAT32_RTOL * abs(runs["xla"][0][0])
-        assert max_abs_diff(runs[name][1], runs["xla"][1]) <= FLOAT32_RTOL * scale, name
+    for name, xla in (("c", "xla"), ("jax", "xla"), ("jax, 4 devices", "xla, 4 devices")):
+        assert max(abs(a - b) for a, b in zip(runs[name][0], runs[xla][0])) <= FLOAT32_RTOL * abs(runs[xla][0][0])
+        assert max_abs_diff(runs[name][1], runs[xla][1]) <= FLOAT32_RTOL * scale, name
 
 
 def test_c_linker_fit_scores_training_metrics_like_the_jax_linker():
