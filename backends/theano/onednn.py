@@ -151,7 +151,10 @@ class _Library:
         pd = _Handle()
         self.check(self.lib.dnnl_reorder_primitive_desc_create(ctypes.byref(pd), source, self.engine, target,
                                                                self.engine, None), "reorder")
-        return self.primitive(pd)
+        try:
+            return self.primitive(pd)
+        finally:  # the primitive keeps what it needs of its descriptor
+            self.lib.dnnl_primitive_desc_destroy(pd)
 
     def execute(self, primitive, args) -> None:
         array = (_Arg * len(args))(*(_Arg(a, m) for a, m in args))
@@ -212,13 +215,19 @@ class Convolution:
         self.shapes = {"forward": self.output_shape, "input_gradient": self.input_shape,
                        "kernel_gradient": self.kernel_shape}
         self.passes = {}
-        for name, pd, query in (("forward", forward, _QUERY_WEIGHTS_MD),
-                                ("input_gradient", backward_data, _QUERY_WEIGHTS_MD),
-                                ("kernel_gradient", backward_weights, _QUERY_DIFF_WEIGHTS_MD)):
-            layout = _Handle(c.dnnl_primitive_desc_query_md(pd, query, 0))
-            to_kernel = name == "kernel_gradient"
-            self.passes[name] = (lib.primitive(pd), lib.memory(layout),
-                                 lib.reorder(layout, self.kernel) if to_kernel else lib.reorder(self.kernel, layout))
+        try:
+            for name, pd, query in (("forward", forward, _QUERY_WEIGHTS_MD),
+                                    ("input_gradient", backward_data, _QUERY_WEIGHTS_MD),
+                                    ("kernel_gradient", backward_weights, _QUERY_DIFF_WEIGHTS_MD)):
+                layout = _Handle(c.dnnl_primitive_desc_query_md(pd, query, 0))  # owned by pd: used before it goes
+                to_kernel = name == "kernel_gradient"
+                self.passes[name] = (lib.primitive(pd), lib.memory(layout),
+                                     lib.reorder(layout, self.kernel) if to_kernel
+                                     else lib.reorder(self.kernel, layout))
+        finally:  # the primitives and memories keep what they need of the descriptors
+            for pd in (forward, backward_data, backward_weights):
+                c.dnnl_primitive_desc_destroy(pd)
+            c.dnnl_memory_desc_destroy(chosen)
 
     def run(self, name: str, first: int, second: int, result: int) -> None:
         """Pass ``name`` (of :data:`PASSES`) on float32 channels-last arrays at these addresses: ``first`` and
