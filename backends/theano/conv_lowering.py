@@ -31,8 +31,8 @@ PATCHES_PLATFORMS = frozenset({"cpu"})
 ONEDNN_PLATFORMS = frozenset({"cpu"})
 #: The dtypes oneDNN convolves on a CPU (it has no float64 convolution there).
 ONEDNN_DTYPES = frozenset({"float32"})
-#: The passes of a convolution that :func:`lowering` chooses a computation for.
-PASSES = ("forward", "input_gradient", "kernel_gradient")
+#: The passes of a convolution that :func:`lowering` chooses a computation for (oneDNN's own).
+PASSES = onednn.PASSES
 #: Input channels up to which XLA's CPU convolution is slower than the patches product in every pass (measured:
 #: 3 and 1, the bench ResNet's stem and the convnet's first layer, 2-5x; 16 channels: XLA's is faster forward).
 FEW_CHANNELS = 4
@@ -102,7 +102,7 @@ def lowering(platform: str, dtype, input_shape, kernel_shape, strides, padding, 
     xla = dict.fromkeys(PASSES, "xla")
     if transpose or groups != 1:
         return xla
-    if (platform in ONEDNN_PLATFORMS and np.dtype(dtype).name in ONEDNN_DTYPES
+    if (platform in ONEDNN_PLATFORMS and onednn_may_convolve(dtype, groups, transpose)
             and _onednn_primitives(input_shape, kernel_shape, strides, padding, dilation) is not None):
         return dict.fromkeys(PASSES, "onednn")
     if platform not in PATCHES_PLATFORMS:
@@ -165,6 +165,24 @@ def convolution(passes: dict[str, str], strides, padding, dilation):
     return conv
 
 
+def onednn_may_convolve(dtype, groups: int, transpose: bool) -> bool:
+    """Whether oneDNN may compute a convolution of this kind on a CPU: ungrouped, not transposed, of a dtype of
+    :data:`ONEDNN_DTYPES`, its library loaded. Whether it has an implementation for the shapes is known once they
+    are (:func:`.onednn.convolution`, when the step is traced); the C linker decides with this alone when it builds
+    its graph.
+
+    Args:
+        dtype: the convolution's dtype.
+        groups: the feature groups.
+        transpose: a transposed convolution.
+
+    Returns:
+        True where oneDNN may compute it.
+    """
+    return (not transpose and groups == 1 and np.dtype(dtype).name in ONEDNN_DTYPES
+            and onednn.library() is not None)
+
+
 def _onednn_primitives(input_shape, kernel_shape, strides, padding, dilation):
     return onednn.convolution(tuple(input_shape), tuple(kernel_shape), tuple(strides),
                               tuple(map(tuple, padding)), tuple(dilation))
@@ -192,37 +210,33 @@ def onednn_conv(inputs, kernel, strides, padding, dilation):
 
 @functools.cache
 def _onednn_function(primitives: onednn.Convolution):
-    call = functools.partial(_host_call, primitives)
+    forward, by_input, by_kernel = (_host_call(primitives, name) for name in PASSES)
 
     @jax.custom_vjp
     def conv(inputs, kernel):
-        return call("forward", inputs, kernel)
+        return forward(inputs, kernel)
 
     def conv_forward(inputs, kernel):
         return conv(inputs, kernel), (inputs, kernel)
 
     def conv_backward(saved, cotangent):
         inputs, kernel = saved
-        return call("input_gradient", cotangent, kernel), call("kernel_gradient", inputs, cotangent)
+        return by_input(cotangent, kernel), by_kernel(inputs, cotangent)
 
     conv.defvjp(conv_forward, conv_backward)
     return conv
 
 
-def _host_call(primitives: onednn.Convolution, name: str, first, second):
-    """Pass ``name`` of ``primitives`` as an operation of the compiled step: one that runs it on XLA's own buffers
-    where the JAX allows (:mod:`.xla_calls`, one per shape and pass), else a ``jax.pure_callback``."""
-    shape = primitives.shapes[name]
+def _host_call(primitives: onednn.Convolution, name: str):
+    """Pass ``name`` of ``primitives`` as an operation of the compiled step, a function of its two arrays: one that
+    runs it on XLA's own buffers where the JAX allows (:mod:`.xla_calls`; made once per convolution shape, with
+    :func:`_onednn_function`), else a ``jax.pure_callback``."""
+    result = jax.ShapeDtypeStruct(primitives.shapes[name], np.float32)
     if not xla_calls.available():
-        return jax.pure_callback(getattr(primitives, name), jax.ShapeDtypeStruct(shape, np.float32), first, second)
-    key = (id(primitives), name)
-    if key not in _HOST_FUNCTIONS:  # primitives live as long as the process (onednn.convolution's cache)
-        _HOST_FUNCTIONS[key] = xla_calls.HostFunction(f"multigpu_onednn_{id(primitives)}_{name}",
-                                                      lambda out, a, b: primitives.run(name, a, b, out), shape, 2)
-    return _HOST_FUNCTIONS[key](first, second)
-
-
-_HOST_FUNCTIONS: dict = {}
+        return functools.partial(jax.pure_callback, getattr(primitives, name), result)
+    # primitives live as long as the process (onednn.convolution's cache): their id names one target for good
+    return xla_calls.HostFunction(f"multigpu_onednn_{id(primitives)}_{name}",
+                                  lambda out, first, second: primitives.run(name, first, second, out), result.shape, 2)
 
 
 def _padded(inputs, kernel, strides, padding, dilation):
@@ -230,8 +244,8 @@ def _padded(inputs, kernel, strides, padding, dilation):
     and the output's spatial sizes."""
     x = jax.lax.pad(inputs, np.zeros((), inputs.dtype), [(0, 0, 0), *((a, b, 0) for a, b in padding), (0, 0, 0)])
     window, (channels_in, channels_out) = kernel.shape[:-2], kernel.shape[-2:]
-    return x, window, channels_in, channels_out, padded_output_sizes(x.shape[1:-1], window, strides, dilation,
-                                                           [(0, 0)] * len(window))
+    out = padded_output_sizes(x.shape[1:-1], window, strides, dilation, [(0, 0)] * len(window))
+    return x, window, channels_in, channels_out, out
 
 
 def patches_conv(inputs, kernel, strides, padding, dilation):

@@ -11,8 +11,7 @@ import numpy as np
 from toolkit.errors import ShapeError
 from toolkit.nn.shapes import explicit_padding, padded_output_sizes
 
-from . import onednn
-from .conv_lowering import ONEDNN_DTYPES, convolution, lowering
+from .conv_lowering import convolution, lowering, onednn_may_convolve
 from .graphs import Apply, JaxOp, as_outputs, first_unless, jax, padded, shape_of, tt
 
 #: The spatial axes' letters of lax's dimension numbers, by spatial rank.
@@ -49,8 +48,7 @@ class TheanoWindowOps:
         # flattened kernel (per group), plain slicing, concatenation and one matmul, which every linker runs and
         # differentiates.
         window = kernel.type.shape[:-2]
-        on_host_onednn = (self.linker != "jax" and inputs.dtype in ONEDNN_DTYPES and groups == 1
-                          and onednn.library() is not None)
+        on_host_onednn = self.linker != "jax" and onednn_may_convolve(inputs.dtype, groups, transpose=False)
         if (self.linker == "jax" or on_host_onednn) and None not in inputs.type.shape[1:]:
             pads = explicit_padding(_static_spatial(inputs, "conv"), window, strides, dilation, padding)
             return _Conv(strides, pads, dilation, groups)(inputs, kernel)
