@@ -194,3 +194,26 @@ def test_the_framework_kernel_is_kept_off_the_cpu_and_where_products_do_not_pay(
 def test_float64_is_vectorized_from_the_measured_jax():
     assert vectorized_dtypes((0, 4, 30)) == {"float16", "float32"}
     assert vectorized_dtypes((0, 10, 2)) == {"float16", "float32", "float64"}
+
+
+def test_onednn_runs_on_a_thread_other_than_the_one_that_made_its_primitives():
+    """XLA calls the passes from its worker threads, and the primitives are made where the step is traced: each
+    primitive brings its own scratchpad (oneDNN's default one is its creating thread's: a write at a null address
+    from any other thread, found under jax 0.10)."""
+    import threading
+
+    _installed_onednn()
+    rng = np.random.default_rng(3)
+    x, w = rng.standard_normal((2, 13, 3)).astype(np.float32), rng.standard_normal((3, 3, 4)).astype(np.float32)
+    options = {"strides": (2,), "padding": ((1, 2),), "dilation": (2,)}  # a shape no other test makes
+    conv = onednn.convolution(x.shape, w.shape, (2,), ((1, 2),), (2,))
+    expected, pullback = jax.vjp(lambda u, v: xla_conv(u, v, **options), x, w)
+    cotangent = rng.standard_normal(expected.shape).astype(np.float32)
+    found = {}
+    thread = threading.Thread(target=lambda: found.update(
+        forward=conv.forward(x, w), input_gradient=conv.input_gradient(cotangent, w),
+        kernel_gradient=conv.kernel_gradient(x, cotangent)))
+    thread.start()
+    thread.join()
+    for name, value in zip(PASSES, (expected, *pullback(cotangent))):
+        np.testing.assert_allclose(found[name], value, rtol=RTOL["float32"], atol=1e-5, err_msg=name)

@@ -37,7 +37,8 @@ LIBRARY_NAME = "libdnnl.so.3"
 _SUCCESS, _F32, _CPU, _IN_ORDER, _FORMAT_ANY = 0, 3, 1, 1, 1
 _FORWARD_TRAINING, _DIRECT = 64, 1
 _ARG_SRC, _ARG_DST, _ARG_WEIGHTS, _ARG_DIFF_SRC, _ARG_DIFF_DST, _ARG_DIFF_WEIGHTS = 1, 17, 33, 129, 145, 161
-_QUERY_WEIGHTS_MD, _QUERY_DIFF_WEIGHTS_MD = 131, 132
+_QUERY_WEIGHTS_MD, _QUERY_DIFF_WEIGHTS_MD, _QUERY_SCRATCHPAD_MD = 131, 132, 136
+_SCRATCHPAD_USER, _ARG_SCRATCHPAD = 1, 80
 _MAX_NDIMS = 12
 _ALLOCATE = ctypes.c_void_p(ctypes.c_size_t(-1).value)  # DNNL_MEMORY_ALLOCATE: the library owns the buffer
 _Dims = ctypes.c_int64 * _MAX_NDIMS
@@ -106,6 +107,7 @@ def _load(path: Path) -> _Library:
     if version.major != MAJOR_VERSION:
         raise ComputeError(f"it is oneDNN {version.major}.{version.minor}")
     lib.dnnl_primitive_desc_query_md.restype = _Handle
+    lib.dnnl_memory_desc_get_size.restype = ctypes.c_size_t
     engine, stream = _Handle(), _Handle()
     if (lib.dnnl_engine_create(ctypes.byref(engine), _CPU, 0) != _SUCCESS
             or lib.dnnl_stream_create(ctypes.byref(stream), engine, _IN_ORDER) != _SUCCESS):
@@ -136,10 +138,22 @@ class _Library:
         self.check(status, "memory descriptor")
         return md
 
+    def attributes(self):
+        """Primitive attributes with a scratchpad the caller owns (:meth:`primitive` makes one per primitive).
+        oneDNN's own scratchpad is its creating thread's: XLA runs a step's host calls on its worker threads, where a
+        primitive made while tracing found none (a write at a null address, under jax 0.10)."""
+        attr = _Handle()
+        self.check(self.lib.dnnl_primitive_attr_create(ctypes.byref(attr)), "attributes")
+        self.check(self.lib.dnnl_primitive_attr_set_scratchpad_mode(attr, _SCRATCHPAD_USER), "scratchpad mode")
+        return attr
+
     def primitive(self, pd):
+        """The primitive of ``pd`` (made with :meth:`attributes`) and its scratchpad memory (None where it needs
+        none)."""
         handle = _Handle()
         self.check(self.lib.dnnl_primitive_create(ctypes.byref(handle), pd), "primitive")
-        return handle
+        scratch = _Handle(self.lib.dnnl_primitive_desc_query_md(pd, _QUERY_SCRATCHPAD_MD, 0))
+        return handle, (self.memory(scratch) if scratch and self.lib.dnnl_memory_desc_get_size(scratch) else None)
 
     def memory(self, md, address: int | None = None):
         """A memory object over the buffer at ``address``, or over one oneDNN allocates."""
@@ -148,18 +162,21 @@ class _Library:
         self.check(self.lib.dnnl_memory_create(ctypes.byref(handle), md, self.engine, where), "memory")
         return handle
 
-    def reorder(self, source, target):
+    def reorder(self, source, target, attr):
         pd = _Handle()
         self.check(self.lib.dnnl_reorder_primitive_desc_create(ctypes.byref(pd), source, self.engine, target,
-                                                               self.engine, None), "reorder")
+                                                               self.engine, attr), "reorder")
         try:
             return self.primitive(pd)
         finally:  # the primitive keeps what it needs of its descriptor
             self.lib.dnnl_primitive_desc_destroy(pd)
 
     def execute(self, primitive, args) -> None:
+        """Run ``primitive`` (of :meth:`primitive`) on ``args``, (argument, memory) pairs, with its scratchpad."""
+        handle, scratch = primitive
+        args = [*args, (_ARG_SCRATCHPAD, scratch)] if scratch else args
         array = (_Arg * len(args))(*(_Arg(a, m) for a, m in args))
-        self.check(self.lib.dnnl_primitive_execute(primitive, self.stream, len(args), array), "execution")
+        self.check(self.lib.dnnl_primitive_execute(handle, self.stream, len(args), array), "execution")
 
 
 def _channels_last(dims_nc):
@@ -204,15 +221,16 @@ class Convolution:
                     _dims([b for _, b in padding]))
         c = lib.lib
         forward, backward_data, backward_weights = _Handle(), _Handle(), _Handle()
+        attr = lib.attributes()
         lib.check(c.dnnl_convolution_forward_primitive_desc_create(
             ctypes.byref(forward), lib.engine, _FORWARD_TRAINING, _DIRECT, self.src, chosen, None, self.dst,
-            *geometry, None), "convolution (forward)")
+            *geometry, attr), "convolution (forward)")
         lib.check(c.dnnl_convolution_backward_data_primitive_desc_create(
             ctypes.byref(backward_data), lib.engine, _DIRECT, self.src, chosen, self.dst, *geometry, forward,
-            None), "convolution (input gradient)")
+            attr), "convolution (input gradient)")
         lib.check(c.dnnl_convolution_backward_weights_primitive_desc_create(
             ctypes.byref(backward_weights), lib.engine, _DIRECT, self.src, chosen, None, self.dst, *geometry,
-            forward, None), "convolution (kernel gradient)")
+            forward, attr), "convolution (kernel gradient)")
         self.shapes = {"forward": self.output_shape, "input_gradient": self.input_shape,
                        "kernel_gradient": self.kernel_shape}
         self.passes = {}
@@ -223,12 +241,13 @@ class Convolution:
                 layout = _Handle(c.dnnl_primitive_desc_query_md(pd, query, 0))  # owned by pd: used before it goes
                 to_kernel = name == "kernel_gradient"
                 self.passes[name] = (lib.primitive(pd), lib.memory(layout),
-                                     lib.reorder(layout, self.kernel) if to_kernel
-                                     else lib.reorder(self.kernel, layout))
-        finally:  # the primitives and memories keep what they need of the descriptors
+                                     lib.reorder(layout, self.kernel, attr) if to_kernel
+                                     else lib.reorder(self.kernel, layout, attr))
+        finally:  # the primitives and memories keep what they need of the descriptors and attributes
             for pd in (forward, backward_data, backward_weights):
                 c.dnnl_primitive_desc_destroy(pd)
             c.dnnl_memory_desc_destroy(chosen)
+            c.dnnl_primitive_attr_destroy(attr)
 
     def run(self, name: str, first: int, second: int, result: int) -> None:
         """Pass ``name`` (of :data:`PASSES`) on float32 channels-last arrays at these addresses: ``first`` and
