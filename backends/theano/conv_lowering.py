@@ -148,6 +148,14 @@ def convolution(passes: dict[str, str], strides, padding, dilation):
                                                       dilation=dilation) for p in PASSES)
     if len(set(passes.values())) == 1:  # one way for every pass: its own gradients (XLA's, or oneDNN's)
         return forward
+    return _with_gradients(forward, lambda inputs, kernel, cotangent: (
+        jax.vjp(lambda x: by_input(x, kernel), inputs)[1](cotangent)[0],
+        jax.vjp(lambda w: by_kernel(inputs, w), kernel)[1](cotangent)[0]))
+
+
+def _with_gradients(forward, gradients):
+    """``forward(inputs, kernel)`` as a ``jax.custom_vjp`` whose gradients are ``gradients(inputs, kernel,
+    cotangent) -> (by input, by kernel)``."""
 
     @jax.custom_vjp
     def conv(inputs, kernel):
@@ -157,9 +165,7 @@ def convolution(passes: dict[str, str], strides, padding, dilation):
         return forward(inputs, kernel), (inputs, kernel)
 
     def conv_backward(saved, cotangent):
-        inputs, kernel = saved
-        return (jax.vjp(lambda x: by_input(x, kernel), inputs)[1](cotangent)[0],
-                jax.vjp(lambda w: by_kernel(inputs, w), kernel)[1](cotangent)[0])
+        return gradients(*saved, cotangent)
 
     conv.defvjp(conv_forward, conv_backward)
     return conv
@@ -211,20 +217,8 @@ def onednn_conv(inputs, kernel, strides, padding, dilation):
 @functools.cache
 def _onednn_function(primitives: onednn.Convolution):
     forward, by_input, by_kernel = (_host_call(primitives, name) for name in PASSES)
-
-    @jax.custom_vjp
-    def conv(inputs, kernel):
-        return forward(inputs, kernel)
-
-    def conv_forward(inputs, kernel):
-        return conv(inputs, kernel), (inputs, kernel)
-
-    def conv_backward(saved, cotangent):
-        inputs, kernel = saved
-        return by_input(cotangent, kernel), by_kernel(inputs, cotangent)
-
-    conv.defvjp(conv_forward, conv_backward)
-    return conv
+    return _with_gradients(forward, lambda inputs, kernel, cotangent: (by_input(cotangent, kernel),
+                                                                        by_kernel(inputs, cotangent)))
 
 
 def _host_call(primitives: onednn.Convolution, name: str):
@@ -232,7 +226,7 @@ def _host_call(primitives: onednn.Convolution, name: str):
     runs it on XLA's own buffers where the JAX allows (:mod:`.xla_calls`; made once per convolution shape, with
     :func:`_onednn_function`), else a ``jax.pure_callback``."""
     result = jax.ShapeDtypeStruct(primitives.shapes[name], np.float32)
-    if not xla_calls.available():
+    if not xla_calls.available():  # a JAX whose FFI this module does not know
         return functools.partial(jax.pure_callback, getattr(primitives, name), result)
     # primitives live as long as the process (onednn.convolution's cache): their id names one target for good
     return xla_calls.HostFunction(f"multigpu_onednn_{id(primitives)}_{name}",

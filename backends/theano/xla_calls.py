@@ -1,14 +1,15 @@
-"""A Python function on raw buffers as an operation of a compiled JAX step on the CPU, under a JAX before
-``jax.ffi`` (Aesara's 0.4.30): an XLA custom call whose target is a ctypes function of XLA's custom-call ABI
-(``void(void* out, const void** ins, void* status)``), which reads the inputs and writes the result in XLA's own
-buffers: no copy, no NumPy array. ``jax.pure_callback`` copies every input and result through Python there: 5 ms
-for an 8 MiB convolution pass against 0.25 ms here (the pass itself ~1.5 ms; the bench ResNet's step makes 26 such
-calls). Imports JAX.
+"""A Python function on raw buffers as an operation of a compiled JAX step on the CPU: an XLA custom call whose
+target is a ctypes function that reads the inputs and writes the result in XLA's own buffers: no copy, no NumPy
+array. ``jax.pure_callback`` copies every input and result through Python: under jax 0.4.30, 5 ms for an 8 MiB
+convolution pass against 0.25 ms here (the pass itself ~1.5 ms; the bench ResNet's step makes 26 such calls).
+Imports JAX.
 
-From ``jax.ffi`` (jax 0.5) XLA logs an error at every call of that ABI on CPU (it is being removed) and wants its
-typed FFI; a ctypes handler of the typed FFI worked alone but failed inside larger steps under jax 0.10.2 (oneDNN's
-input gradient refused its arguments, or the process crashed, where the same pass through ``jax.pure_callback`` is
-right), so callers use ``jax.pure_callback`` there (:func:`available` says which). Only float32 results so far."""
+Two ABIs, by JAX version: before ``jax.ffi`` (Aesara's jax 0.4.30) the custom-call ABI
+``void(void* out, const void** ins, void* status)``; from ``jax.ffi`` (PyTensor's jax 0.10), where XLA logs an
+error at every call of that ABI on the CPU, XLA's typed FFI (``xla/ffi/api/c_api.h``, which jaxlib ships): a
+handler of one ``XLA_FFI_CallFrame*`` that answers XLA's metadata query (the FFI version it speaks), does nothing
+in the stages before execution (XLA may call it there with buffers not yet written), and reports a failure as an
+``XLA_FFI_Error``, which the step raises. Only float32 results so far."""
 
 from __future__ import annotations
 
@@ -26,15 +27,16 @@ _ABI = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), 
 
 
 def available() -> bool:
-    """Whether :class:`HostFunction` runs under this JAX (one before ``jax.ffi``)."""
-    return not hasattr(jax, "ffi")
+    """Whether :class:`HostFunction` runs under this JAX: one before ``jax.ffi``, or one whose FFI speaks the
+    major version this module's structures are written for (:data:`FFI_MAJOR`)."""
+    return not hasattr(jax, "ffi") or _ffi_version_supported()
 
 
 class HostFunction:
     """``fn(result_address, *input_addresses)`` as an operation of a compiled step with a float32 result of
     ``shape``, row-major buffers; registered with XLA once (target ``name``), kept alive by this object. A failure
-    cannot be reported through XLA's status (jaxlib does not export its setter): the result is filled with NaN,
-    which the step's finiteness rules refuse, and the error is logged.
+    is logged; under ``jax.ffi`` the step then raises XLA's error with the message, before it the result is NaN
+    (jaxlib does not export the old ABI's status setter), which the step's finiteness rules refuse.
 
     Args:
         name: the custom call's target name, unique in the process.
@@ -45,6 +47,11 @@ class HostFunction:
 
     def __init__(self, name: str, fn, shape, arity: int) -> None:
         self.name, self.shape = name, tuple(shape)
+        if hasattr(jax, "ffi"):
+            self._c_function = _typed_handler(name, fn, arity)
+            jax.ffi.register_ffi_target(name, _capsule(self._c_function), platform="cpu")
+            self._call = jax.ffi.ffi_call(name, jax.ShapeDtypeStruct(self.shape, np.float32))
+            return
         size = math.prod(self.shape)
 
         def handler(out, ins, status):
@@ -58,10 +65,11 @@ class HostFunction:
         from jax.lib import xla_client
 
         xla_client.register_custom_call_target(name, _capsule(self._c_function), platform="cpu", api_version=0)
+        self._call = functools.partial(_custom_call_primitive().bind, target=self.name, shape=self.shape)
 
     def __call__(self, *arrays):
         """The operation on ``arrays`` (traced or concrete), a float32 array of :attr:`shape`."""
-        return _custom_call_primitive().bind(*arrays, target=self.name, shape=self.shape)
+        return self._call(*arrays)
 
 
 def _capsule(c_function):
@@ -93,3 +101,94 @@ def _custom_call_primitive():
 
     mlir.register_lowering(primitive, lower, platform="cpu")
     return primitive
+
+
+# XLA's typed FFI, as xla/ffi/api/c_api.h of jaxlib 0.5-0.10 lays it out (API version 0.x): only the fields read.
+#: The FFI major version whose structures these are; the handler declares the runtime's own version of it (a minor
+#: version adds fields at the ends of structures, past the ones read here).
+FFI_MAJOR = 0
+_EXTENSION_METADATA, _STAGE_EXECUTE, _ERROR_INTERNAL = 1, 3, 13
+_Pointer = ctypes.c_void_p
+
+
+class _Extension(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("type", ctypes.c_int), ("next", _Pointer)]
+
+
+class _ApiVersion(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("extension_start", _Pointer), ("major", ctypes.c_int),
+                ("minor", ctypes.c_int)]
+
+
+class _Metadata(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("api_version", _ApiVersion), ("traits", ctypes.c_uint32)]
+
+
+class _MetadataExtension(ctypes.Structure):
+    _fields_ = [("extension", _Extension), ("metadata", ctypes.POINTER(_Metadata))]
+
+
+class _Buffers(ctypes.Structure):  # XLA_FFI_Args and XLA_FFI_Rets
+    _fields_ = [("struct_size", ctypes.c_size_t), ("extension_start", _Pointer), ("size", ctypes.c_int64),
+                ("types", _Pointer), ("items", ctypes.POINTER(_Pointer))]
+
+
+class _CallFrame(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("extension_start", ctypes.POINTER(_Extension)),
+                ("api", _Pointer), ("ctx", _Pointer), ("stage", ctypes.c_int), ("args", _Buffers),
+                ("rets", _Buffers)]
+
+
+class _Buffer(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("extension_start", _Pointer), ("dtype", ctypes.c_int),
+                ("data", _Pointer)]
+
+
+class _ErrorCreateArgs(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("extension_start", _Pointer), ("message", ctypes.c_char_p),
+                ("code", ctypes.c_int)]
+
+
+class _Api(ctypes.Structure):  # XLA_FFI_Api up to its first function
+    _fields_ = [("struct_size", ctypes.c_size_t), ("extension_start", _Pointer), ("api_version", _ApiVersion),
+                ("internal_api", _Pointer),
+                ("error_create", ctypes.CFUNCTYPE(_Pointer, ctypes.POINTER(_ErrorCreateArgs)))]
+
+
+_HANDLER = ctypes.CFUNCTYPE(_Pointer, ctypes.POINTER(_CallFrame))
+
+
+def _ffi_version_supported() -> bool:
+    # The structures above are those of FFI 0.x, read in jaxlib 0.10's headers (FFI 0.3); a jax past the extras'
+    # pin may speak another major version, and is left to jax.pure_callback until it is checked.
+    return tuple(jax.__version_info__) < (0, 11)
+
+
+def _typed_handler(name: str, fn, arity: int):
+    """``fn`` as a handler of XLA's typed FFI (a ctypes function, to be kept alive by the caller)."""
+
+    def handler(frame_address):
+        frame = frame_address.contents
+        if frame.extension_start and frame.extension_start.contents.type == _EXTENSION_METADATA:
+            metadata = ctypes.cast(frame.extension_start, ctypes.POINTER(_MetadataExtension)).contents.metadata
+            runtime = ctypes.cast(frame.api, ctypes.POINTER(_Api)).contents.api_version
+            metadata.contents.api_version = _ApiVersion(ctypes.sizeof(_ApiVersion), None, FFI_MAJOR, runtime.minor)
+            metadata.contents.traits = 0
+            return None
+        if frame.stage != _STAGE_EXECUTE:
+            return None
+        try:
+            if frame.args.size != arity or frame.rets.size != 1:
+                raise ValueError(f"called with {frame.args.size} inputs and {frame.rets.size} results, expected "
+                                 f"{arity} and 1")
+            data = [ctypes.cast(frame.args.items[i], ctypes.POINTER(_Buffer)).contents.data for i in range(arity)]
+            fn(ctypes.cast(frame.rets.items[0], ctypes.POINTER(_Buffer)).contents.data, *data)
+            return None
+        except Exception as error:  # noqa: BLE001 - XLA's thread cannot take a Python exception: XLA's error
+            _LOG.exception("%s failed", name)
+            api = ctypes.cast(frame.api, ctypes.POINTER(_Api)).contents
+            message = f"{name}: {type(error).__name__}: {error}".encode()
+            return api.error_create(ctypes.byref(_ErrorCreateArgs(ctypes.sizeof(_ErrorCreateArgs), None, message,
+                                                                  _ERROR_INTERNAL)))
+
+    return _HANDLER(handler)
