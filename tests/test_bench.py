@@ -204,6 +204,34 @@ def test_products_alone_run_every_product_and_both_of_its_gradients(backend_name
             np.testing.assert_allclose(out, a @ b, rtol=1e-10)
 
 
+def test_the_theano_familys_products_alone_convolve_as_its_step(backend_name, monkeypatch):
+    """The Theano family's products alone are timed with the convolutions its step runs (oneDNN's float32 passes
+    where they are installed), not XLA's: a share of the peak and a step-over-products ratio that compare like with
+    like. Their values are plain JAX's (XLA's) within float32 rounding."""
+    if backend_name == "tensorflow":
+        pytest.skip("TensorFlow's products are its own kernels, as its step's")
+    import toolkit
+    from toolkit.command.bench.natives import plain_jax
+    from toolkit.command.flops import Product
+
+    toolkit.get_backend(backend_name)  # the engine's package, whose modules lower the convolutions
+    onednn = importlib.import_module(f"toolkit.backends.{backend_name}.onednn")
+    if onednn.library() is None:
+        pytest.skip("oneDNN's library is not installed here (the aesara and pytensor extras install it)")
+    passes, run = [], onednn.Convolution.run
+    monkeypatch.setattr(onednn.Convolution, "run", lambda self, name, *a: (passes.append(name), run(self, name, *a)))
+    found = [Product("conv", ((2, 6, 6, 3), (3, 3, 3, 4)), (("strides", 1), ("padding", "same"),
+                                                             ("dilation_rate", 1)), 0)]
+    rng = np.random.default_rng(0)
+    operands = [tuple(rng.standard_normal(shape).astype(np.float32) for shape in found[0].shapes)]
+    cotangents = [rng.standard_normal((2, 6, 6, 4)).astype(np.float32)]
+    found_outputs, found_grads = natives(backend_name).products(found, operands, cotangents, "float32")()
+    assert sorted(set(passes)) == ["forward", "input_gradient", "kernel_gradient"]
+    outputs, grads = plain_jax.products(found, operands, cotangents, "float32")()
+    for a, b in zip((*found_outputs, *found_grads[0]), (*outputs, *grads[0])):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-5)
+
+
 def test_batches_cycle_in_order_with_label_and_float_dtypes():
     x, y = np.arange(40.0).reshape(20, 2), np.arange(20) % 3
     batches = make_batches(x, y, 4, 3, seed=0, dtype="float32")

@@ -37,7 +37,7 @@ def matmul(a: np.ndarray, b: np.ndarray):
     return lambda: product(ja, jb).block_until_ready()
 
 
-def products(found: list, operands: list, cotangents: list, dtype: str):
+def products(found: list, operands: list, cotangents: list, dtype: str, ops: Ops | None = None):
     """A call that runs a step's matmuls and convolutions alone (:func:`toolkit.command.flops.products_alone`) in
     plain JAX on its first device: one ``jax.jit`` of their forward and ``jax.vjp`` for both operands of each.
 
@@ -46,11 +46,12 @@ def products(found: list, operands: list, cotangents: list, dtype: str):
         operands: each product's two operands, NumPy arrays.
         cotangents: each product's output cotangent, NumPy arrays.
         dtype: the computation dtype.
+        ops: the JAX ops that compute them (default :class:`JaxOps`: ``jax.numpy`` and ``lax`` as they are).
 
     Returns:
         A function of no arguments, timed by :func:`toolkit.command.flops.products_alone`.
     """
-    ops, device = JaxOps(dtype), jax.devices()[0]
+    ops, device = ops or JaxOps(dtype), jax.devices()[0]
 
     def forward(operands):
         return [ops.call(product.apply, a, b) for product, (a, b) in zip(found, operands)]
@@ -343,7 +344,7 @@ def _outside_the_baseline(name: str):
     return missing
 
 
-def _on_arrays(method):
+def on_arrays(method):
     """A public op of :class:`JaxOps` that the toolkit writes as a composite (its arguments Tensors): the baseline's
     own ``jax.numpy`` call, on the arrays inside."""
     @functools.wraps(method)
@@ -356,7 +357,7 @@ def _on_arrays(method):
 _PLUMBING = {"is_native", "constant", "native_dtype", "native_shape", "native_cast"}
 for _name, _method in list(vars(JaxOps).items()):
     if callable(_method) and not _name.startswith("_") and _name not in ARGUMENTS and _name not in _PLUMBING:
-        setattr(JaxOps, _name, _on_arrays(_method))
+        setattr(JaxOps, _name, on_arrays(_method))
 # The rest of the vocabulary is not part of the baseline: JaxOps is instantiable, and says so if a model reaches it.
 for _name in sorted(JaxOps.__abstractmethods__):
     setattr(JaxOps, _name, _outside_the_baseline(_name))

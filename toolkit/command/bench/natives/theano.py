@@ -17,7 +17,8 @@ import numpy as np
 
 import toolkit
 from toolkit.command.bench.measure import Batches
-from toolkit.command.bench.natives.plain_jax import JaxJit, matmul, products
+from toolkit.command.bench.natives import plain_jax
+from toolkit.command.bench.natives.plain_jax import JaxJit, JaxOps, matmul, on_arrays
 from toolkit.nn.model import batch
 from toolkit.registry import REGISTRY
 
@@ -28,6 +29,51 @@ TOOLKIT_OPTIONS = {"toolkit": {}, "toolkit-c": {"linker": "c"}}
 #: The library whose matmul measures the machine's peak for this backend (:mod:`toolkit.command.flops`): JAX, the
 #: engine of the device path.
 PEAK_LIBRARY = "jax"
+
+
+def products(found: list, operands: list, cotangents: list, dtype: str):
+    """A call that runs a step's matmuls and convolutions alone (:func:`toolkit.command.flops.products_alone`) as the
+    family's JAX-linker step computes them: :func:`plain_jax.products` with each convolution lowered by the family's
+    rule (``backends/theano/conv_lowering.py``: oneDNN's passes where they compute the step's float32 convolutions),
+    not XLA's alone. The engine whose modules lower them is the one imported (Aesara or PyTensor: the same rule).
+
+    Args:
+        found: the step's products (:class:`toolkit.command.flops.Product`), in the order they ran.
+        operands: each product's two operands, NumPy arrays.
+        cotangents: each product's output cotangent, NumPy arrays.
+        dtype: the computation dtype.
+
+    Returns:
+        A function of no arguments, timed by :func:`toolkit.command.flops.products_alone`.
+    """
+    return plain_jax.products(found, operands, cotangents, dtype, ops=_FamilyConvOps(dtype))
+
+
+class _FamilyConvOps(JaxOps):
+    """:class:`JaxOps` whose convolutions are the Theano family's JAX-linker op."""
+
+    @on_arrays
+    def conv(self, inputs, kernel, strides=1, padding="valid", data_format=None, dilation_rate=1):
+        if data_format not in (None, "channels_last"):
+            return super().conv(inputs, kernel, strides, padding, data_format, dilation_rate)  # its refusal
+        import jax
+
+        from toolkit.nn.shapes import check_conv, explicit_padding
+
+        lowering = importlib.import_module(f"toolkit.backends.{_engine_name()}.conv_lowering")
+        strides, dilation, padding = check_conv(inputs.ndim, kernel.ndim, strides, dilation_rate, padding)
+        pads = explicit_padding(inputs.shape[1:-1], kernel.shape[:-2], strides, dilation, padding)
+        passes = lowering.lowering(jax.default_backend(), inputs.dtype, inputs.shape, kernel.shape, strides, pads,
+                                   dilation, 1, False)
+        return lowering.convolution(passes, strides, pads, dilation)(inputs, kernel)
+
+
+def _engine_name() -> str:
+    # The family's modules load as an engine's package's (backends/theano/__init__.py): that of the engine the
+    # bench's candidates imported (Aesara and PyTensor cannot share an environment: NumPy 1 against 2).
+    import sys
+
+    return next(name for name in ("aesara", "pytensor") if name in sys.modules)
 
 
 def library(name: str, candidate: str) -> str:
