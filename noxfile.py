@@ -192,11 +192,13 @@ def bench(session: nox.Session) -> None:
 
 @nox.session(name="bench-pytensor")
 def bench_pytensor(session: nox.Session) -> None:
-    """``multigpu bench --backends pytensor`` in a PyTensor environment (NumPy 2, jax 0.10): the toolkit against a
-    plain ``pytensor.function`` step (JAX and C linkers) and plain JAX; writes docs/pytensor/bench.json and the
-    PyTensor table. Arguments after ``--`` go to the command."""
-    session.install("-e", ".[pytensor]")
-    session.run("multigpu", "bench", "--backends", "pytensor", "--out", "docs/pytensor", *session.posargs, env=QUIET)
+    """``multigpu bench --backends tensorflow,pytensor`` in a PyTensor environment (NumPy 2, jax 0.10): the toolkit
+    against a plain ``pytensor.function`` step (JAX and C linkers) and plain JAX, and TensorFlow's candidates in the
+    same run, so that PyTensor's steps are compared with TensorFlow's across backends (Aesara's are, in ``bench``);
+    writes docs/pytensor/bench.json and the PyTensor tables. Arguments after ``--`` go to the command."""
+    session.install("-e", ".[tensorflow,pytensor]")
+    session.run("multigpu", "bench", "--backends", "tensorflow,pytensor", "--out", "docs/pytensor", *session.posargs,
+                env=QUIET)
     session.run("python", "docs/update_readme.py")
     session.run("python", "docs/bench_chart.py", "docs/pytensor/bench.json", "docs/pytensor/bench.png")
 
