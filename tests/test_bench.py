@@ -228,7 +228,7 @@ def test_the_theano_familys_products_alone_convolve_as_its_step(backend_name, mo
     found_outputs, found_grads = natives(backend_name).products(found, operands, cotangents, "float32")()
     assert sorted(set(passes)) == ["forward", "input_gradient", "kernel_gradient"]
     outputs, grads = plain_jax.products(found, operands, cotangents, "float32")()
-    for a, b in zip((*found_outputs, *found_grads[0]), (*outputs, *grads[0])):
+    for a, b in zip((*found_outputs, *found_grads[0]), (*outputs, *grads[0]), strict=True):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-5)
 
 

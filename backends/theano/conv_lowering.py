@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+import uuid
 
 import jax
 import numpy as np
@@ -228,8 +229,10 @@ def _host_call(primitives: onednn.Convolution, name: str):
     result = jax.ShapeDtypeStruct(primitives.shapes[name], np.float32)
     if not xla_calls.available():  # a JAX whose FFI this module does not know
         return functools.partial(jax.pure_callback, getattr(primitives, name), result)
-    # primitives live as long as the process (onednn.convolution's cache): their id names one target for good
-    return xla_calls.HostFunction(f"multigpu_onednn_{id(primitives)}_{name}",
+    # XLA's registry keeps every target for the process's life: each gets a name of its own, unique in the process
+    # even where this module is loaded twice (as each engine's and as the family's); _onednn_function's cache keeps
+    # the HostFunction, so its ctypes callback, alive as long
+    return xla_calls.HostFunction(f"multigpu_onednn_{uuid.uuid4().hex}_{name}",
                                   lambda out, first, second: primitives.run(name, first, second, out), result.shape, 2)
 
 

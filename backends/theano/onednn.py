@@ -118,8 +118,9 @@ def _load(path: Path) -> _Library:
 class _Library:
     def __init__(self, lib, engine, stream) -> None:
         self.lib, self.engine, self.stream = lib, engine, stream
-        # One execution at a time: the logical devices of one process call back from several threads, and the
-        # primitives share their library-owned scratchpads and kernel buffers (oneDNN already uses every core).
+        # One execution at a time: the logical devices of one process call back from several threads, one
+        # Convolution serves every layer and device of its shapes, and each primitive has one scratchpad and one
+        # buffer of the reordered kernel (oneDNN already uses every core).
         self.lock = threading.Lock()
 
     def check(self, status: int, what: str) -> None:
@@ -141,7 +142,8 @@ class _Library:
     def attributes(self):
         """Primitive attributes with a scratchpad the caller owns (:meth:`primitive` makes one per primitive).
         oneDNN's own scratchpad is its creating thread's: XLA runs a step's host calls on its worker threads, where a
-        primitive made while tracing found none (a write at a null address, under jax 0.10)."""
+        primitive made while tracing found none (a write at a null address, under jax 0.10). One scratchpad per
+        primitive is enough because executions take turns (:attr:`lock`)."""
         attr = _Handle()
         self.check(self.lib.dnnl_primitive_attr_create(ctypes.byref(attr)), "attributes")
         self.check(self.lib.dnnl_primitive_attr_set_scratchpad_mode(attr, _SCRATCHPAD_USER), "scratchpad mode")
@@ -221,20 +223,20 @@ class Convolution:
                     _dims([b for _, b in padding]))
         c = lib.lib
         forward, backward_data, backward_weights = _Handle(), _Handle(), _Handle()
-        attr = lib.attributes()
-        lib.check(c.dnnl_convolution_forward_primitive_desc_create(
-            ctypes.byref(forward), lib.engine, _FORWARD_TRAINING, _DIRECT, self.src, chosen, None, self.dst,
-            *geometry, attr), "convolution (forward)")
-        lib.check(c.dnnl_convolution_backward_data_primitive_desc_create(
-            ctypes.byref(backward_data), lib.engine, _DIRECT, self.src, chosen, self.dst, *geometry, forward,
-            attr), "convolution (input gradient)")
-        lib.check(c.dnnl_convolution_backward_weights_primitive_desc_create(
-            ctypes.byref(backward_weights), lib.engine, _DIRECT, self.src, chosen, None, self.dst, *geometry,
-            forward, attr), "convolution (kernel gradient)")
         self.shapes = {"forward": self.output_shape, "input_gradient": self.input_shape,
                        "kernel_gradient": self.kernel_shape}
         self.passes = {}
-        try:
+        attr = lib.attributes()
+        try:  # a refusal (no implementation: ComputeError) leaves nothing behind either
+            lib.check(c.dnnl_convolution_forward_primitive_desc_create(
+                ctypes.byref(forward), lib.engine, _FORWARD_TRAINING, _DIRECT, self.src, chosen, None, self.dst,
+                *geometry, attr), "convolution (forward)")
+            lib.check(c.dnnl_convolution_backward_data_primitive_desc_create(
+                ctypes.byref(backward_data), lib.engine, _DIRECT, self.src, chosen, self.dst, *geometry, forward,
+                attr), "convolution (input gradient)")
+            lib.check(c.dnnl_convolution_backward_weights_primitive_desc_create(
+                ctypes.byref(backward_weights), lib.engine, _DIRECT, self.src, chosen, None, self.dst, *geometry,
+                forward, attr), "convolution (kernel gradient)")
             for name, pd, query in (("forward", forward, _QUERY_WEIGHTS_MD),
                                     ("input_gradient", backward_data, _QUERY_WEIGHTS_MD),
                                     ("kernel_gradient", backward_weights, _QUERY_DIFF_WEIGHTS_MD)):
@@ -245,7 +247,8 @@ class Convolution:
                                      else lib.reorder(self.kernel, layout, attr))
         finally:  # the primitives and memories keep what they need of the descriptors and attributes
             for pd in (forward, backward_data, backward_weights):
-                c.dnnl_primitive_desc_destroy(pd)
+                if pd:
+                    c.dnnl_primitive_desc_destroy(pd)
             c.dnnl_memory_desc_destroy(chosen)
             c.dnnl_primitive_attr_destroy(attr)
 

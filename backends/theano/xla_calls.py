@@ -7,9 +7,11 @@ Imports JAX.
 Two ABIs, by JAX version: before ``jax.ffi`` (Aesara's jax 0.4.30) the custom-call ABI
 ``void(void* out, const void** ins, void* status)``; from ``jax.ffi`` (PyTensor's jax 0.10), where XLA logs an
 error at every call of that ABI on the CPU, XLA's typed FFI (``xla/ffi/api/c_api.h``, which jaxlib ships): a
-handler of one ``XLA_FFI_CallFrame*`` that answers XLA's metadata query (the FFI version it speaks), does nothing
-in the stages before execution (XLA may call it there with buffers not yet written), and reports a failure as an
-``XLA_FFI_Error``, which the step raises. Only float32 results so far."""
+handler of one ``XLA_FFI_CallFrame*`` that answers XLA's metadata query (the FFI version it speaks), runs only in
+the execute stage (the one a handler registered alone is called in), and reports a failure as an
+``XLA_FFI_Error``, which the step raises. The typed FFI is used under the JAX whose headers these structures were
+checked against (jax 0.10, PyTensor's pin); another JAX with ``jax.ffi`` gets ``jax.pure_callback`` from the caller
+(:func:`available`). Only float32 results so far."""
 
 from __future__ import annotations
 
@@ -27,8 +29,8 @@ _ABI = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), 
 
 
 def available() -> bool:
-    """Whether :class:`HostFunction` runs under this JAX: one before ``jax.ffi``, or one whose FFI speaks the
-    major version this module's structures are written for (:data:`FFI_MAJOR`)."""
+    """Whether :class:`HostFunction` runs under this JAX: one before ``jax.ffi`` (the old custom-call ABI), or one
+    of :data:`TYPED_FFI_JAX` (the typed FFI structures below were checked against its headers)."""
     return not hasattr(jax, "ffi") or _ffi_version_supported()
 
 
@@ -103,10 +105,12 @@ def _custom_call_primitive():
     return primitive
 
 
-# XLA's typed FFI, as xla/ffi/api/c_api.h of jaxlib 0.5-0.10 lays it out (API version 0.x): only the fields read.
-#: The FFI major version whose structures these are; the handler declares the runtime's own version of it (a minor
-#: version adds fields at the ends of structures, past the ones read here).
-FFI_MAJOR = 0
+# XLA's typed FFI, as xla/ffi/api/c_api.h of jaxlib 0.10 lays it out (FFI 0.3): only the fields read.
+#: The JAX versions (from, before) whose typed FFI this module speaks.
+TYPED_FFI_JAX = ((0, 10), (0, 11))
+#: The FFI version the handler declares: that of the headers the structures were read from (a minor version adds
+#: fields at the ends of structures, past the ones read here), or the runtime's own where XLA passes its API.
+FFI_VERSION = (0, 3)
 _EXTENSION_METADATA, _STAGE_EXECUTE, _ERROR_INTERNAL = 1, 3, 13
 _Pointer = ctypes.c_void_p
 
@@ -159,9 +163,8 @@ _HANDLER = ctypes.CFUNCTYPE(_Pointer, ctypes.POINTER(_CallFrame))
 
 
 def _ffi_version_supported() -> bool:
-    # The structures above are those of FFI 0.x, read in jaxlib 0.10's headers (FFI 0.3); a jax past the extras'
-    # pin may speak another major version, and is left to jax.pure_callback until it is checked.
-    return tuple(jax.__version_info__) < (0, 11)
+    first, stop = TYPED_FFI_JAX
+    return first <= tuple(jax.__version_info__)[:2] < stop
 
 
 def _typed_handler(name: str, fn, arity: int):
@@ -171,8 +174,11 @@ def _typed_handler(name: str, fn, arity: int):
         frame = frame_address.contents
         if frame.extension_start and frame.extension_start.contents.type == _EXTENSION_METADATA:
             metadata = ctypes.cast(frame.extension_start, ctypes.POINTER(_MetadataExtension)).contents.metadata
-            runtime = ctypes.cast(frame.api, ctypes.POINTER(_Api)).contents.api_version
-            metadata.contents.api_version = _ApiVersion(ctypes.sizeof(_ApiVersion), None, FFI_MAJOR, runtime.minor)
+            # Some XLA versions ask without their API (a null pointer): then the headers' version.
+            major, minor = FFI_VERSION
+            if frame.api:
+                minor = ctypes.cast(frame.api, ctypes.POINTER(_Api)).contents.api_version.minor
+            metadata.contents.api_version = _ApiVersion(ctypes.sizeof(_ApiVersion), None, major, minor)
             metadata.contents.traits = 0
             return None
         if frame.stage != _STAGE_EXECUTE:

@@ -55,7 +55,7 @@ class _FamilyConvOps(JaxOps):
     @on_arrays
     def conv(self, inputs, kernel, strides=1, padding="valid", data_format=None, dilation_rate=1):
         if data_format not in (None, "channels_last"):
-            return super().conv(inputs, kernel, strides, padding, data_format, dilation_rate)  # its refusal
+            raise NotImplementedError(f"the bench's plain-JAX baseline convolves channels last, got {data_format!r}")
         import jax
 
         from toolkit.nn.shapes import check_conv, explicit_padding
@@ -73,7 +73,11 @@ def _engine_name() -> str:
     # bench's candidates imported (Aesara and PyTensor cannot share an environment: NumPy 1 against 2).
     import sys
 
-    return next(name for name in ("aesara", "pytensor") if name in sys.modules)
+    found = next((name for name in ("aesara", "pytensor") if name in sys.modules), None)
+    if found is None:
+        raise RuntimeError("the Theano family's products alone need its engine imported (Aesara or PyTensor): the "
+                           "bench builds its candidates first")
+    return found
 
 
 def library(name: str, candidate: str) -> str:
