@@ -76,22 +76,23 @@ def main(argv=None) -> None:
     batches = make_batches(x, y, args.batch or workload.bench_batch, args.steps, 0, args.dtype)
     backend = toolkit.get_backend(args.backend, **({"linker": "c"} if args.linker == "c" else {}))
     # The family's modules load as the engine's package's (backends/theano/__init__.py says why).
-    ops_windows = importlib.import_module(f"toolkit.backends.{args.backend}.ops_windows")
+    # The rules are the family's own module's (rules()), so patching the engine's copy does not reach them.
+    engine_lowering = importlib.import_module(f"toolkit.backends.{args.backend}.conv_lowering")
 
-    traced = ops_windows.lowering
+    traced = engine_lowering.lowering
     trainers, first = {}, {}
     names = list(dict.fromkeys(args.rules.split(",")))
     for name in names:
         # A model of its own per candidate, so that no trainer's state is another's.
         trainers[name] = toolkit.DataParallel(load_workload(args.model).model, backend, 1, SGD(0.01),
                                               dtype=args.dtype, seed=0)
-        ops_windows.lowering = rules()[name]
+        engine_lowering.lowering = rules()[name]
         try:  # the first step traces the model: its convolutions take this rule
             began = time.perf_counter()
             trainers[name].step(*batches[0])
             first[name] = time.perf_counter() - began
         finally:
-            ops_windows.lowering = traced
+            engine_lowering.lowering = traced
     if args.tensorflow:
         names.append("tensorflow")
         trainers["tensorflow"] = toolkit.DataParallel(load_workload(args.model).model,

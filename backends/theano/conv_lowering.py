@@ -154,6 +154,25 @@ def convolution(passes: dict[str, str], strides, padding, dilation):
         jax.vjp(lambda w: by_kernel(inputs, w), kernel)[1](cotangent)[0]))
 
 
+def traced_conv(inputs, kernel, strides, padding, dilation):
+    """An ungrouped, untransposed channels-last convolution as the family's JAX step computes it: each pass the way
+    :func:`lowering` chooses for JAX's default platform and these static shapes (:func:`convolution`).
+
+    Args:
+        inputs: ``[n, *spatial, in]``.
+        kernel: ``[*window, in, out]``.
+        strides: the strides per spatial axis.
+        padding: explicit (before, after) pairs per spatial axis.
+        dilation: the kernel's dilation per spatial axis.
+
+    Returns:
+        ``[n, *out, out channels]``.
+    """
+    passes = lowering(jax.default_backend(), inputs.dtype, inputs.shape, kernel.shape, strides, padding, dilation, 1,
+                      False)
+    return convolution(passes, strides, padding, dilation)(inputs, kernel)
+
+
 def _with_gradients(forward, gradients):
     """``forward(inputs, kernel)`` as a ``jax.custom_vjp`` whose gradients are ``gradients(inputs, kernel,
     cotangent) -> (by input, by kernel)``."""

@@ -11,7 +11,7 @@ import numpy as np
 from toolkit.errors import ShapeError
 from toolkit.nn.shapes import explicit_padding, padded_output_sizes
 
-from .conv_lowering import convolution, lowering, onednn_may_convolve
+from .conv_lowering import onednn_may_convolve, traced_conv
 from .graphs import Apply, JaxOp, as_outputs, first_unless, jax, padded, shape_of, tt
 
 #: The spatial axes' letters of lax's dimension numbers, by spatial rank.
@@ -159,11 +159,8 @@ class _Conv(JaxOp):
                         return _grouped_by_offsets(inputs, kernel, strides, padding, dilation, groups)
                     return jax.lax.conv_general_dilated(inputs, kernel, strides, padding, rhs_dilation=dilation,
                                                         dimension_numbers=numbers, feature_group_count=groups)
-            else:
-                def conv(inputs, kernel):  # XLA's convolution or a product per pass, chosen when traced
-                    passes = lowering(jax.default_backend(), inputs.dtype, inputs.shape, kernel.shape, strides,
-                                      padding, dilation, groups, False)
-                    return convolution(passes, strides, padding, dilation)(inputs, kernel)
+            else:  # XLA's, oneDNN's or a product per pass, chosen when traced
+                conv = functools.partial(traced_conv, strides=strides, padding=padding, dilation=dilation)
 
             self._functions["forward"] = conv
         return self._functions["forward"]

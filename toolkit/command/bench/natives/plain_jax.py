@@ -303,9 +303,7 @@ class JaxOps(Ops):
         return jax.nn.one_hot(x, num_classes, axis=axis, dtype=dtype or self.dtype)
 
     def conv(self, inputs, kernel, strides=1, padding="valid", data_format=None, dilation_rate=1):
-        if data_format not in (None, "channels_last"):
-            raise NotImplementedError(f"the bench's plain-JAX baseline convolves channels last, got {data_format!r}")
-        strides, dilations, padding = check_conv(inputs.ndim, kernel.ndim, strides, dilation_rate, padding)
+        strides, dilations, padding = checked_conv(inputs, kernel, strides, padding, data_format, dilation_rate)
         return lax.conv_general_dilated(inputs, kernel, strides, padding.upper(), rhs_dilation=dilations,
                                         dimension_numbers=("NHWC", "HWIO", "NHWC"))
 
@@ -342,6 +340,18 @@ def _outside_the_baseline(name: str):
                                   "use")
 
     return missing
+
+
+def checked_conv(inputs, kernel, strides, padding, data_format, dilation_rate):
+    """:meth:`JaxOps.conv`'s arguments checked (channels last only): the strides and dilation pairs and the
+    padding.
+
+    Raises:
+        NotImplementedError: channels first.
+    """
+    if data_format not in (None, "channels_last"):
+        raise NotImplementedError(f"the bench's plain-JAX baseline convolves channels last, got {data_format!r}")
+    return check_conv(inputs.ndim, kernel.ndim, strides, dilation_rate, padding)
 
 
 def on_arrays(method):

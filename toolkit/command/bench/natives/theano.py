@@ -18,7 +18,7 @@ import numpy as np
 import toolkit
 from toolkit.command.bench.measure import Batches
 from toolkit.command.bench.natives import plain_jax
-from toolkit.command.bench.natives.plain_jax import JaxJit, JaxOps, matmul, on_arrays
+from toolkit.command.bench.natives.plain_jax import JaxJit, JaxOps, checked_conv, matmul, on_arrays
 from toolkit.nn.model import batch
 from toolkit.registry import REGISTRY
 
@@ -54,18 +54,12 @@ class _FamilyConvOps(JaxOps):
 
     @on_arrays
     def conv(self, inputs, kernel, strides=1, padding="valid", data_format=None, dilation_rate=1):
-        if data_format not in (None, "channels_last"):
-            raise NotImplementedError(f"the bench's plain-JAX baseline convolves channels last, got {data_format!r}")
-        import jax
+        from toolkit.nn.shapes import explicit_padding
 
-        from toolkit.nn.shapes import check_conv, explicit_padding
-
-        lowering = importlib.import_module(f"toolkit.backends.{_engine_name()}.conv_lowering")
-        strides, dilation, padding = check_conv(inputs.ndim, kernel.ndim, strides, dilation_rate, padding)
+        strides, dilation, padding = checked_conv(inputs, kernel, strides, padding, data_format, dilation_rate)
         pads = explicit_padding(inputs.shape[1:-1], kernel.shape[:-2], strides, dilation, padding)
-        passes = lowering.lowering(jax.default_backend(), inputs.dtype, inputs.shape, kernel.shape, strides, pads,
-                                   dilation, 1, False)
-        return lowering.convolution(passes, strides, pads, dilation)(inputs, kernel)
+        lowering = importlib.import_module(f"toolkit.backends.{_engine_name()}.conv_lowering")
+        return lowering.traced_conv(inputs, kernel, strides, pads, dilation)
 
 
 def _engine_name() -> str:
