@@ -217,3 +217,58 @@ def test_onednn_runs_on_a_thread_other_than_the_one_that_made_its_primitives():
     thread.join()
     for name, value in zip(PASSES, (expected, *pullback(cotangent))):
         np.testing.assert_allclose(found[name], value, rtol=RTOL["float32"], atol=1e-5, err_msg=name)
+
+
+def test_onednn_calls_from_several_threads_at_once_each_get_their_own_values():
+    """The logical devices of a process call the same shapes' passes at once from their threads (nothing makes
+    them take turns): each call writes its own scratchpads and reordered kernel, so each gets its own inputs'
+    values, also with the cores split between the callers (one thread each)."""
+    import threading
+
+    _installed_onednn()
+    rng = np.random.default_rng(4)
+    shape, kernel, options = (4, 9, 9, 5), (3, 3, 5, 6), {"strides": (1, 1), "padding": ((1, 1),) * 2,
+                                                          "dilation": (1, 1)}
+    callers, rounds = 4, 20
+    inputs = [(rng.standard_normal(shape).astype(np.float32), rng.standard_normal(kernel).astype(np.float32))
+              for _ in range(callers)]
+    expected = []
+    for x, w in inputs:
+        out, pullback = jax.vjp(lambda u, v: xla_conv(u, v, **options), x, w)
+        cotangent = rng.standard_normal(out.shape).astype(np.float32)
+        expected.append((cotangent, (out, *pullback(cotangent))))
+    for threads in (None, 1):
+        conv = onednn.convolution(shape, kernel, *options.values(), threads)
+        start, wrong = threading.Barrier(callers), []
+        workers = [threading.Thread(target=_call_passes, args=(conv, *inputs[i], *expected[i], start, rounds, wrong))
+                   for i in range(callers)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+        assert not wrong, (threads, sorted(set(wrong)))
+
+
+def _call_passes(conv, x, w, cotangent, values, start, rounds, wrong):
+    """Each of ``conv``'s passes ``rounds`` times once every caller is at ``start``; the passes that differ from
+    ``values`` are appended to ``wrong``."""
+    start.wait()
+    for _ in range(rounds):
+        found = (conv.forward(x, w), conv.input_gradient(cotangent, w), conv.kernel_gradient(x, cotangent))
+        wrong.extend(name for name, a, b in zip(PASSES, found, values)
+                     if not np.allclose(a, b, rtol=RTOL["float32"], atol=1e-4))
+
+
+def test_devices_sharing_the_cores_split_them_between_their_onednn_calls():
+    _installed_onednn()
+    cores = onednn.library().cores
+    assert onednn.threads_sharing(1) is None  # one device: the library's default, every core
+    assert [onednn.threads_sharing(n) for n in (2, 4, 64)] == [max(1, cores // n) for n in (2, 4, 64)]
+    assert onednn.threads_sharing(cores * 2) == 1
+    from toolkit.backends.theano import conv_lowering
+
+    with conv_lowering.sharing_cores(4):
+        assert conv_lowering._onednn_primitives((2, 5, 5, 3), (3, 3, 3, 2), (1, 1), ((1, 1),) * 2,
+                                                (1, 1)).threads == onednn.threads_sharing(4)
+    assert conv_lowering._onednn_primitives((2, 5, 5, 3), (3, 3, 3, 2), (1, 1), ((1, 1),) * 2,
+                                            (1, 1)).threads is None

@@ -52,7 +52,7 @@ def test_float32_convolutions_through_onednn_train_like_xlas_on_both_linkers(mon
     """Where oneDNN is installed, a float32 convnet's convolutions are oneDNN's on the JAX linker (called from the
     compiled step, on one device and from each of four in the mesh step) and on the C linker (the same op on the
     host) and train as XLA's do (``MULTIGPU_ONEDNN=off``): SGD, so float32's bound of the parameter scale applies
-    (toolkit.tolerances.parity_bound)."""
+    (toolkit.tolerances.parity_bound). The four devices split the cores between their calls."""
     import importlib
 
     onednn = importlib.import_module(f"toolkit.backends.{THEANO}.onednn")
@@ -69,13 +69,16 @@ def test_float32_convolutions_through_onednn_train_like_xlas_on_both_linkers(mon
 
     calls = []
     run = onednn.Convolution.run
-    monkeypatch.setattr(onednn.Convolution, "run", lambda self, *a: calls.append(a[0]) or run(self, *a))
+    monkeypatch.setattr(onednn.Convolution, "run", lambda self, *a: calls.append((a[0], self.threads)) or run(self, *a))
+    passes = {"forward", "input_gradient", "kernel_gradient"}
     runs = {"c": train(toolkit.get_backend(THEANO, linker="c"))}
-    assert {"forward", "input_gradient", "kernel_gradient"} <= set(calls)  # oneDNN computed them
+    assert {(p, None) for p in passes} == set(calls)  # oneDNN computed them, with every core
     calls.clear()
     runs["jax"] = train(toolkit.get_backend(THEANO))
+    assert {(p, None) for p in passes} == set(calls)
+    calls.clear()
     runs["jax, 4 devices"] = train(toolkit.get_backend(THEANO), 4)  # four device threads call oneDNN at once
-    assert {"forward", "input_gradient", "kernel_gradient"} <= set(calls)
+    assert {(p, onednn.threads_sharing(4)) for p in passes} == set(calls)
     monkeypatch.setenv(onednn.LIBRARY_ENV, "off")
     onednn.library.cache_clear(), onednn.convolution.cache_clear()
     try:

@@ -13,6 +13,8 @@ memory), so there every pass stays XLA's."""
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import itertools
 import math
@@ -209,9 +211,28 @@ def onednn_may_convolve(dtype, groups: int, transpose: bool) -> bool:
             and onednn.library() is not None)
 
 
+#: How many logical CPU devices run the step being traced at once on this process's cores (:func:`sharing_cores`).
+_SHARING = contextvars.ContextVar("devices sharing the cores", default=1)
+
+
+@contextlib.contextmanager
+def sharing_cores(devices: int):
+    """Trace a step that ``devices`` logical CPU devices of this process run at once (a ``shard_map`` over them):
+    its oneDNN convolutions get the cores split between the devices (:func:`.onednn.threads_sharing`).
+
+    Args:
+        devices: the process's CPU devices in the step's mesh.
+    """
+    token = _SHARING.set(devices)
+    try:
+        yield
+    finally:
+        _SHARING.reset(token)
+
+
 def _onednn_primitives(input_shape, kernel_shape, strides, padding, dilation):
     return onednn.convolution(tuple(input_shape), tuple(kernel_shape), tuple(strides),
-                              tuple(map(tuple, padding)), tuple(dilation))
+                              tuple(map(tuple, padding)), tuple(dilation), onednn.threads_sharing(_SHARING.get()))
 
 
 def onednn_conv(inputs, kernel, strides, padding, dilation):

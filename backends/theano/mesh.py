@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import optree
 
+from . import conv_lowering
 from .environment import import_framework, imported
 
 theano, jax = import_framework()
@@ -83,12 +84,19 @@ class Mesh:
 
     def map(self, fn, in_specs, out_specs):
         """``fn`` run on every device with its shards, named axis ``axis`` (``shard_map``; JAX checks nothing of
-        replication: the psums make the outputs equal, and ``fn`` does not use JAX's variance typing)."""
+        replication: the psums make the outputs equal, and ``fn`` does not use JAX's variance typing). It is traced
+        knowing how many of the process's CPU devices run it together (:func:`.conv_lowering.sharing_cores`)."""
+        sharing = sum(device.platform == "cpu" for device in self.local_devices)
+
+        def replica(*args):
+            with conv_lowering.sharing_cores(sharing):
+                return fn(*args)
+
         if hasattr(jax, "shard_map"):  # jax >= 0.7
-            return jax.shard_map(fn, mesh=self._mesh, in_specs=in_specs, out_specs=out_specs, check_vma=False)
+            return jax.shard_map(replica, mesh=self._mesh, in_specs=in_specs, out_specs=out_specs, check_vma=False)
         from jax.experimental.shard_map import shard_map  # jax 0.4.30, under Aesara
 
-        return shard_map(fn, self._mesh, in_specs=in_specs, out_specs=out_specs, check_rep=False)
+        return shard_map(replica, self._mesh, in_specs=in_specs, out_specs=out_specs, check_rep=False)
 
     def split(self, stacked: np.ndarray):
         """This process's rows (one per local device) as the step's array split over every device."""

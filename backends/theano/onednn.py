@@ -14,12 +14,13 @@ place); the kernel is reordered to the layout oneDNN picks for it (a small copy 
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import ctypes
 import functools
 import math
 import os
 import sys
-import threading
 import warnings
 from pathlib import Path
 
@@ -108,24 +109,45 @@ def _load(path: Path) -> _Library:
         raise ComputeError(f"it is oneDNN {version.major}.{version.minor}")
     lib.dnnl_primitive_desc_query_md.restype = _Handle
     lib.dnnl_memory_desc_get_size.restype = ctypes.c_size_t
-    engine, stream = _Handle(), _Handle()
-    if (lib.dnnl_engine_create(ctypes.byref(engine), _CPU, 0) != _SUCCESS
-            or lib.dnnl_stream_create(ctypes.byref(stream), engine, _IN_ORDER) != _SUCCESS):
-        raise ComputeError("it could not make a CPU engine and stream")
-    return _Library(lib, engine, stream)
+    lib.omp_get_max_threads.restype = ctypes.c_int  # the OpenMP runtime the library runs on (its dependency)
+    engine = _Handle()
+    if lib.dnnl_engine_create(ctypes.byref(engine), _CPU, 0) != _SUCCESS:
+        raise ComputeError("it could not make a CPU engine")
+    loaded = _Library(lib, engine)
+    lib.dnnl_stream_destroy(loaded.stream())  # ComputeError where it cannot make a stream
+    return loaded
 
 
 class _Library:
-    def __init__(self, lib, engine, stream) -> None:
-        self.lib, self.engine, self.stream = lib, engine, stream
-        # One execution at a time: the logical devices of one process call back from several threads, one
-        # Convolution serves every layer and device of its shapes, and each primitive has one scratchpad and one
-        # buffer of the reordered kernel (oneDNN already uses every core).
-        self.lock = threading.Lock()
+    def __init__(self, lib, engine) -> None:
+        self.lib, self.engine = lib, engine
+        #: OpenMP's threads a call may use by default: the cores this process may run on, or OMP_NUM_THREADS.
+        self.cores = lib.omp_get_max_threads()
+
+    @contextlib.contextmanager
+    def team(self, threads: int | None):
+        """OpenMP's team size for what the calling thread makes and runs meanwhile (``None``: as it is). oneDNN
+        sizes a primitive's parallel loops by the team when it makes the primitive, and some by the team when it
+        runs; OpenMP keeps the setting per thread, so it is set in the thread that makes or runs, and put back."""
+        if threads is None:
+            yield
+            return
+        before = self.lib.omp_get_max_threads()
+        self.lib.omp_set_num_threads(threads)
+        try:
+            yield
+        finally:
+            self.lib.omp_set_num_threads(before)
 
     def check(self, status: int, what: str) -> None:
         if status != _SUCCESS:
             raise ComputeError(f"oneDNN's {what} failed with status {status}")
+
+    def stream(self):
+        """A new in-order stream: one per caller at a time (a stream is not for concurrent use)."""
+        stream = _Handle()
+        self.check(self.lib.dnnl_stream_create(ctypes.byref(stream), self.engine, _IN_ORDER), "stream")
+        return stream
 
     def desc(self, dims, strides=None):
         """A float32 memory descriptor: ``strides`` given, or the layout left to the primitive."""
@@ -140,22 +162,30 @@ class _Library:
         return md
 
     def attributes(self):
-        """Primitive attributes with a scratchpad the caller owns (:meth:`primitive` makes one per primitive).
-        oneDNN's own scratchpad is its creating thread's: XLA runs a step's host calls on its worker threads, where a
-        primitive made while tracing found none (a write at a null address, under jax 0.10). One scratchpad per
-        primitive is enough because executions take turns (:attr:`lock`)."""
+        """Primitive attributes with a scratchpad the caller owns (:meth:`scratchpad`). oneDNN's own scratchpad is
+        its creating thread's: XLA runs a step's host calls on its worker threads, where a primitive made while
+        tracing found none (a write at a null address, under jax 0.10)."""
         attr = _Handle()
         self.check(self.lib.dnnl_primitive_attr_create(ctypes.byref(attr)), "attributes")
         self.check(self.lib.dnnl_primitive_attr_set_scratchpad_mode(attr, _SCRATCHPAD_USER), "scratchpad mode")
         return attr
 
     def primitive(self, pd):
-        """The primitive of ``pd`` (made with :meth:`attributes`) and its scratchpad memory (None where it needs
-        none)."""
+        """The primitive of ``pd`` (made with :meth:`attributes`)."""
         handle = _Handle()
         self.check(self.lib.dnnl_primitive_create(ctypes.byref(handle), pd), "primitive")
-        scratch = _Handle(self.lib.dnnl_primitive_desc_query_md(pd, _QUERY_SCRATCHPAD_MD, 0))
-        return handle, (self.memory(scratch) if scratch and self.lib.dnnl_memory_desc_get_size(scratch) else None)
+        return handle
+
+    def queried(self, primitive, what: int):
+        """A memory descriptor of ``primitive`` (``_QUERY_*``), owned by the primitive."""
+        pd = _Handle()
+        self.check(self.lib.dnnl_primitive_get_primitive_desc(primitive, ctypes.byref(pd)), "primitive query")
+        return _Handle(self.lib.dnnl_primitive_desc_query_md(pd, what, 0))
+
+    def scratchpad(self, primitive):
+        """A new scratchpad for ``primitive``, or None where it needs none."""
+        md = self.queried(primitive, _QUERY_SCRATCHPAD_MD)
+        return self.memory(md) if md and self.lib.dnnl_memory_desc_get_size(md) else None
 
     def memory(self, md, address: int | None = None):
         """A memory object over the buffer at ``address``, or over one oneDNN allocates."""
@@ -173,12 +203,11 @@ class _Library:
         finally:  # the primitive keeps what it needs of its descriptor
             self.lib.dnnl_primitive_desc_destroy(pd)
 
-    def execute(self, primitive, args) -> None:
-        """Run ``primitive`` (of :meth:`primitive`) on ``args``, (argument, memory) pairs, with its scratchpad."""
-        handle, scratch = primitive
+    def execute(self, stream, primitive, scratch, args) -> None:
+        """Run ``primitive`` on ``stream`` with ``args``, (argument, memory) pairs, and its ``scratch`` pad."""
         args = [*args, (_ARG_SCRATCHPAD, scratch)] if scratch else args
         array = (_Arg * len(args))(*(_Arg(a, m) for a, m in args))
-        self.check(self.lib.dnnl_primitive_execute(handle, self.stream, len(args), array), "execution")
+        self.check(self.lib.dnnl_primitive_execute(primitive, stream, len(args), array), "execution")
 
 
 def _channels_last(dims_nc):
@@ -205,13 +234,20 @@ class Convolution:
         strides: the strides per spatial axis.
         padding: explicit (before, after) pairs per spatial axis.
         dilation: the kernel's dilation per spatial axis.
+        threads: OpenMP threads per pass (:meth:`_Library.team`), or None for the library's default.
 
     Raises:
         ComputeError: oneDNN has no implementation for this convolution.
     """
 
-    def __init__(self, lib: _Library, input_shape, kernel_shape, strides, padding, dilation) -> None:
+    def __init__(self, lib: _Library, input_shape, kernel_shape, strides, padding, dilation,
+                 threads: int | None = None) -> None:
         self.lib, self.input_shape, self.kernel_shape = lib, tuple(input_shape), tuple(kernel_shape)
+        self.threads = threads
+        with lib.team(threads):
+            self._make(lib, input_shape, kernel_shape, strides, padding, dilation)
+
+    def _make(self, lib: _Library, input_shape, kernel_shape, strides, padding, dilation) -> None:
         window, (channels_in, channels_out) = kernel_shape[:-2], kernel_shape[-2:]
         out = padded_output_sizes(input_shape[1:-1], window, strides, dilation, padding)
         self.output_shape = (input_shape[0], *out, channels_out)
@@ -226,6 +262,11 @@ class Convolution:
         self.shapes = {"forward": self.output_shape, "input_gradient": self.input_shape,
                        "kernel_gradient": self.kernel_shape}
         self.passes = {}
+        # What one execution writes besides its result (scratchpads, the reordered kernel, a stream), one set per
+        # caller at a time: the logical devices of a process call back at once from their threads, and one
+        # Convolution serves every layer and device of its shapes. A set is made when every one is in use (at
+        # most one per device) and kept.
+        self._idle = collections.deque()
         attr = lib.attributes()
         try:  # a refusal (no implementation: ComputeError) leaves nothing behind either
             lib.check(c.dnnl_convolution_forward_primitive_desc_create(
@@ -242,8 +283,7 @@ class Convolution:
                                     ("kernel_gradient", backward_weights, _QUERY_DIFF_WEIGHTS_MD)):
                 layout = _Handle(c.dnnl_primitive_desc_query_md(pd, query, 0))  # owned by pd: used before it goes
                 to_kernel = name == "kernel_gradient"
-                self.passes[name] = (lib.primitive(pd), lib.memory(layout),
-                                     lib.reorder(layout, self.kernel, attr) if to_kernel
+                self.passes[name] = (lib.primitive(pd), query, lib.reorder(layout, self.kernel, attr) if to_kernel
                                      else lib.reorder(self.kernel, layout, attr))
         finally:  # the primitives and memories keep what they need of the descriptors and attributes
             for pd in (forward, backward_data, backward_weights):
@@ -259,7 +299,7 @@ class Convolution:
         Raises:
             ComputeError: oneDNN failed.
         """
-        primitive, blocked, reorder = self.passes[name]
+        primitive, _, reorder = self.passes[name]
         lib = self.lib
         wrapped = []
 
@@ -267,24 +307,44 @@ class Convolution:
             wrapped.append(lib.memory(md, address))
             return wrapped[-1]
 
-        with lib.lock:
-            try:
+        try:
+            own = self._idle.pop()
+        except IndexError:
+            own = self._own()
+        stream, (scratch, blocked, reordering) = own[0], own[1][name]
+        try:
+            with lib.team(self.threads):
                 if name == "forward":
-                    lib.execute(reorder, [(_ARG_SRC, wrap(self.kernel, second)), (_ARG_DST, blocked)])
-                    lib.execute(primitive, [(_ARG_SRC, wrap(self.src, first)), (_ARG_WEIGHTS, blocked),
-                                            (_ARG_DST, wrap(self.dst, result))])
+                    lib.execute(stream, reorder, reordering, [(_ARG_SRC, wrap(self.kernel, second)),
+                                                              (_ARG_DST, blocked)])
+                    lib.execute(stream, primitive, scratch, [(_ARG_SRC, wrap(self.src, first)),
+                                                             (_ARG_WEIGHTS, blocked),
+                                                             (_ARG_DST, wrap(self.dst, result))])
                 elif name == "input_gradient":
-                    lib.execute(reorder, [(_ARG_SRC, wrap(self.kernel, second)), (_ARG_DST, blocked)])
-                    lib.execute(primitive, [(_ARG_DIFF_DST, wrap(self.dst, first)), (_ARG_WEIGHTS, blocked),
-                                            (_ARG_DIFF_SRC, wrap(self.src, result))])
+                    lib.execute(stream, reorder, reordering, [(_ARG_SRC, wrap(self.kernel, second)),
+                                                              (_ARG_DST, blocked)])
+                    lib.execute(stream, primitive, scratch, [(_ARG_DIFF_DST, wrap(self.dst, first)),
+                                                             (_ARG_WEIGHTS, blocked),
+                                                             (_ARG_DIFF_SRC, wrap(self.src, result))])
                 else:
-                    lib.execute(primitive, [(_ARG_SRC, wrap(self.src, first)), (_ARG_DIFF_DST, wrap(self.dst, second)),
-                                            (_ARG_DIFF_WEIGHTS, blocked)])
-                    lib.execute(reorder, [(_ARG_SRC, blocked), (_ARG_DST, wrap(self.kernel, result))])
-                lib.check(lib.lib.dnnl_stream_wait(lib.stream), "stream")
-            finally:
-                for memory in wrapped:  # the wrappers only: the buffers are the caller's
-                    lib.lib.dnnl_memory_destroy(memory)
+                    lib.execute(stream, primitive, scratch, [(_ARG_SRC, wrap(self.src, first)),
+                                                             (_ARG_DIFF_DST, wrap(self.dst, second)),
+                                                             (_ARG_DIFF_WEIGHTS, blocked)])
+                    lib.execute(stream, reorder, reordering, [(_ARG_SRC, blocked),
+                                                              (_ARG_DST, wrap(self.kernel, result))])
+                lib.check(lib.lib.dnnl_stream_wait(stream), "stream")
+        finally:
+            self._idle.append(own)
+            for memory in wrapped:  # the wrappers only: the buffers are the caller's
+                lib.lib.dnnl_memory_destroy(memory)
+
+    def _own(self):
+        """A new set of what one caller's executions write: a stream and, per pass, the primitive's scratchpad, the
+        reordered kernel's buffer and the reorder's scratchpad."""
+        lib = self.lib
+        return lib.stream(), {name: (lib.scratchpad(primitive), lib.memory(lib.queried(primitive, query)),
+                                     lib.scratchpad(reorder))
+                              for name, (primitive, query, reorder) in self.passes.items()}
 
     def _numpy(self, name, first, second):
         first, second = _c(first), _c(second)
@@ -310,8 +370,8 @@ def _c(array) -> np.ndarray:
 
 
 @functools.cache
-def convolution(input_shape: tuple, kernel_shape: tuple, strides: tuple, padding: tuple,
-                dilation: tuple) -> Convolution | None:
+def convolution(input_shape: tuple, kernel_shape: tuple, strides: tuple, padding: tuple, dilation: tuple,
+                threads: int | None = None) -> Convolution | None:
     """The oneDNN primitives of one float32 convolution (channels-last input, ``[*window, in, out]`` kernel, no
     groups), made once per shape; None where oneDNN is not there (:func:`library`), an array is empty, or oneDNN
     has no implementation for it.
@@ -322,6 +382,7 @@ def convolution(input_shape: tuple, kernel_shape: tuple, strides: tuple, padding
         strides: the strides per spatial axis.
         padding: explicit (before, after) pairs per spatial axis.
         dilation: the kernel's dilation per spatial axis.
+        threads: OpenMP threads per pass, or None for the library's default (:func:`threads_sharing`).
 
     Returns:
         A :class:`Convolution`, or None.
@@ -330,6 +391,25 @@ def convolution(input_shape: tuple, kernel_shape: tuple, strides: tuple, padding
     if lib is None or 0 in input_shape or 0 in kernel_shape:
         return None
     try:
-        return Convolution(lib, input_shape, kernel_shape, strides, padding, dilation)
+        return Convolution(lib, input_shape, kernel_shape, strides, padding, dilation, threads)
     except ComputeError:
         return None
+
+
+def threads_sharing(devices: int) -> int | None:
+    """OpenMP threads for each oneDNN call of a step whose ``devices`` logical CPU devices run at once on this
+    process's cores: the cores split between them (at least one), or None (the library's default) for one device.
+    With every core each, and one call at a time, a call's team waited for cores that the other devices' XLA
+    threads held: Aesara's bench ResNet step on 2 cores took 112 ms on 4 devices (70 on one), 65 ms with one thread
+    a call and the calls at once; PyTensor's 113 ms, 57 ms.
+
+    Args:
+        devices: the logical CPU devices that run the step together.
+
+    Returns:
+        The threads, or None where the library is not loaded or one device runs.
+    """
+    lib = library()
+    if lib is None or devices <= 1:
+        return None
+    return max(1, lib.cores // devices)
