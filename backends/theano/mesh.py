@@ -7,12 +7,13 @@ from __future__ import annotations
 import numpy as np
 import optree
 
-from . import conv_lowering
 from .environment import import_framework, imported
 
 theano, jax = import_framework()
 
 import jax.numpy as jnp  # noqa: E402
+
+from . import conv_lowering  # noqa: E402  (imports JAX: after the framework is set up)
 
 tt = theano.tensor
 Apply = imported("graph.basic", "Apply")
