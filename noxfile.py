@@ -12,8 +12,8 @@ import nox
 #: ``keras-ops`` is not in the list: ``parity`` and ``parity-pytensor`` run the same suite for their backends in the
 #: environments they already have (see :func:`run_keras_ops`), which saves CI three installs of TensorFlow or a
 #: Theano-family engine.
-nox.options.sessions = ["tests-tensorflow", "tests-aesara", "tests-pytensor", "parity", "parity-pytensor", "lint",
-                        "site"]
+nox.options.sessions = ["tests-tensorflow", "tests-aesara", "tests-pytensor", "tests-pytensor-jax04", "parity",
+                        "parity-pytensor", "lint", "site"]
 nox.options.reuse_existing_virtualenvs = True
 #: Environments made and filled by uv where it is installed (``.ci/run`` installs it), by virtualenv and pip otherwise.
 #: Measured on the 2-core machine with empty caches: the TensorFlow environment in 26 s with uv against 125 s with pip
@@ -64,7 +64,20 @@ PYTENSOR_LEAVES_OUT = ("test_fit.py", "test_cli.py", "test_examples.py", "test_b
 def tests_pytensor(session: nox.Session) -> None:
     """Every test that needs no TensorFlow (less :data:`PYTENSOR_LEAVES_OUT` when no arguments are given), with
     only PyTensor and current JAX installed, on NumPy 2."""
-    session.install("-e", ".[pytensor,dev]")
+    _pytensor_tests(session, "pytensor")
+
+
+@nox.session(name="tests-pytensor-jax04")
+def tests_pytensor_jax04(session: nox.Session) -> None:
+    """``tests-pytensor``'s tests with PyTensor on jax 0.4.30 (the ``pytensor-jax04`` extra: the faster CPU runtime,
+    one device per process across processes), on NumPy 2: the engine's code that depends on the jax version (the
+    collectives, XLA's host calls, the convolutions' and sums' rules) under the other jax it supports. 3.4 minutes
+    of the 2-core machine."""
+    _pytensor_tests(session, "pytensor-jax04")
+
+
+def _pytensor_tests(session: nox.Session, extra: str) -> None:
+    session.install("-e", f".[{extra},dev]")
     selection = session.posargs or [f"--ignore=tests/{name}" for name in PYTENSOR_LEAVES_OUT]
     session.run("pytest", *WORKERS, "-m", "not parity", *selection, env=QUIET)
 

@@ -125,12 +125,29 @@ def test_launch_prefixes_output_and_fails_when_a_process_fails():
 #: job that runs them. The first count's job also resumes the killed fit, so the killed job has that many devices per
 #: process too. TensorFlow runs every check in one job of 2 devices per process (a one-device check's trainer uses the
 #: first). On the Theano family's JAX path a trainer across processes spans every device of its process (the mesh is
-#: every process's devices), so PyTensor's checks of one and of two devices take a job each (the killed fit keeps one
-#: device per process); Aesara's jax runs one device per process.
+#: every process's devices), so the checks of one and of two devices take a job each (the killed fit keeps one device
+#: per process) where the engine's jax runs several devices per process (PyTensor's 0.10), and the one-device checks
+#: alone where it runs one (jax 0.4.30: Aesara's, and PyTensor's where it is installed with that jax).
 CHECKS = {"tensorflow": {2: (REFUSED_FIT, *STEP_CHECKS)},
-          "aesara": {1: (REFUSED_FIT, "dropout-1dev", "sync-bn-1dev")},
-          "pytensor": {1: ("dropout-1dev", "sync-bn-1dev"), 2: (REFUSED_FIT, "mlp-2dev", "sync-bn-2dev")}}
+          "one device": {1: (REFUSED_FIT, "dropout-1dev", "sync-bn-1dev")},
+          "several devices": {1: ("dropout-1dev", "sync-bn-1dev"), 2: (REFUSED_FIT, "mlp-2dev", "sync-bn-2dev")}}
 ONE_DEVICE_JAX = "jax 0.4.30's CPU collectives run one device per process (openxla/xla#16430)"
+
+
+def _one_device_jax(backend_name: str) -> bool:
+    """Whether the backend trains one device per process across processes (a Theano-family engine on jax 0.4)."""
+    if backend_name == "tensorflow":
+        return False
+    from importlib import import_module
+
+    return not import_module(f"toolkit.backends.{backend_name}.distributed").several_devices_per_process()
+
+
+def _checks(backend_name: str) -> dict:
+    """:data:`CHECKS` of the backend."""
+    if backend_name == "tensorflow":
+        return CHECKS["tensorflow"]
+    return CHECKS["one device" if _one_device_jax(backend_name) else "several devices"]
 #: Rows of the killed fit (8 per process), the step after which its process 1 is killed, and the step before which
 #: the resuming job's process 1 is killed at its end (the survivor names it in the bound).
 FIT_ROWS, KILL_AT, DIE_STEP = 16, 5, 3
@@ -184,7 +201,7 @@ class Jobs:
         """A fit across 2 processes through BackupAndRestore (process 0 writes, both read), whose process 1 is
         SIGKILLed after step KILL_AT (the backup of step 4, mid-epoch, written: step 5 needed process 0 past it);
         the same fit run first, uninterrupted, by the same trainer put back to its start after (out/*_ref_*)."""
-        per_process, key = next(iter(CHECKS[backend_name])), (backend_name, "killed")
+        per_process, key = next(iter(_checks(backend_name))), (backend_name, "killed")
         if key not in self._jobs:
             job = self._launch(key, per_process, FAILURE_TIMEOUT, *self._fit(backend_name), "--reference",
                                "--kill-at", str(KILL_AT))
@@ -197,17 +214,17 @@ class Jobs:
         """The killed job's fit run again (it resumes), then the checks of its device count, then process 1 killed
         before step DIE_STEP of more steps of the last check's trainer."""
         self.killed(backend_name)
-        per_process, checks = next(iter(CHECKS[backend_name].items()))
+        per_process, checks = next(iter(_checks(backend_name).items()))
         return self._launch((backend_name, "resumed"), per_process, FAILURE_TIMEOUT, *self._fit(backend_name),
                             "--checks", ",".join(checks), "--die-step", str(DIE_STEP))
 
     def ran(self, backend_name: str, check: str) -> Job:
         """The job that ran ``check``."""
-        per_process = next(n for n, checks in CHECKS[backend_name].items() if check in checks)
-        if per_process == next(iter(CHECKS[backend_name])):
+        per_process = next(n for n, checks in _checks(backend_name).items() if check in checks)
+        if per_process == next(iter(_checks(backend_name))):
             return self.resumed(backend_name)
         return self._launch((backend_name, f"{per_process}dev"), per_process, JOB_TIMEOUT, "--checks",
-                            ",".join(CHECKS[backend_name][per_process]))
+                            ",".join(_checks(backend_name)[per_process]))
 
 
 @pytest.fixture(scope="module")
@@ -225,8 +242,8 @@ def _reference(backend_name: str, devices: int, model=SMALL_MLP) -> toolkit.Data
 
 def test_two_processes_of_two_devices_train_like_one(backend_name, jobs):
     """Steps across 2 processes of 2 devices each (parts of 4 and 3 rows) train like 1 and 4 devices in one process.
-    One device per process is the dropout check's (the same steps), which Aesara runs too."""
-    if backend_name == "aesara":
+    One device per process is the dropout check's (the same steps), which jax 0.4's engines run too."""
+    if _one_device_jax(backend_name):
         pytest.skip(ONE_DEVICE_JAX)
     job = jobs.ran(backend_name, "mlp-2dev")
     first, second = (job.read("mlp-2dev", "params", k) for k in range(2))
@@ -246,7 +263,7 @@ def test_two_processes_draw_the_dropout_masks_of_one(backend_name, jobs):
 def test_synchronized_statistics_span_the_processes(backend_name, check, jobs):
     """Synchronized batch normalization across two processes (parts of 4 and 3 rows, each split over its devices):
     the statistics are the global batch's, so the job trains like one device, parameters and moving statistics."""
-    if backend_name == "aesara" and STEP_CHECKS[check][1] > 1:
+    if _one_device_jax(backend_name) and STEP_CHECKS[check][1] > 1:
         pytest.skip(ONE_DEVICE_JAX)
     job = jobs.ran(backend_name, check)
     reference = _reference(backend_name, 1, MODELS["sync-bn-mlp"])

@@ -27,7 +27,7 @@ _JAX_DEADLINE_MARGIN = 30
 
 
 #: The first jax whose CPU collectives run several devices per process (0.4.30 aborts: openxla/xla#16430; 0.10 runs).
-_SEVERAL_DEVICES_JAX = (0, 5)
+SEVERAL_DEVICES_JAX = (0, 5)
 
 
 def _jax_version() -> tuple[int, ...]:
@@ -36,8 +36,14 @@ def _jax_version() -> tuple[int, ...]:
     return tuple(int(part) for part in version("jax").split(".")[:2])
 
 
+def several_devices_per_process() -> bool:
+    """Whether this engine's jax trains several devices per process across processes (from
+    :data:`SEVERAL_DEVICES_JAX`); before, :func:`start` refuses more than one."""
+    return _jax_version() >= SEVERAL_DEVICES_JAX
+
+
 def start(cluster: Cluster) -> None:
-    if cluster.devices_per_process not in (None, 1) and _jax_version() < _SEVERAL_DEVICES_JAX:
+    if cluster.devices_per_process not in (None, 1) and not several_devices_per_process():
         raise DistributedError(f"the {engine.TITLE} backend runs one device per process across processes with jax "
                                f"{'.'.join(map(str, _jax_version()))} (its CPU collectives, openxla/xla#16430); got "
                                f"{cluster.devices_per_process} per process")
