@@ -18,7 +18,7 @@ nox.options.reuse_existing_virtualenvs = True
 #: Environments made and filled by uv where it is installed (``.ci/run`` installs it), by virtualenv and pip otherwise.
 #: Measured on the 2-core machine with empty caches: the TensorFlow environment in 26 s with uv against 125 s with pip
 #: (pip byte-compiles every file it unpacks; uv downloads in parallel and links from its cache), the five others in
-#: 42 s together; the same versions of every package. CI makes seven environments.
+#: 42 s together; the same versions of every package. CI makes eight environments.
 nox.options.default_venv_backend = "uv|virtualenv"
 
 QUIET = {"TF_CPP_MIN_LOG_LEVEL": "3", "TF_ENABLE_ONEDNN_OPTS": "0"}

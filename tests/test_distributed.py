@@ -148,6 +148,8 @@ def _checks(backend_name: str) -> dict:
     if backend_name == "tensorflow":
         return CHECKS["tensorflow"]
     return CHECKS["one device" if _one_device_jax(backend_name) else "several devices"]
+
+
 #: Rows of the killed fit (8 per process), the step after which its process 1 is killed, and the step before which
 #: the resuming job's process 1 is killed at its end (the survivor names it in the bound).
 FIT_ROWS, KILL_AT, DIE_STEP = 16, 5, 3

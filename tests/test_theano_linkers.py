@@ -77,8 +77,9 @@ def test_float32_convolutions_through_onednn_train_like_xlas_on_both_linkers(mon
     runs["jax"] = train(toolkit.get_backend(THEANO))
     assert {(p, None) for p in passes} == set(calls)
     calls.clear()
-    runs["jax, 4 devices"] = train(toolkit.get_backend(THEANO), 4)  # four device threads call oneDNN at once
-    assert {(p, onednn.threads_sharing(4)) for p in passes} == set(calls)
+    devices = 4  # their threads call oneDNN at once, the cores split between them
+    runs["jax, 4 devices"] = train(toolkit.get_backend(THEANO), devices)
+    assert {(p, onednn.threads_sharing(devices)) for p in passes} == set(calls)
     monkeypatch.setenv(onednn.LIBRARY_ENV, "off")
     onednn.library.cache_clear(), onednn.convolution.cache_clear()
     try:

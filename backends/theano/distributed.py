@@ -2,12 +2,13 @@
 gloo collectives on CPU, and a jitted ``shard_map`` psum over every process's devices for the all-reduce between
 processes.
 
-Quirks: CPU collectives need ``jax_cpu_collectives_implementation="gloo"``; jax 0.4.30 (Aesara's) runs one device per
-process (two abort after 30 s, openxla/xla#16430), current jax (PyTensor's) several; ``initialize`` waits without a
-deadline on process 0 when a process never joins, so it runs under :func:`toolkit.processes.distributed.bounded`; a
-gloo all-reduce with a dead peer aborts the process (a fatal check, not an exception), so every reduction first meets
-the others at a coordination-service barrier, whose timeout names the missing task; and the shutdown at exit waits for
-every process, so after a lost process the toolkit leaves without it.
+Quirks: CPU collectives need ``jax_cpu_collectives_implementation="gloo"``; jax 0.4.30 (Aesara's, and PyTensor's
+``pytensor-jax04`` extra) runs one device per process (two abort after 30 s, openxla/xla#16430), jax 0.10 several;
+``initialize`` waits without a deadline on process 0 when a process never joins, so it runs under
+:func:`toolkit.processes.distributed.bounded`; a gloo all-reduce with a dead peer aborts the process (a fatal check,
+not an exception), so every reduction first meets the others at a coordination-service barrier, whose timeout names
+the missing task; and the shutdown at exit waits for every process, so after a lost process the toolkit leaves
+without it.
 """
 
 from __future__ import annotations
@@ -37,8 +38,11 @@ def _jax_version() -> tuple[int, ...]:
 
 
 def several_devices_per_process() -> bool:
-    """Whether this engine's jax trains several devices per process across processes (from
-    :data:`SEVERAL_DEVICES_JAX`); before, :func:`start` refuses more than one."""
+    """Whether this engine's jax trains several devices per process across processes.
+
+    Returns:
+        True from :data:`SEVERAL_DEVICES_JAX`; before it :func:`start` refuses more than one device per process.
+    """
     return _jax_version() >= SEVERAL_DEVICES_JAX
 
 

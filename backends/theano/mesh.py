@@ -95,7 +95,7 @@ class Mesh:
 
         if hasattr(jax, "shard_map"):  # jax >= 0.7
             return jax.shard_map(replica, mesh=self._mesh, in_specs=in_specs, out_specs=out_specs, check_vma=False)
-        from jax.experimental.shard_map import shard_map  # jax 0.4.30, under Aesara
+        from jax.experimental.shard_map import shard_map  # jax 0.4.30
 
         return shard_map(replica, self._mesh, in_specs=in_specs, out_specs=out_specs, check_rep=False)
 

@@ -6,8 +6,8 @@ Measured on the 2-core AVX-512 machine (jax 0.4.30, batch 128, 3x3, stride 1): 3
 gradient / kernel gradient 1.5 / 1.6 / 1.2 ms against XLA's 4.5 / 4.5 / 9.7; 8x8x64: 1.1 / 1.0 / 1.1 against
 3.7 / 3.6 / 3.0 (``tools/bench_conv.py`` measures it per shape).
 
-The library is the ``onednn-cpu-gomp`` wheel's ``libdnnl.so.3`` (oneDNN 3.2, GNU OpenMP; the ``aesara`` and
-``pytensor`` extras install it on x86-64 Linux), found in the environment's ``lib/``, or the file
+The library is the ``onednn-cpu-gomp`` wheel's ``libdnnl.so.3`` (oneDNN 3.2, GNU OpenMP; the ``aesara``,
+``pytensor`` and ``pytensor-jax04`` extras install it on x86-64 Linux), found in the environment's ``lib/``, or the file
 :data:`LIBRARY_ENV` names; ``MULTIGPU_ONEDNN=off`` keeps XLA's convolution everywhere. Called through ctypes on
 oneDNN's C API: no compiler at install time. Activations stay channels-last (oneDNN's ``nhwc``, read and written in
 place); the kernel is reordered to the layout oneDNN picks for it (a small copy per call), as TensorFlow does."""
@@ -60,8 +60,9 @@ def _dims(values) -> _Dims:
 
 @functools.lru_cache(maxsize=1)
 def library():
-    """oneDNN's library with a CPU engine and stream, or None where :data:`LIBRARY_ENV` is ``off``, or the
-    environment's library is not installed or cannot start (a warning says why once: e.g. no libgomp).
+    """oneDNN's library with a CPU engine (a stream made to check it), or None where :data:`LIBRARY_ENV` is
+    ``off``, or the environment's library is not installed or cannot start (a warning says why once: e.g. no
+    libgomp).
 
     Returns:
         The loaded library, or None.
@@ -109,7 +110,6 @@ def _load(path: Path) -> _Library:
         raise ComputeError(f"it is oneDNN {version.major}.{version.minor}")
     lib.dnnl_primitive_desc_query_md.restype = _Handle
     lib.dnnl_memory_desc_get_size.restype = ctypes.c_size_t
-    lib.omp_get_max_threads.restype = ctypes.c_int  # the OpenMP runtime the library runs on (its dependency)
     engine = _Handle()
     if lib.dnnl_engine_create(ctypes.byref(engine), _CPU, 0) != _SUCCESS:
         raise ComputeError("it could not make a CPU engine")
@@ -121,18 +121,22 @@ def _load(path: Path) -> _Library:
 class _Library:
     def __init__(self, lib, engine) -> None:
         self.lib, self.engine = lib, engine
-        #: OpenMP's threads a call may use by default: the cores this process may run on, or OMP_NUM_THREADS.
-        self.cores = lib.omp_get_max_threads()
+        # The OpenMP runtime the library runs on (its dependency, found through it): None for a oneDNN built on
+        # another threading runtime, whose team is then left as it is (:meth:`team`).
+        self._omp = getattr(lib, "omp_set_num_threads", None) and lib.omp_get_max_threads
+        #: The threads a call may use by default: OpenMP's (the cores this process may run on, or OMP_NUM_THREADS).
+        self.cores = self._omp() if self._omp else (len(os.sched_getaffinity(0)) or 1)
 
     @contextlib.contextmanager
     def team(self, threads: int | None):
         """OpenMP's team size for what the calling thread makes and runs meanwhile (``None``: as it is). oneDNN
         sizes a primitive's parallel loops by the team when it makes the primitive, and some by the team when it
-        runs; OpenMP keeps the setting per thread, so it is set in the thread that makes or runs, and put back."""
-        if threads is None:
+        runs; OpenMP keeps the setting per thread, so it is set in the thread that makes or runs, and put back.
+        Without OpenMP nothing is set."""
+        if threads is None or not self._omp:
             yield
             return
-        before = self.lib.omp_get_max_threads()
+        before = self._omp()
         self.lib.omp_set_num_threads(threads)
         try:
             yield
@@ -264,8 +268,9 @@ class Convolution:
         self.passes = {}
         # What one execution writes besides its result (scratchpads, the reordered kernel, a stream), one set per
         # caller at a time: the logical devices of a process call back at once from their threads, and one
-        # Convolution serves every layer and device of its shapes. A set is made when every one is in use (at
-        # most one per device) and kept.
+        # Convolution serves every layer and device of its shapes. A set is made when every one is in use and is
+        # kept: as many as calls ever ran at once (one per device's thread, and under XLA's thunk runtime, jax
+        # 0.10, a device's independent passes too, whose teams may then add up to more threads than cores).
         self._idle = collections.deque()
         attr = lib.attributes()
         try:  # a refusal (no implementation: ComputeError) leaves nothing behind either
@@ -340,11 +345,23 @@ class Convolution:
 
     def _own(self):
         """A new set of what one caller's executions write: a stream and, per pass, the primitive's scratchpad, the
-        reordered kernel's buffer and the reorder's scratchpad."""
-        lib = self.lib
-        return lib.stream(), {name: (lib.scratchpad(primitive), lib.memory(lib.queried(primitive, query)),
-                                     lib.scratchpad(reorder))
-                              for name, (primitive, query, reorder) in self.passes.items()}
+        reordered kernel's buffer and the reorder's scratchpad (what was made is destroyed where one fails)."""
+        lib, made = self.lib, []
+
+        def keep(memory):
+            made.append(memory)
+            return memory
+
+        stream = lib.stream()
+        try:
+            return stream, {name: (keep(lib.scratchpad(primitive)), keep(lib.memory(lib.queried(primitive, query))),
+                                   keep(lib.scratchpad(reorder)))
+                            for name, (primitive, query, reorder) in self.passes.items()}
+        except ComputeError:
+            lib.lib.dnnl_stream_destroy(stream)
+            for memory in filter(None, made):
+                lib.lib.dnnl_memory_destroy(memory)
+            raise
 
     def _numpy(self, name, first, second):
         first, second = _c(first), _c(second)

@@ -4,13 +4,13 @@ array. ``jax.pure_callback`` copies every input and result through Python: under
 convolution pass against 0.25 ms here (the pass itself ~1.5 ms; the bench ResNet's step makes 26 such calls).
 Imports JAX.
 
-Two ABIs, by JAX version: before ``jax.ffi`` (Aesara's jax 0.4.30) the custom-call ABI
-``void(void* out, const void** ins, void* status)``; from ``jax.ffi`` (PyTensor's jax 0.10), where XLA logs an
-error at every call of that ABI on the CPU, XLA's typed FFI (``xla/ffi/api/c_api.h``, which jaxlib ships): a
-handler of one ``XLA_FFI_CallFrame*`` that answers XLA's metadata query (the FFI version it speaks), runs only in
-the execute stage (the one a handler registered alone is called in), and reports a failure as an
-``XLA_FFI_Error``, which the step raises. The typed FFI is used under the JAX whose headers these structures were
-checked against (jax 0.10, PyTensor's pin); another JAX with ``jax.ffi`` gets ``jax.pure_callback`` from the caller
+Two ABIs, by JAX version: before ``jax.ffi`` (jax 0.4.30: Aesara's, and PyTensor's ``pytensor-jax04`` extra) the
+custom-call ABI ``void(void* out, const void** ins, void* status)``; from ``jax.ffi`` (jax 0.10: the ``pytensor``
+extra's), where XLA logs an error at every call of that ABI on the CPU, XLA's typed FFI (``xla/ffi/api/c_api.h``,
+which jaxlib ships): a handler of one ``XLA_FFI_CallFrame*`` that answers XLA's metadata query (the FFI version it
+speaks), runs only in the execute stage (the one a handler registered alone is called in), and reports a failure as
+an ``XLA_FFI_Error``, which the step raises. The typed FFI is used under the JAX whose headers these structures were
+checked against (jax 0.10); another JAX with ``jax.ffi`` gets ``jax.pure_callback`` from the caller
 (:func:`available`). Only float32 results so far."""
 
 from __future__ import annotations
