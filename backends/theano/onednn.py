@@ -317,26 +317,21 @@ class Convolution:
         except IndexError:
             own = self._own()
         stream, (scratch, blocked, reordering) = own[0], own[1][name]
+        execute = functools.partial(lib.execute, stream)
         try:
             with lib.team(self.threads):
                 if name == "forward":
-                    lib.execute(stream, reorder, reordering, [(_ARG_SRC, wrap(self.kernel, second)),
-                                                              (_ARG_DST, blocked)])
-                    lib.execute(stream, primitive, scratch, [(_ARG_SRC, wrap(self.src, first)),
-                                                             (_ARG_WEIGHTS, blocked),
-                                                             (_ARG_DST, wrap(self.dst, result))])
+                    execute(reorder, reordering, [(_ARG_SRC, wrap(self.kernel, second)), (_ARG_DST, blocked)])
+                    execute(primitive, scratch, [(_ARG_SRC, wrap(self.src, first)), (_ARG_WEIGHTS, blocked),
+                                                 (_ARG_DST, wrap(self.dst, result))])
                 elif name == "input_gradient":
-                    lib.execute(stream, reorder, reordering, [(_ARG_SRC, wrap(self.kernel, second)),
-                                                              (_ARG_DST, blocked)])
-                    lib.execute(stream, primitive, scratch, [(_ARG_DIFF_DST, wrap(self.dst, first)),
-                                                             (_ARG_WEIGHTS, blocked),
-                                                             (_ARG_DIFF_SRC, wrap(self.src, result))])
+                    execute(reorder, reordering, [(_ARG_SRC, wrap(self.kernel, second)), (_ARG_DST, blocked)])
+                    execute(primitive, scratch, [(_ARG_DIFF_DST, wrap(self.dst, first)), (_ARG_WEIGHTS, blocked),
+                                                 (_ARG_DIFF_SRC, wrap(self.src, result))])
                 else:
-                    lib.execute(stream, primitive, scratch, [(_ARG_SRC, wrap(self.src, first)),
-                                                             (_ARG_DIFF_DST, wrap(self.dst, second)),
-                                                             (_ARG_DIFF_WEIGHTS, blocked)])
-                    lib.execute(stream, reorder, reordering, [(_ARG_SRC, blocked),
-                                                              (_ARG_DST, wrap(self.kernel, result))])
+                    execute(primitive, scratch, [(_ARG_SRC, wrap(self.src, first)),
+                                                 (_ARG_DIFF_DST, wrap(self.dst, second)), (_ARG_DIFF_WEIGHTS, blocked)])
+                    execute(reorder, reordering, [(_ARG_SRC, blocked), (_ARG_DST, wrap(self.kernel, result))])
                 lib.check(lib.lib.dnnl_stream_wait(stream), "stream")
         finally:
             self._idle.append(own)
