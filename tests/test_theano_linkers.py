@@ -160,6 +160,43 @@ def test_c_linker_step_computes_each_product_once(optimizer):
     assert len(products) == 5, products
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32"])
+def test_c_linker_selects_without_branches_and_the_same_bits(dtype):
+    """Under the C linker the toolkit's functions compute every elementwise switch (a ReLU, its gradient, fused into
+    other elementwise work) with c_elementwise.BitSelect, whose values are the engine's own switch's bit for bit:
+    NaN, signed zeros and infinities on either side, and integers (which keep the engine's code)."""
+    import importlib
+
+    compiling = importlib.import_module(f"toolkit.backends.{THEANO}.compiling")
+    c_elementwise = importlib.import_module(f"toolkit.backends.{THEANO}.c_elementwise")
+    tt = compiling.tt
+    x, g = tt.tensor(dtype=dtype, shape=(3, 4, 5)), tt.tensor(dtype=dtype, shape=(3, 4, 5))
+    relu = tt.switch(tt.le(x, 0), 0, x)
+    outputs = [relu, tt.switch(tt.gt(x, 1), g * 2 + x, g), tt.switch(tt.le(x, 0), 0, g)]
+    if dtype != "int32":
+        outputs.append(compiling.theano.grad(tt.sum(relu * g), x))
+    values = np.array([np.nan, -0.0, 0.0, np.inf, -np.inf, 1.5, -2.5, 7.0] * 8)[:60] if dtype != "int32" else \
+        np.arange(-30, 30)
+    rng = np.random.default_rng(0)
+    args = [rng.permutation(values).reshape(3, 4, 5).astype(dtype) for _ in range(2)]
+    ours = compiling.Function([x, g], outputs, "c")
+    plain = compiling.theano.function([x, g], outputs, mode=compiling.theano.compile.mode.get_mode("FAST_RUN"))
+    selects = {type(s).__name__ for node in ours._run.maker.fgraph.toposort() for s in _scalar_ops(node.op)}
+    assert "BitSelect" in selects and "Switch" not in selects, selects
+    for a, b in zip(ours(*args), plain(*args)):
+        assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
+    assert c_elementwise.bit_select.c_code_cache_version() != c_elementwise.Switch(name="s").c_code_cache_version()
+
+
+def _scalar_ops(op):
+    """The scalar ops an elementwise op computes: its own, or those of its fused (Composite) scalar graph."""
+    scalar = getattr(op, "scalar_op", None)
+    if scalar is None:
+        return []
+    inner = getattr(scalar, "fgraph", None)
+    return [node.op for node in inner.toposort()] if inner is not None else [scalar]
+
+
 def test_jax_linker_leaves_no_source_file_behind(tmp_path, monkeypatch):
     """The engines write every compiled graph's Python source to a temporary file and never delete it; the toolkit
     keeps it in linecache instead, where tracebacks still find its lines."""

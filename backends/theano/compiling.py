@@ -9,7 +9,7 @@ from collections.abc import Callable
 import numpy as np
 import optree
 
-from . import engine
+from . import c_elementwise, engine
 from .environment import import_framework
 
 theano, jax = import_framework()
@@ -50,10 +50,12 @@ C_EXCLUDED_REWRITES = ("local_dot22_to_dot22scalar",)
 
 
 def mode(linker: str):
-    """The engine's mode for ``linker``, as the toolkit's functions compile with it."""
+    """The engine's mode for ``linker``, as the toolkit's functions compile with it: the C linker's leaves out
+    :data:`C_EXCLUDED_REWRITES` and writes selects without branches (:mod:`.c_elementwise`)."""
     if linker == "jax":
         return engine.MODES["jax"]
-    return theano.compile.mode.get_mode(engine.MODES[linker]).excluding(*C_EXCLUDED_REWRITES)
+    return (theano.compile.mode.get_mode(engine.MODES[linker]).excluding(*C_EXCLUDED_REWRITES)
+            .register(c_elementwise.REWRITE))
 
 
 class Function:
