@@ -163,12 +163,12 @@ def test_c_linker_step_computes_each_product_once(optimizer):
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int32"])
 def test_c_linker_selects_without_branches_and_the_same_bits(dtype):
     """Under the C linker the toolkit's functions compute every elementwise switch (a ReLU, its gradient, fused into
-    other elementwise work) with c_elementwise.BitSelect, whose values are the engine's own switch's bit for bit:
+    other elementwise work) with c_kernels.BitSelect, whose values are the engine's own switch's bit for bit:
     NaN, signed zeros and infinities on either side, and integers (which keep the engine's code)."""
     import importlib
 
     compiling = importlib.import_module(f"toolkit.backends.{THEANO}.compiling")
-    c_elementwise = importlib.import_module(f"toolkit.backends.{THEANO}.c_elementwise")
+    c_kernels = importlib.import_module(f"toolkit.backends.{THEANO}.c_kernels")
     tt = compiling.tt
     x, g = tt.tensor(dtype=dtype, shape=(3, 4, 5)), tt.tensor(dtype=dtype, shape=(3, 4, 5))
     relu = tt.switch(tt.le(x, 0), 0, x)
@@ -185,7 +185,32 @@ def test_c_linker_selects_without_branches_and_the_same_bits(dtype):
     assert "BitSelect" in selects and "Switch" not in selects, selects
     for a, b in zip(ours(*args), plain(*args)):
         assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
-    assert c_elementwise.bit_select.c_code_cache_version() != c_elementwise.Switch(name="s").c_code_cache_version()
+    assert c_kernels.bit_select.c_code_cache_version() != c_kernels.Switch(name="s").c_code_cache_version()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_c_linker_sums_leading_axes_as_the_engine_does(dtype):
+    """Under the C linker a float sum over leading axes (a batch normalization's statistics) is
+    c_kernels.LeadingSum, which accumulates in float64 as the engine's sum does: the same float32 values, float64's
+    to rounding; on contiguous and strided inputs, over every axis (a scalar), with no rows, and where the sum is
+    not over leading axes (the engine's, unchanged)."""
+    import importlib
+
+    compiling = importlib.import_module(f"toolkit.backends.{THEANO}.compiling")
+    tt = compiling.tt
+    x = tt.tensor(dtype=dtype, shape=(None, 6, 5, 4))
+    outputs = [tt.sum(x, axis=(0, 1, 2)), tt.sum(x * 2, axis=(0, 1)), tt.sum(x.dimshuffle(3, 1, 2, 0), axis=0),
+               tt.sum(x), tt.sum(x, axis=(1, 2)), tt.sum(x[:, ::2], axis=0)]
+    ours = compiling.Function([x], outputs, "c")
+    plain = compiling.theano.function([x], outputs, mode=compiling.theano.compile.mode.get_mode("FAST_RUN"))
+    kinds = [type(node.op).__name__ for node in ours._run.maker.fgraph.toposort()]
+    assert kinds.count("LeadingSum") == 5 and kinds.count("Sum") == 1, kinds
+    rng = np.random.default_rng(1)
+    for rows in (7, 0):
+        value = (rng.normal(size=(rows, 6, 5, 4)) * 10.0 ** rng.integers(-3, 4, size=(rows, 6, 5, 4))).astype(dtype)
+        for a, b in zip(ours(value), plain(value)):
+            assert a.dtype == b.dtype and a.shape == b.shape
+            np.testing.assert_allclose(a, b, rtol=0 if dtype == "float32" else 1e-15, atol=0)
 
 
 def _scalar_ops(op):

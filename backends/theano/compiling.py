@@ -9,7 +9,7 @@ from collections.abc import Callable
 import numpy as np
 import optree
 
-from . import c_elementwise, engine
+from . import c_kernels, engine
 from .environment import import_framework
 
 theano, jax = import_framework()
@@ -51,11 +51,11 @@ C_EXCLUDED_REWRITES = ("local_dot22_to_dot22scalar",)
 
 def mode(linker: str):
     """The engine's mode for ``linker``, as the toolkit's functions compile with it: the C linker's leaves out
-    :data:`C_EXCLUDED_REWRITES` and writes selects without branches (:mod:`.c_elementwise`)."""
+    :data:`C_EXCLUDED_REWRITES` and writes selects without branches (:mod:`.c_kernels`)."""
     if linker == "jax":
         return engine.MODES["jax"]
     return (theano.compile.mode.get_mode(engine.MODES[linker]).excluding(*C_EXCLUDED_REWRITES)
-            .register(c_elementwise.REWRITE))
+            .register(c_kernels.REWRITE))
 
 
 class Function:
