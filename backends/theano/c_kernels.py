@@ -1,19 +1,21 @@
 """The C linker's code where the engine's is slow: selects in elementwise loops and sums over leading axes, and the
 rewrite that puts it in the toolkit's C-linker functions (:data:`REWRITE`, added by ``compiling.mode``).
 
-Selects. ``Switch`` (``where``, a ReLU and its gradient, every mask): the engines write ``z = cond ? a : b``, and gcc
-compiles a select between two floats loaded through references to a branch. A ReLU's condition over
-activations is as unpredictable as a coin, so that branch mispredicts on about every other element: measured on
-2 M float32 elements (``switch(x <= 0, 0, g)``, Aesara's C linker, this 2-core x86 machine) 18-26 ms with random
-signs and 1 ms with sorted ones, where a product of the same arrays takes 0.6 ms; the bench ResNet's C-linker step
-spent 60% of its time in such loops. :class:`BitSelect` selects the bits instead (a mask of the condition, and,
-or), which has no branch and gives the same bits as the select, NaN and signed zeros included: 3.4 ms there.
+Selects. ``Switch`` (``where``, a ReLU's gradient, every mask): the engines write ``z = cond ? a : b``, and where the
+condition is loaded from an array (a mask computed once and used by several loops, as a ReLU's ``x <= 0`` is by its
+gradients) gcc compiles it to a branch, which a ReLU's signs, as unpredictable as a coin, mispredict on about every
+other element: measured on 2 M float32 elements (Aesara's C linker, this 2-core x86 machine, after warm-up)
+8.1 ms with random signs and 0.73 ms with sorted ones. :class:`BitSelect` selects the bits instead (a mask of the
+condition, and, or), which has no branch and gives the same bits as the select, NaN and signed zeros included:
+1.5 ms there, and 9.0 -> 1.8 ms for a batch normalization's gradient through a ReLU; the bench ResNet's C-linker
+step 380 -> 203 ms. A condition computed in the same loop keeps the engine's code (see :meth:`BitSelect.c_code`).
 
 Sums. A batch normalization sums over every axis but the channels', twice forward and twice in its gradient: the
 bench ResNet's step has 70 such sums. The engines' reduction loop walks the input through its general strided
 indexing: 1.4 ms for 2 M float32 elements over three of four axes, 5.5 ms over two. :class:`LeadingSum` adds a
 C-contiguous input's rows into float64 accumulators (as the engine's sum accumulates float32 in float64) in one
-vectorized loop: 0.29 and 0.13 ms there; the bench ResNet's C-linker step 203 -> 150 ms.
+vectorized loop: 0.29 and 0.13 ms there; the bench ResNet's C-linker step 203 -> 150 ms (145 with the fused
+ReLU's select left to gcc).
 """
 
 from __future__ import annotations
@@ -50,18 +52,22 @@ class BitSelect(Switch):
     def c_code(self, node, name, inputs, outputs, sub):
         (cond, ift, iff), (z,) = inputs, outputs
         dtype = node.outputs[0].type.dtype
-        if dtype not in BITS:
+        if dtype not in BITS or node.inputs[0].owner is not None:
+            # A condition computed in the same loop (a fused ReLU's x <= 0) is a comparison of values the loop
+            # loaded, which gcc already selects without a branch: a fused ReLU 0.72 ms, 2.0 ms selecting bits.
             return super().c_code(node, name, inputs, outputs, sub)
         ctype, bits = node.outputs[0].type.dtype_specs()[1], BITS[dtype]
         # Both operands are loaded before the select (the engine's references load lazily, which is what lets gcc
-        # branch); memcpy is how C reads a float's bits without breaking aliasing rules (compiled to a move).
+        # branch); memcpy is how C reads a float's bits without breaking aliasing rules (compiled to a move). The
+        # empty asm hides the mask's origin: gcc otherwise sees the select in the bit arithmetic and may compile it
+        # as one again (2.0 ms against 1.5 with it).
         return (f"{{ {ctype} t_ = {ift}, f_ = {iff}; {bits} a_, b_;"
                 f" memcpy(&a_, &t_, sizeof a_); memcpy(&b_, &f_, sizeof b_);"
-                f" const {bits} m_ = ({bits})0 - ({bits})({cond} != 0);"
+                f" {bits} m_ = ({bits})0 - ({bits})({cond} != 0); __asm__(\"\" : \"+r\"(m_));"
                 f" a_ = (a_ & m_) | (b_ & ~m_); memcpy(&{z}, &a_, sizeof a_); }}")
 
     def c_code_cache_version(self):
-        return ("toolkit-bit-select", 1, *super().c_code_cache_version())
+        return ("toolkit-bit-select", 5, *super().c_code_cache_version())
 
 
 bit_select = BitSelect(name="bit_select")
