@@ -50,9 +50,10 @@ def test_c_linker_trains_models_like_the_jax_linker(name):
 
 def test_float32_convolutions_through_onednn_train_like_xlas_on_both_linkers(monkeypatch):
     """Where oneDNN is installed, a float32 convnet's convolutions are oneDNN's on the JAX linker (called from the
-    compiled step, on one device and from each of four in the mesh step) and on the C linker (the same op on the
-    host) and train as XLA's do (``MULTIGPU_ONEDNN=off``): SGD, so float32's bound of the parameter scale applies
-    (toolkit.tolerances.parity_bound). The four devices split the cores between their calls."""
+    compiled step, on one device and from each of four in the mesh step) and on the C linker (the op calls the
+    library on the host itself) and train as XLA's do (``MULTIGPU_ONEDNN=off``): SGD, so float32's bound of the
+    parameter scale applies (toolkit.tolerances.parity_bound). The four devices split the cores between their
+    calls."""
     import importlib
 
     onednn = importlib.import_module(f"toolkit.backends.{THEANO}.onednn")
@@ -71,7 +72,15 @@ def test_float32_convolutions_through_onednn_train_like_xlas_on_both_linkers(mon
     run = onednn.Convolution.run
     monkeypatch.setattr(onednn.Convolution, "run", lambda self, *a: calls.append((a[0], self.threads)) or run(self, *a))
     passes = {"forward", "input_gradient", "kernel_gradient"}
-    runs = {"c": train(toolkit.get_backend(THEANO, linker="c"))}
+    ops_windows = importlib.import_module(f"toolkit.backends.{THEANO}.ops_windows")
+
+    def through_jax(op):
+        raise AssertionError(f"the C linker ran {op} through JAX, not oneDNN directly")
+
+    with monkeypatch.context() as patched:  # the C linker calls oneDNN itself, without a jitted JAX function
+        patched.setattr(ops_windows._Conv, "function", through_jax)
+        patched.setattr(ops_windows._ConvGradient, "function", through_jax)
+        runs = {"c": train(toolkit.get_backend(THEANO, linker="c"))}
     assert {(p, None) for p in passes} == set(calls)  # oneDNN computed them, with every core
     calls.clear()
     runs["jax"] = train(toolkit.get_backend(THEANO))

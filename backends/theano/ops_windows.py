@@ -11,7 +11,7 @@ import numpy as np
 from toolkit.errors import ShapeError
 from toolkit.nn.shapes import explicit_padding, padded_output_sizes
 
-from .conv_lowering import onednn_may_convolve, traced_conv
+from .conv_lowering import host_onednn, onednn_may_convolve, traced_conv
 from .graphs import Apply, JaxOp, as_outputs, first_unless, jax, padded, shape_of, tt
 
 #: The spatial axes' letters of lax's dimension numbers, by spatial rank.
@@ -168,6 +168,19 @@ class _Conv(JaxOp):
     def infer_shape(self, fgraph, node, shapes):
         return [(shapes[0][0], *node.outputs[0].type.shape[1:])]
 
+    def host_primitives(self, inputs, kernel):
+        """oneDNN's primitives for this convolution of these host arrays where it computes every pass on the CPU
+        (:func:`conv_lowering.host_onednn`), else None."""
+        if self.transpose or self.groups != 1 or not onednn_may_convolve(inputs.dtype, self.groups, False):
+            return None
+        return host_onednn(inputs.dtype, inputs.shape, kernel.shape, self.strides, self.padding, self.dilation)
+
+    def perform(self, node, inputs, outputs):
+        primitives = self.host_primitives(*inputs)
+        if primitives is None:
+            return super().perform(node, inputs, outputs)
+        outputs[0][0] = primitives.forward(*inputs)
+
     def L_op(self, inputs, outputs, output_grads):
         return _ConvGradient(self)(*inputs, output_grads[0])
 
@@ -231,6 +244,13 @@ class _VectorJacobian(JaxOp):
 
 class _ConvGradient(_VectorJacobian):
     """The gradient of a :class:`_Conv` for its input and its kernel."""
+
+    def perform(self, node, inputs, outputs):
+        (x, kernel, cotangent), primitives = inputs, self.forward.host_primitives(*inputs[:2])
+        if primitives is None:
+            return super().perform(node, inputs, outputs)
+        outputs[0][0] = primitives.input_gradient(cotangent, kernel)
+        outputs[1][0] = primitives.kernel_gradient(x, cotangent)
 
 
 class _PoolGradient(_VectorJacobian):
