@@ -222,6 +222,50 @@ def test_c_linker_sums_leading_axes_as_the_engine_does(dtype):
             np.testing.assert_allclose(a, b, rtol=0 if dtype == "float32" else 1e-15, atol=0)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_c_linker_row_loops_compute_what_the_engines_loops_do(dtype):
+    """Under the C linker the toolkit's elementwise ops of two axes or more are c_kernels.RowElemwise, whose loop
+    over rows (taken where every operand is contiguous and spans the whole output or its trailing axes) gives the
+    engine's values bit for bit: channel vectors shorter than a row block (repeated, with a partial last block)
+    and longer, trailing operands over two axes, in-place outputs (also one of a channel vector's shape),
+    boolean and integer operands, no rows, a strided input and a broadcast the row loop does not take (both
+    through the engine's loop)."""
+    import importlib
+
+    compiling = importlib.import_module(f"toolkit.backends.{THEANO}.compiling")
+    c_kernels = importlib.import_module(f"toolkit.backends.{THEANO}.c_kernels")
+    tt = compiling.tt
+    x, wide = tt.tensor(dtype=dtype, shape=(None, 3, 5, 7)), tt.tensor(dtype=dtype, shape=(3, 300))
+    v, w, plane = tt.vector(dtype=dtype), tt.vector(dtype=dtype), tt.matrix(dtype=dtype)
+    k = tt.tensor(dtype="int32", shape=(None, 3, 5, 7))
+    channel = v.dimshuffle("x", "x", "x", 0)
+    outputs = [(x - channel) * 2.5 / channel,  # a channel vector of 7: split 3, blocks of 259
+               tt.sqr(wide - w.dimshuffle("x", 0)) + 1,  # a row of 300: split 1, one row a block
+               x * plane.dimshuffle("x", "x", 0, 1) - x,  # trailing over two axes: split 2
+               tt.exp(tt.cumsum(x, axis=1)) * channel,  # in place on the cumulative sum's output
+               tt.switch(x > 0, k, 3) * 2,  # boolean and integer operands
+               x * tt.sum(x, axis=(1, 2), keepdims=True),  # [N, 1, 1, C]: the engine's loop
+               tt.exp(tt.sum(x, axis=(0, 1, 2), keepdims=True) * channel)]  # [1, 1, 1, C], in place
+    inputs = [x, wide, v, w, plane, k]
+    ours = compiling.Function(inputs, outputs, "c")
+    plain = compiling.theano.function(inputs, outputs, mode=compiling.theano.compile.mode.get_mode("FAST_RUN"))
+    nodes = [node for node in ours._run.maker.fgraph.toposort() if isinstance(node.op, c_kernels.Elemwise)
+             and node.outputs[0].ndim >= 2]
+    assert all(type(node.op) is c_kernels.RowElemwise for node in nodes), [str(n.op) for n in nodes]
+    # which nodes fusion makes differs between the engines (PyTensor fuses outputs of different broadcasts)
+    assert {c_kernels.row_split(node) for node in nodes} >= {1, 3, None}
+    assert any(node.op.inplace_pattern for node in nodes)
+    rng = np.random.default_rng(2)
+    for rows in (4, 0):
+        values = [rng.normal(size=(rows, 3, 5, 7)), rng.normal(size=(3, 300)), rng.normal(size=7) + 3,
+                  rng.normal(size=300), rng.normal(size=(5, 7))]
+        values = [a.astype(dtype) for a in values] + [rng.integers(-5, 5, size=(rows, 3, 5, 7)).astype("int32")]
+        strided = [np.repeat(values[0], 2, axis=2)[:, :, ::2], *values[1:]]  # not contiguous: the engine's loop
+        for args in (values, strided):
+            for a, b in zip(ours(*args), plain(*args)):
+                assert a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
 def _scalar_ops(op):
     """The scalar ops an elementwise op computes: its own, or those of its fused (Composite) scalar graph."""
     scalar = getattr(op, "scalar_op", None)

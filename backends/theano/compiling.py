@@ -55,7 +55,7 @@ def mode(linker: str):
     if linker == "jax":
         return engine.MODES["jax"]
     return (theano.compile.mode.get_mode(engine.MODES[linker]).excluding(*C_EXCLUDED_REWRITES)
-            .register(c_kernels.REWRITE))
+            .register(*c_kernels.REWRITES))
 
 
 class Function:
