@@ -189,7 +189,7 @@ def test_c_linker_selects_without_branches_and_the_same_bits(dtype):
     rng = np.random.default_rng(0)
     args = [rng.permutation(values).reshape(3, 4, 5).astype(dtype) for _ in range(2)]
     ours = compiling.Function([x, g], outputs, "c")
-    plain = compiling.theano.function([x, g], outputs, mode=compiling.theano.compile.mode.get_mode("FAST_RUN"))
+    plain = compiling.theano.function([x, g], outputs, mode=_engine_c_mode(compiling))
     selects = {type(s).__name__ for node in ours._run.maker.fgraph.toposort() for s in _scalar_ops(node.op)}
     assert "BitSelect" in selects and "Switch" not in selects, selects
     for a, b in zip(ours(*args), plain(*args)):
@@ -211,7 +211,7 @@ def test_c_linker_sums_leading_axes_as_the_engine_does(dtype):
     outputs = [tt.sum(x, axis=(0, 1, 2)), tt.sum(x * 2, axis=(0, 1)), tt.sum(x.dimshuffle(3, 1, 2, 0), axis=0),
                tt.sum(x), tt.sum(x, axis=(1, 2)), tt.sum(x[:, ::2], axis=0)]
     ours = compiling.Function([x], outputs, "c")
-    plain = compiling.theano.function([x], outputs, mode=compiling.theano.compile.mode.get_mode("FAST_RUN"))
+    plain = compiling.theano.function([x], outputs, mode=_engine_c_mode(compiling))
     kinds = [type(node.op).__name__ for node in ours._run.maker.fgraph.toposort()]
     assert kinds.count("LeadingSum") == 5 and kinds.count("Sum") == 1, kinds
     rng = np.random.default_rng(1)
@@ -228,8 +228,8 @@ def test_c_linker_row_loops_compute_what_the_engines_loops_do(dtype):
     over rows (taken where every operand is contiguous and spans the whole output or its trailing axes) gives the
     engine's values bit for bit: channel vectors shorter than a row block (repeated, with a partial last block)
     and longer, trailing operands over two axes, in-place outputs (also one of a channel vector's shape),
-    boolean and integer operands, no rows, a strided input and a broadcast the row loop does not take (both
-    through the engine's loop)."""
+    boolean and integer operands, no rows, a strided input, and a broadcast and scalars only that the row loop
+    does not take (the engine's loop)."""
     import importlib
 
     compiling = importlib.import_module(f"toolkit.backends.{THEANO}.compiling")
@@ -245,10 +245,11 @@ def test_c_linker_row_loops_compute_what_the_engines_loops_do(dtype):
                tt.exp(tt.cumsum(x, axis=1)) * channel,  # in place on the cumulative sum's output
                tt.switch(x > 0, k, 3) * 2,  # boolean and integer operands
                x * tt.sum(x, axis=(1, 2), keepdims=True),  # [N, 1, 1, C]: the engine's loop
-               tt.exp(tt.sum(x, axis=(0, 1, 2), keepdims=True) * channel)]  # [1, 1, 1, C], in place
+               tt.exp(tt.sum(x, axis=(0, 1, 2), keepdims=True) * channel),  # [1, 1, 1, C], in place
+               tt.exp(tt.cumsum(v)[:1]).dimshuffle("x", "x", "x", 0) * 2.0 + 1.0]  # scalars only, in place
     inputs = [x, wide, v, w, plane, k]
     ours = compiling.Function(inputs, outputs, "c")
-    plain = compiling.theano.function(inputs, outputs, mode=compiling.theano.compile.mode.get_mode("FAST_RUN"))
+    plain = compiling.theano.function(inputs, outputs, mode=_engine_c_mode(compiling))
     nodes = [node for node in ours._run.maker.fgraph.toposort() if isinstance(node.op, c_kernels.Elemwise)
              and node.outputs[0].ndim >= 2]
     assert all(type(node.op) is c_kernels.RowElemwise for node in nodes), [str(n.op) for n in nodes]
@@ -264,6 +265,39 @@ def test_c_linker_row_loops_compute_what_the_engines_loops_do(dtype):
         for args in (values, strided):
             for a, b in zip(ours(*args), plain(*args)):
                 assert a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+def test_c_linker_kernels_follow_the_engines_conversions_and_run_time_broadcasting():
+    """A select of a float32 and an int32 converts both to their common type first, as the engine's ``?:`` does
+    (16777217 is 16777216.0 in float32, then float64); an input whose static shape does not say it broadcasts but
+    which has one row at run time (Aesara broadcasts it; PyTensor refuses) is not read as a whole output by the row
+    loop."""
+    import importlib
+
+    compiling = importlib.import_module(f"toolkit.backends.{THEANO}.compiling")
+    tt = compiling.tt
+    c, f, k = (tt.tensor(dtype=d, shape=(None, None)) for d in ("bool", "float32", "int32"))
+    x, y = tt.tensor(dtype="float32", shape=(None, 4)), tt.tensor(dtype="float32", shape=(None, 4))
+    cases = [([c, f, k], [tt.switch(c, f, k)],
+              [np.zeros((2, 3), bool), np.zeros((2, 3), "float32"), np.full((2, 3), 16777217, "int32")]),
+             ([x, y], [x * 2 + y], [np.arange(4000, dtype="float32").reshape(1000, 4),
+                                     np.arange(4, dtype="float32").reshape(1, 4)])]
+    for inputs, outputs, args in cases:
+        ours = compiling.Function(inputs, outputs, "c")
+        plain = compiling.theano.function(inputs, outputs, mode=_engine_c_mode(compiling))
+        try:
+            expected = plain(*args)
+        except ValueError:  # PyTensor: no broadcasting at run time
+            with pytest.raises(ValueError):
+                ours(*args)
+            continue
+        for a, b in zip(ours(*args), expected):
+            assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
+
+
+def _engine_c_mode(compiling):
+    """The engine's own mode of the linker the toolkit's C mode uses (PyTensor's FAST_RUN is Numba's, not C)."""
+    return compiling.theano.compile.mode.get_mode(compiling.engine.MODES["c"])
 
 
 def _scalar_ops(op):
