@@ -182,7 +182,7 @@ class RowElemwise(Elemwise):
 
     def c_code_cache_version_apply(self, node):
         version = super().c_code_cache_version_apply(node)
-        return ("toolkit-rows", 7, *version) if version else ()  # () as the engine's: never cached
+        return ("toolkit-rows", 8, *version) if version else ()  # () as the engine's: never cached
 
 
 def row_split(node) -> int | None:
@@ -235,15 +235,14 @@ def _row_loop(op, node, nodename, inames, onames, sub):
                                                             if v not in aliased]
     # Contiguous, and as large as their kind says: Aesara broadcasts an axis of unknown static size that is 1 at
     # run time, which the types cannot tell (a [None, 4] input of 1 row beside an output of 1000).
-    sizes = [f"PyArray_SIZE({n}) == PyArray_SIZE({onames[0]})" for n in names if kinds[n] == "full"] + [
-        f"PyArray_SIZE({n}) == PyArray_MultiplyList(PyArray_DIMS({onames[0]}) + {split}, {ndim - split})"
-        for n in names if kinds[n] == "trailing"]
+    first, tile = onames[0], ROW_TILE
+    cols = f"PyArray_MultiplyList(PyArray_DIMS({first}) + {split}, {ndim - split})"  # a trailing operand's size
+    sizes = [f"PyArray_SIZE({n}) == {f'PyArray_SIZE({first})' if kinds[n] == 'full' else cols}"
+             for n in names if kinds[n] != "scalar"]
     condition = " && ".join([f"PyArray_IS_C_CONTIGUOUS({a})" for a in arrays] + sizes) or "1"
     ctype = {n: v.type.dtype_specs()[1] for n, v in zip(names, inputs)}
     ctype.update({o: v.type.dtype_specs()[1] for o, v in zip(onames, node.outputs)})
-    first, tile = onames[0], ROW_TILE
-    head = [f"const npy_intp row_total = PyArray_SIZE({first});",
-            f"const npy_intp row_cols = PyArray_MultiplyList(PyArray_DIMS({first}) + {split}, {ndim - split});",
+    head = [f"const npy_intp row_total = PyArray_SIZE({first});", f"const npy_intp row_cols = {cols};",
             # one row (the output no larger than its trailing inputs, which it may then write in place): no tiles
             f"const npy_intp row_block = row_cols == 0 || row_cols >= {tile} || row_total == row_cols ? row_cols"
             f" : ({tile} + row_cols - 1) / row_cols * row_cols;"]

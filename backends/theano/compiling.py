@@ -51,7 +51,8 @@ C_EXCLUDED_REWRITES = ("local_dot22_to_dot22scalar",)
 
 def mode(linker: str):
     """The engine's mode for ``linker``, as the toolkit's functions compile with it: the C linker's leaves out
-    :data:`C_EXCLUDED_REWRITES` and writes selects without branches (:mod:`.c_kernels`)."""
+    :data:`C_EXCLUDED_REWRITES` and adds the toolkit's C kernels (selects without branches, sums over leading
+    axes, row loops: :data:`.c_kernels.REWRITES`)."""
     if linker == "jax":
         return engine.MODES["jax"]
     return (theano.compile.mode.get_mode(engine.MODES[linker]).excluding(*C_EXCLUDED_REWRITES)

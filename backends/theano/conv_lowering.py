@@ -235,7 +235,8 @@ def _onednn_primitives(input_shape, kernel_shape, strides, padding, dilation):
                               tuple(map(tuple, padding)), tuple(dilation), onednn.threads_sharing(_SHARING.get()))
 
 
-def host_onednn(dtype, input_shape, kernel_shape, strides, padding, dilation) -> onednn.Convolution | None:
+def host_onednn(dtype, input_shape, kernel_shape, strides, padding, dilation, groups: int,
+                transpose: bool) -> onednn.Convolution | None:
     """oneDNN's primitives for a convolution computed on the host CPU, where :func:`lowering` chooses oneDNN for
     every pass of it there, else None. The C linker calls them directly on its NumPy arrays: the same library calls
     as through a jitted JAX function on the CPU, without JAX's dispatch, its copies of the inputs and of the result
@@ -249,11 +250,13 @@ def host_onednn(dtype, input_shape, kernel_shape, strides, padding, dilation) ->
         strides: the strides per spatial axis.
         padding: explicit (before, after) pairs per spatial axis.
         dilation: the kernel's dilation per spatial axis.
+        groups: the feature groups.
+        transpose: a transposed convolution.
 
     Returns:
         A :class:`.onednn.Convolution`, or None.
     """
-    passes = lowering("cpu", dtype, input_shape, kernel_shape, strides, padding, dilation, 1, False)
+    passes = lowering("cpu", dtype, input_shape, kernel_shape, strides, padding, dilation, groups, transpose)
     if set(passes.values()) != {"onednn"}:
         return None
     return _onednn_primitives(input_shape, kernel_shape, strides, padding, dilation)

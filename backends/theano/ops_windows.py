@@ -171,9 +171,8 @@ class _Conv(JaxOp):
     def host_primitives(self, inputs, kernel):
         """oneDNN's primitives for this convolution of these host arrays where it computes every pass on the CPU
         (:func:`conv_lowering.host_onednn`), else None."""
-        if self.transpose or self.groups != 1 or not onednn_may_convolve(inputs.dtype, self.groups, False):
-            return None
-        return host_onednn(inputs.dtype, inputs.shape, kernel.shape, self.strides, self.padding, self.dilation)
+        return host_onednn(inputs.dtype, inputs.shape, kernel.shape, self.strides, self.padding, self.dilation,
+                           self.groups, self.transpose)
 
     def perform(self, node, inputs, outputs):
         primitives = self.host_primitives(*inputs)
