@@ -295,6 +295,30 @@ def test_c_linker_kernels_follow_the_engines_conversions_and_run_time_broadcasti
             assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
 
 
+def test_c_linker_row_loop_raises_the_engines_errors():
+    """An integer division by zero inside the row loop (a function of its own in the generated code) raises the
+    engine's ZeroDivisionError, as the engine's loop does, and the function computes the next call's values."""
+    import importlib
+
+    compiling = importlib.import_module(f"toolkit.backends.{THEANO}.compiling")
+    c_kernels = importlib.import_module(f"toolkit.backends.{THEANO}.c_kernels")
+    tt = compiling.tt
+    a, b = tt.tensor(dtype="int32", shape=(3, 300)), tt.tensor(dtype="int32", shape=(3, 300))
+    ours = compiling.Function([a, b], [a // b + 1], "c")
+    plain = compiling.theano.function([a, b], [a // b + 1], mode=_engine_c_mode(compiling))
+    assert [c_kernels.row_split(n) for n in ours._run.maker.fgraph.toposort()
+            if type(n.op) is c_kernels.RowElemwise] == [0]
+    rng = np.random.default_rng(3)
+    x, y = rng.integers(-50, 50, size=(2, 3, 300)).astype("int32")
+    y[y == 0] = 7
+    zero = y.copy()
+    zero[2, 150] = 0
+    for function in (plain, ours):
+        with pytest.raises(ZeroDivisionError):
+            function(x, zero)
+    assert ours(x, y)[0].tobytes() == plain(x, y)[0].tobytes()
+
+
 def _engine_c_mode(compiling):
     """The engine's own mode of the linker the toolkit's C mode uses (PyTensor's FAST_RUN is Numba's, not C)."""
     return compiling.theano.compile.mode.get_mode(compiling.engine.MODES["c"])
