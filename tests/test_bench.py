@@ -423,14 +423,3 @@ def test_jax_mesh_floor_times_plain_jax_on_one_two_and_four_devices():
     for n in (2, 4):
         assert re.search(rf"{n} devices, jit of shard_map: batch put each step [\d.]+ ms \([\d.]+x\), "
                          r"batch placed once [\d.]+ ms \([\d.]+x\)", done.stdout), done.stdout
-
-
-def test_bench_workers_run_with_fixed_malloc_thresholds_unless_the_caller_set_them(monkeypatch):
-    """glibc adapts its malloc thresholds to what a process freed before, which made a candidate's speed depend on
-    the candidates before it in the worker: the workers get fixed ones (GLIBC_TUNABLES), a caller's own kept."""
-    monkeypatch.delenv("GLIBC_TUNABLES", raising=False)
-    env = bench_run.worker_environment()
-    assert env["GLIBC_TUNABLES"] == bench_run.MALLOC_TUNABLES and env["TF_ENABLE_ONEDNN_OPTS"] == "1"
-    assert "mmap_threshold" in env["GLIBC_TUNABLES"] and "trim_threshold" in env["GLIBC_TUNABLES"]
-    monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.arena_max=2")
-    assert bench_run.worker_environment()["GLIBC_TUNABLES"] == "glibc.malloc.arena_max=2"

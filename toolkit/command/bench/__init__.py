@@ -43,10 +43,7 @@ convolutions alone with each backend's library (:func:`toolkit.command.flops.pro
 peak (what their shapes allow) and the step's speed over theirs (what the rest of the step costs).
 
 TensorFlow runs with oneDNN's kernels on (its default on x86; the toolkit itself turns them off for quiet logs
-unless ``TF_ENABLE_ONEDNN_OPTS`` is set): the bench measures each framework at its best. The workers run with fixed
-glibc malloc thresholds (:data:`~toolkit.command.bench.run.MALLOC_TUNABLES`, unless ``GLIBC_TUNABLES`` is set), which
-glibc would otherwise adapt to what earlier candidates freed in the same process; the results' ``machine`` records
-the value used.
+unless ``TF_ENABLE_ONEDNN_OPTS`` is set): the bench measures each framework at its best.
 
 Its files, one job each: ``run.py`` starts the worker processes (one per model and device count, and one for the
 peak; ``__main__.py`` is a worker) and gathers their results; ``measure.py`` is what a worker measures (the

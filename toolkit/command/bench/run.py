@@ -18,27 +18,6 @@ from toolkit.command.bench.schema import SCHEMA, SCHEMA_VERSION
 from toolkit.command.bench.statistics import cross_backend, fractions, ratios
 from toolkit.errors import ComputeError
 
-#: glibc's malloc settings every worker process runs under (``GLIBC_TUNABLES``, unless the caller set its own): blocks
-#: up to 32 MiB come from the heap and freed memory is returned to the system above 256 MiB. glibc otherwise adapts
-#: both thresholds to what the process freed before, so one candidate's speed depended on which candidate ran before
-#: it in the same process: after TensorFlow's ResNet steps, PyTensor's C-linker step gave its 8 MiB activations back
-#: to the system at every step and faulted them in again (15,400 page faults a step: 110 ms against 67, measured on
-#: the 2-core machine; with these settings 63-72 ms either way). Fixed settings take the order out of the numbers.
-MALLOC_TUNABLES = "glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=268435456"
-
-
-def worker_environment() -> dict[str, str]:
-    """The environment of the bench's worker processes: this one's, with the toolkit importable,
-    ``TF_ENABLE_ONEDNN_OPTS=1`` (TensorFlow at its best on x86: see the package's docstring) and
-    :data:`MALLOC_TUNABLES` where ``GLIBC_TUNABLES`` is not set already.
-
-    Returns:
-        The environment, a new dict.
-    """
-    root = str(Path(__file__).resolve().parents[3])  # the folder holding toolkit/
-    path = os.pathsep.join(p for p in (root, os.getcwd(), os.environ.get("PYTHONPATH")) if p)
-    return {"GLIBC_TUNABLES": MALLOC_TUNABLES, **os.environ, "PYTHONPATH": path, "TF_ENABLE_ONEDNN_OPTS": "1"}
-
 
 def machine() -> dict[str, Any]:
     """What the numbers were measured on.
@@ -84,7 +63,10 @@ def run_bench(config: dict[str, Any], timeout: float, progress: Callable[[str], 
     """
     from toolkit.command.workloads import load_workload
 
-    env = worker_environment()
+    root = str(Path(__file__).resolve().parents[3])  # the folder holding toolkit/
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.getcwd(), os.environ.get("PYTHONPATH"))
+                                                       if p),
+           "TF_ENABLE_ONEDNN_OPTS": "1"}  # TensorFlow at its best on x86 (see the module's docstring)
 
     def worker(request: dict[str, Any], what: str) -> Any:
         command = [sys.executable, "-m", "toolkit.command.bench", json.dumps(request)]
@@ -115,7 +97,6 @@ def run_bench(config: dict[str, Any], timeout: float, progress: Callable[[str], 
         run["peak_fraction"] = run["gflops"] / best
         alone = run.get("products_alone_ms")
         run["products_alone_gflops"] = None if alone is None else run["gflop_per_step"] / (alone / 1e3)
-    return {"schema": SCHEMA, "version": SCHEMA_VERSION, "config": config,
-            "machine": {**machine(), "glibc_tunables": env["GLIBC_TUNABLES"]}, "peak": peak,
+    return {"schema": SCHEMA, "version": SCHEMA_VERSION, "config": config, "machine": machine(), "peak": peak,
             "runs": runs, "ratios": ratios(runs), "cross_backend": cross_backend(runs),
             "fractions": fractions(runs, best)}
