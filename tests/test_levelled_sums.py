@@ -60,8 +60,9 @@ def test_sums_are_levelled_on_a_cpu_before_the_measured_jax_only():
 
 @needs_backend(THEANO)
 def test_step_memory_is_kept_only_where_it_was_measured_to_pay(monkeypatch):
-    """glibc's malloc keeps freed memory for the next step under JAX before 0.10 only, and never where the user set
-    one of its variables (a call returns whether it changed anything; glibc's settings cannot be read back)."""
+    """glibc's malloc keeps freed memory for the next step under JAX before 0.10 and for the C linker only, and never
+    where the user set one of its variables (a call returns whether it changed anything; glibc's settings cannot be
+    read back)."""
     import importlib
 
     environment = importlib.import_module(f"toolkit.backends.{THEANO}.environment")
@@ -70,8 +71,10 @@ def test_step_memory_is_kept_only_where_it_was_measured_to_pay(monkeypatch):
     assert not environment.keep_step_memory(environment.SCRATCH_KEPT_FROM)
     monkeypatch.setenv(environment.MALLOC_VARIABLES[0], "65536")
     assert not environment.keep_step_memory((0, 4, 30))
+    assert not environment.keep_step_memory(environment.SCRATCH_KEPT_FROM, "c")
     monkeypatch.delenv(environment.MALLOC_VARIABLES[0])
     import platform
 
     if platform.libc_ver()[0] == "glibc":
         assert environment.keep_step_memory((0, 4, 30))
+        assert environment.keep_step_memory(environment.SCRATCH_KEPT_FROM, "c")

@@ -21,7 +21,7 @@ from toolkit.training import step as rules
 
 from . import distributed, engine
 from .compiling import LINKERS, BySignature, symbol
-from .environment import import_framework
+from .environment import import_framework, keep_step_memory
 from .ops import TheanoOps
 from .step import compile_fused_step, replica_loss_and_gradients
 from .variables import TheanoVariable
@@ -56,6 +56,7 @@ class Backend(interface.Backend):
         self.linker = linker
         self._jax_devices: dict[Device, object] = {}
         if linker == "c":
+            keep_step_memory(tuple(jax.__version_info__), linker)  # its steps allocate with malloc at every call
             self._table = [(Device("cpu", 0), f"host ({engine.TITLE} C linker)")]
         else:
             self._table = []
