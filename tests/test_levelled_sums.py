@@ -78,3 +78,18 @@ def test_step_memory_is_kept_only_where_it_was_measured_to_pay(monkeypatch):
     if platform.libc_ver()[0] == "glibc":
         assert environment.keep_step_memory((0, 4, 30))
         assert environment.keep_step_memory(environment.SCRATCH_KEPT_FROM, "c")
+
+
+@needs_backend(THEANO)
+def test_a_c_linker_backend_keeps_step_memory_and_a_jax_one_leaves_it_to_the_version(monkeypatch):
+    """Making a C-linker backend asks for glibc's malloc to keep step memory (its steps allocate at every call); a
+    JAX-linker backend does not ask again (the engine's import did, by the JAX version)."""
+    import importlib
+
+    backend = importlib.import_module(f"toolkit.backends.{THEANO}.backend")
+    calls = []
+    monkeypatch.setattr(backend, "keep_step_memory", lambda version, linker="jax": calls.append(linker) or True)
+    backend.Backend("c")
+    backend.Backend("jax")
+    assert calls == ["c"]
+

@@ -2,7 +2,9 @@
 
 Graphs and gradients are built with the engine. With ``linker="jax"`` (the default) they are compiled by its JAX
 linker and run with ``jax.device_put`` inputs, one compiled function per input signature, on any JAX device. With
-``linker="c"`` they are compiled by its own C linker and run on the host: one device, ``cpu:0``. How graphs are
+``linker="c"`` they are compiled by its own C linker and run on the host: one device, ``cpu:0``; making such a
+backend has glibc's malloc keep freed memory for the next step, process-wide (``environment.keep_step_memory``:
+its steps allocate their arrays at every call). How graphs are
 compiled is in :mod:`.compiling`, the training step in :mod:`.step`, the device mesh in :mod:`.mesh`, the runtime
 across processes in :mod:`.distributed`.
 """

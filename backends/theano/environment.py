@@ -214,15 +214,15 @@ def import_framework():
 
 
 #: The first JAX whose CPU client keeps a step's scratch memory between steps (measured on 0.10.2: the glibc
-#: settings below change nothing there; 0.4.30 needs them).
+#: settings below change nothing for its JAX linker; 0.4.30 needs them; the C linker needs them under any JAX).
 SCRATCH_KEPT_FROM = (0, 10)
 #: glibc's ``mallopt`` parameters (malloc.h) and the values :func:`keep_step_memory` gives them: no ``mmap`` for
 #: large blocks, and freed memory at the top of the heap returned to the system only past 1 GiB.
 _M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4
 _KEPT_BYTES = 1 << 30
-#: The environment variables by which a user sets those two parameters (or glibc's malloc tunables); one set
-#: leaves glibc as the user set it.
-MALLOC_VARIABLES = ("MALLOC_MMAP_MAX_", "MALLOC_TRIM_THRESHOLD_")
+#: The environment variables by which a user sets those two parameters or the thresholds they override (or glibc's
+#: malloc tunables); one set leaves glibc as the user set it.
+MALLOC_VARIABLES = ("MALLOC_MMAP_MAX_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TOP_PAD_")
 
 
 def keep_step_memory(version: tuple, linker: str = "jax") -> bool:
