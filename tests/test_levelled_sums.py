@@ -92,4 +92,3 @@ def test_a_c_linker_backend_keeps_step_memory_and_a_jax_one_leaves_it_to_the_ver
     backend.Backend("c")
     backend.Backend("jax")
     assert calls == ["c"]
-
