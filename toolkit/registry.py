@@ -102,9 +102,10 @@ def get_backend(name: str, **options: Any) -> Backend:
 
     Args:
         name: a registered backend name.
-        **options: backend options, e.g. ``get_backend("aesara", linker="c")`` for Aesara's C linker (one device;
-            on Linux it has glibc's malloc keep freed memory for the next step, process-wide, unless the user set
-            glibc's malloc variables). The same name and options return the same object.
+        **options: backend options, e.g. ``get_backend("aesara", linker="c")`` for Aesara's C linker (one device).
+            The same name and options return the same object. On Linux, loading Aesara or PyTensor has glibc's
+            malloc keep freed memory for the next step, process-wide, unless the user set glibc's malloc variables
+            (getting started says which), and JAX run one-device CPU computations in the calling thread.
 
     Raises:
         BackendUnavailableError: (an ``ImportError``) the name is unknown, or the framework is not installed; the

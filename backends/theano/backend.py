@@ -2,11 +2,11 @@
 
 Graphs and gradients are built with the engine. With ``linker="jax"`` (the default) they are compiled by its JAX
 linker and run with ``jax.device_put`` inputs, one compiled function per input signature, on any JAX device. With
-``linker="c"`` they are compiled by its own C linker and run on the host: one device, ``cpu:0``; making such a
-backend has glibc's malloc keep freed memory for the next step, process-wide (``environment.keep_step_memory``:
-its steps allocate their arrays at every call). How graphs are
-compiled is in :mod:`.compiling`, the training step in :mod:`.step`, the device mesh in :mod:`.mesh`, the runtime
-across processes in :mod:`.distributed`.
+``linker="c"`` they are compiled by its own C linker and run on the host: one device, ``cpu:0``. Importing the
+engine has glibc's malloc keep freed memory for the next step and JAX run one-device CPU steps in the calling
+thread, process-wide (``environment.keep_step_memory``, ``environment.run_steps_inline``: both linkers' steps
+allocate their memory at every call). How graphs are compiled is in :mod:`.compiling`, the training step in
+:mod:`.step`, the device mesh in :mod:`.mesh`, the runtime across processes in :mod:`.distributed`.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from toolkit.training import step as rules
 
 from . import distributed, engine
 from .compiling import LINKERS, BySignature, symbol
-from .environment import import_framework, keep_step_memory
+from .environment import import_framework
 from .ops import TheanoOps
 from .step import compile_fused_step, replica_loss_and_gradients
 from .variables import TheanoVariable
@@ -58,7 +58,6 @@ class Backend(interface.Backend):
         self.linker = linker
         self._jax_devices: dict[Device, object] = {}
         if linker == "c":
-            keep_step_memory(tuple(jax.__version_info__), linker)  # its steps allocate with malloc at every call
             self._table = [(Device("cpu", 0), f"host ({engine.TITLE} C linker)")]
         else:
             self._table = []

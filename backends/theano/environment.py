@@ -209,55 +209,81 @@ def import_framework():
     for fix in engine.FIXES:
         JAX_FIXES[fix]()
     _keep_generated_sources_in_memory()
-    keep_step_memory(tuple(jax.__version_info__))
+    keep_step_memory()
+    run_steps_inline(jax)
     return framework, jax
 
 
-#: The first JAX whose CPU client keeps a step's scratch memory between steps (measured on 0.10.2: the glibc
-#: settings below change nothing for its JAX linker; 0.4.30 needs them; the C linker needs them under any JAX).
-SCRATCH_KEPT_FROM = (0, 10)
 #: glibc's ``mallopt`` parameters (malloc.h) and the values :func:`keep_step_memory` gives them: no ``mmap`` for
-#: large blocks, and freed memory at the top of the heap returned to the system only past 1 GiB.
-_M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4
-_KEPT_BYTES = 1 << 30
-#: The environment variables by which a user sets those two parameters or the thresholds they override (or glibc's
-#: malloc tunables); one set leaves glibc as the user set it.
+#: large blocks; freed memory at the top of the main heap returned to the system only past 1 GiB; and 64 MiB of top
+#: pad, glibc's largest heap of a thread's arena on 64-bit Linux (``HEAP_MAX_SIZE``), which keeps a thread's emptied
+#: heap from being unmapped (glibc's ``heap_trim`` keeps it where the pad would not fit in the heap before it).
+_M_TRIM_THRESHOLD, _M_TOP_PAD, _M_MMAP_MAX = -1, -2, -4
+_KEPT_BYTES, _TOP_PAD_BYTES = 1 << 30, 64 << 20
+#: The environment variables by which a user sets those parameters or the threshold they override (or glibc's malloc
+#: tunables); one set leaves glibc as the user set it.
 MALLOC_VARIABLES = ("MALLOC_MMAP_MAX_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TOP_PAD_")
+#: The JAX flag that runs a one-device computation on the CPU in the calling thread (True: on XLA's threads), and the
+#: environment variable by which a user sets it.
+ASYNC_DISPATCH_FLAG, ASYNC_DISPATCH_ENV = "jax_cpu_enable_async_dispatch", "JAX_CPU_ENABLE_ASYNC_DISPATCH"
 
 
-def keep_step_memory(version: tuple, linker: str = "jax") -> bool:
-    """Under JAX before :data:`SCRATCH_KEPT_FROM`, or for the C linker, on Linux, have glibc's malloc keep freed
-    memory for the next step.
+def keep_step_memory() -> bool:
+    """On Linux, have glibc's malloc keep freed memory for the next step (:data:`MALLOC_VARIABLES` says how).
 
-    Why: that JAX's CPU client allocates a compiled step's scratch memory (one block: 230 MiB for the bench ResNet at
-    batch 128) with ``malloc`` at every call, which glibc serves by a fresh ``mmap`` for a block over 32 MiB and
-    unmaps when freed: every page is faulted in again every step, 80 ms of a 230 ms step there (150 ms without). The
-    C linker's functions allocate their intermediate arrays (8 MiB activations) with ``malloc`` at every call too,
-    and whether glibc then gives them back to the system at every step depends on the thresholds it adapted to what
-    the process freed before: after TensorFlow's ResNet steps in the same process, PyTensor's C-linker step (jax 0.10)
-    faulted 15,400 pages a step, 110 ms against 67. With ``mmap`` off for large blocks and freed memory kept on the
-    heap, blocks are reused as TensorFlow's allocator reuses its own. A process-wide change: large blocks then live
-    on the heap, whose freed memory below live blocks is not returned to the system, so the process keeps about its
-    peak memory (on a GPU too, where the host's scratch memory matters less). Nothing changes where a user set
-    :data:`MALLOC_VARIABLES` or glibc's malloc tunables (``GLIBC_TUNABLES``), off glibc, or under a later JAX's JAX
-    linker.
-
-    Args:
-        version: the JAX version, e.g. ``(0, 4, 30)``.
-        linker: the linker the memory is kept for, ``"jax"`` or ``"c"``.
+    Why: JAX's CPU client allocates a compiled step's scratch memory with ``malloc`` at every call (one block: 230 MiB
+    for the bench ResNet at batch 128, 126 MiB for the bench Transformer's step under jax 0.10), which glibc serves by
+    a fresh ``mmap`` for a block over 32 MiB and unmaps when freed: every page is faulted in again every step (jax
+    0.4.30's ResNet: 80 ms of a 230 ms step; jax 0.10's Transformer: 34,000 page faults, 114 ms against 82). The C
+    linker's functions allocate their intermediate arrays with ``malloc`` at every call too, and whether glibc then
+    gives them back to the system at every step depends on the thresholds it adapted to what the process freed
+    before: after TensorFlow's ResNet steps in the same process, PyTensor's C-linker step faulted 15,400 pages a
+    step, 110 ms against 67. With ``mmap`` off for large blocks and freed memory kept on the heaps, blocks are reused
+    as TensorFlow's allocator reuses its own. The threads of XLA's CPU client, which allocate a multi-device step's
+    memory (and a one-device step's where :func:`run_steps_inline` could not apply), allocate from arenas of their
+    own, whose heaps glibc unmaps once empty: the top pad keeps them (the bench Transformer on 4 devices under jax
+    0.10: 31,000 faults and 110 ms a step without it, none and 81 ms with it). A process-wide change: large blocks
+    then live on the heaps, whose freed memory is not returned to the system, so the process keeps about its peak
+    memory (on a GPU too, where the host's scratch memory matters less). Nothing changes where a user set
+    :data:`MALLOC_VARIABLES` or glibc's malloc tunables (``GLIBC_TUNABLES``), or off glibc.
 
     Returns:
         Whether glibc's settings were changed.
     """
     user_set = any(v in os.environ for v in MALLOC_VARIABLES) or "glibc.malloc" in os.environ.get("GLIBC_TUNABLES", "")
-    needed = tuple(version) < SCRATCH_KEPT_FROM or linker == "c"
-    if not needed or not sys.platform.startswith("linux") or user_set:
+    if not sys.platform.startswith("linux") or user_set:
         return False
     try:
         libc = ctypes.CDLL("libc.so.6")
     except OSError:  # not glibc
         return False
-    return bool(libc.mallopt(_M_MMAP_MAX, 0)) and bool(libc.mallopt(_M_TRIM_THRESHOLD, _KEPT_BYTES))
+    return all(libc.mallopt(parameter, value) for parameter, value in (
+        (_M_MMAP_MAX, 0), (_M_TRIM_THRESHOLD, _KEPT_BYTES), (_M_TOP_PAD, _TOP_PAD_BYTES)))
+
+
+def run_steps_inline(jax) -> bool:
+    """Have JAX's CPU client run a one-device computation in the thread that calls it, as jax 0.4.30's does, where
+    this JAX has :data:`ASYNC_DISPATCH_FLAG` (jax 0.10 does) and its backends have not started (the client reads it
+    when it is made), unless the user set :data:`ASYNC_DISPATCH_ENV`. A multi-device computation still runs on XLA's
+    threads, one per device.
+
+    Why: dispatched to XLA's threads, the step's scratch memory is allocated in their malloc arenas, where glibc
+    serves a block larger than a thread's heap (64 MiB) by ``mmap`` whatever :func:`keep_step_memory` set, and unmaps
+    it when freed: the bench Transformer's step under jax 0.10 faulted in its 126 MiB every step (34,000 faults, 114
+    ms); run inline, the block comes from the calling thread's heap and is kept (no faults, 82 ms). The step's
+    caller waits for its result anyway (the step's loss and finiteness are read at every step). Process-wide: the
+    user's other one-device JAX computations in the process run inline too.
+
+    Args:
+        jax: the imported ``jax`` module.
+
+    Returns:
+        Whether the flag was changed.
+    """
+    if ASYNC_DISPATCH_ENV in os.environ or ASYNC_DISPATCH_FLAG not in jax.config.values or _jax_started():
+        return False
+    jax.config.update(ASYNC_DISPATCH_FLAG, False)
+    return True
 
 
 def _jax_started() -> bool:
