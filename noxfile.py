@@ -69,10 +69,10 @@ def tests_pytensor(session: nox.Session) -> None:
 
 @nox.session(name="tests-pytensor-jax04")
 def tests_pytensor_jax04(session: nox.Session) -> None:
-    """``tests-pytensor``'s tests with PyTensor on jax 0.4.30 (the ``pytensor-jax04`` extra: the faster CPU runtime,
-    one device per process across processes), on NumPy 2: the engine's code that depends on the jax version (the
-    collectives, XLA's host calls, the convolutions' and sums' rules) under the other jax it supports. 3.4 minutes
-    of the 2-core machine."""
+    """``tests-pytensor``'s tests with PyTensor on jax 0.4.30 (the ``pytensor-jax04`` extra: XLA's CPU runtime from
+    before its thunk runtime, one device per process across processes), on NumPy 2: the engine's code that depends
+    on the jax version (the collectives, XLA's host calls, the convolutions' and sums' rules) under the other jax it
+    supports. 3.4 minutes of the 2-core machine."""
     _pytensor_tests(session, "pytensor-jax04")
 
 

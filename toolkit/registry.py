@@ -98,14 +98,15 @@ def backend_class(name: str) -> type[Backend]:
 
 def get_backend(name: str, **options: Any) -> Backend:
     """The backend called ``name`` (``"tensorflow"``, ``"aesara"`` or ``"pytensor"``), loading its framework on first
-    use.
+    use. Loading Aesara or PyTensor changes two process-wide settings so that their steps keep their memory between
+    calls (getting started says why and how to opt out): on Linux, glibc's malloc keeps freed memory (not where the
+    user set glibc's malloc variables), and JAX's CPU client runs one-device computations in the calling thread (not
+    where ``JAX_CPU_ENABLE_ASYNC_DISPATCH`` is set, or JAX had already started).
 
     Args:
         name: a registered backend name.
         **options: backend options, e.g. ``get_backend("aesara", linker="c")`` for Aesara's C linker (one device).
-            The same name and options return the same object. On Linux, loading Aesara or PyTensor has glibc's
-            malloc keep freed memory for the next step, process-wide, unless the user set glibc's malloc variables
-            (getting started says which), and JAX run one-device CPU computations in the calling thread.
+            The same name and options return the same object.
 
     Raises:
         BackendUnavailableError: (an ``ImportError``) the name is unknown, or the framework is not installed; the

@@ -93,22 +93,23 @@ class Function:
         return [o if o.dtype == d else jax.device_put(np.asarray(o, d), device) for o, d in zip(outputs, self._dtypes)]
 
 
-#: The largest host array XLA's CPU client copies to a device in the calling thread (``kSmallDataTransferByteSize``
-#: of its client: 100 KiB); a larger one is copied on its threads, after the call that passed it returns.
+#: The size from which XLA's CPU client copies a host array to a device on its own threads, after the call that
+#: passed it returns (``kSmallDataTransferByteSize`` of its client: 100 KiB); a smaller one is copied in the calling
+#: thread.
 INLINE_COPY_BYTES = 102_400
 
 
-def _ready_on(device, args) -> list:
-    """``args`` with the large host (NumPy) ones, over :data:`INLINE_COPY_BYTES`, put on the CPU ``device`` and
-    copied there before this returns.
+def _ready_on(device, args):
+    """``args`` (a sequence; returned as it is where nothing changes, else as a new list) with the NumPy arrays of
+    :data:`INLINE_COPY_BYTES` or more put on the CPU ``device`` and copied there before this returns.
 
     Why: JAX's CPU client runs a one-device call in the calling thread (:func:`.environment.run_steps_inline`) only
     where its inputs are ready; one whose NumPy batch was still being copied ran later on one of XLA's threads,
     whose malloc arena maps a large scratch block afresh and unmaps it at every call (the bench ResNet's step under
-    jax 0.10, a 1.5 MiB batch: in most runs 25,600 page faults a step and 86-107 ms, against none and 63-74 ms with
+    jax 0.10, a 1.5 MiB batch: in most runs 25,600 page faults a step and 84-107 ms, against none and 58-72 ms with
     the batch copied first). Small arrays are copied at once anyway, and waiting for them cost the digits MLP's
-    0.23 ms step 0.13 ms."""
-    large = [i for i, a in enumerate(args) if not isinstance(a, jax.Array) and np.asarray(a).nbytes > INLINE_COPY_BYTES]
+    0.23 ms step 0.13 ms. Device arrays are passed as they are (a step's parameters are its last step's results)."""
+    large = [i for i, a in enumerate(args) if isinstance(a, np.ndarray) and a.nbytes >= INLINE_COPY_BYTES]
     if not large:
         return args
     args = list(args)

@@ -242,9 +242,11 @@ def keep_step_memory() -> bool:
     as TensorFlow's allocator reuses its own. The threads of XLA's CPU client, which allocate a multi-device step's
     memory (and a one-device step's where :func:`run_steps_inline` could not apply), allocate from arenas of their
     own, whose heaps glibc unmaps once empty: the top pad keeps them (the bench Transformer on 4 devices under jax
-    0.10: 31,000 faults and 110 ms a step without it, none and 81 ms with it). A process-wide change: large blocks
-    then live on the heaps, whose freed memory is not returned to the system, so the process keeps about its peak
-    memory (on a GPU too, where the host's scratch memory matters less). Nothing changes where a user set
+    0.10, with the other settings: 31,000 faults and 106-114 ms a step without it, none and 80-82 ms with it); a
+    block over a thread's 64 MiB heap is still mapped afresh there. A process-wide change: large blocks then live
+    on the heaps, whose freed memory is not returned to the system, and every arena keeps its heaps, so the process
+    keeps about the sum of its arenas' peaks (measured on 2 cores only; more cores, more arenas; on a GPU too, where
+    the host's scratch memory matters less). Nothing changes where a user set
     :data:`MALLOC_VARIABLES` or glibc's malloc tunables (``GLIBC_TUNABLES``), or off glibc.
 
     Returns:
@@ -262,10 +264,10 @@ def keep_step_memory() -> bool:
 
 
 def run_steps_inline(jax) -> bool:
-    """Have JAX's CPU client run a one-device computation in the thread that calls it, as jax 0.4.30's does, where
-    this JAX has :data:`ASYNC_DISPATCH_FLAG` (jax 0.10 does) and its backends have not started (the client reads it
-    when it is made), unless the user set :data:`ASYNC_DISPATCH_ENV`. A multi-device computation still runs on XLA's
-    threads, one per device.
+    """Have JAX's CPU client run a one-device computation in the thread that calls it: :data:`ASYNC_DISPATCH_FLAG`
+    off (jax 0.4.30's default, "after resolving [a] memory increase issue" says its source; jax 0.10's is on), where
+    this JAX has the flag and its backends have not started (the client reads it when it is made), unless the user
+    set :data:`ASYNC_DISPATCH_ENV`. A multi-device computation still runs on XLA's threads, one per device.
 
     Why: dispatched to XLA's threads, the step's scratch memory is allocated in their malloc arenas, where glibc
     serves a block larger than a thread's heap (64 MiB) by ``mmap`` whatever :func:`keep_step_memory` set, and unmaps

@@ -91,8 +91,8 @@ class HostStep:
         self._params, self._state, self._model_state = params, state, model_state
 
     def __call__(self, indices, xs, ys, shares, step):
-        # NumPy inputs go to jit as they are: it puts them with the parameters, which are committed to their
-        # device, faster than a jax.device_put each.
+        # NumPy inputs go to jit as they are (it puts them with the parameters, which are committed to their device,
+        # faster than a jax.device_put each), but for a large batch, copied first (compiling._ready_on).
         current = {name: var.replicas[0].value for name, var in self._params.items()}
         slots = {slot: {name: var.value for name, var in values.items()} for slot, values in self._state.items()}
         batch = rules.replica_batch(xs[0], shares[0], self._dtype)
