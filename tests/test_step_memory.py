@@ -12,6 +12,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from tests.conftest import THEANO, needs_backend
 
@@ -20,6 +21,12 @@ pytestmark = needs_backend(THEANO)
 
 def _module(name: str):
     return importlib.import_module(f"toolkit.backends.{THEANO}.{name}")
+
+
+def _python(program: str, *args: str, env: dict) -> str:
+    done = subprocess.run([sys.executable, "-c", program, *args], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.strip()
 
 
 def test_step_memory_is_kept_unless_the_user_set_mallocs_variables(monkeypatch):
@@ -38,17 +45,48 @@ def test_step_memory_is_kept_unless_the_user_set_mallocs_variables(monkeypatch):
     assert environment.keep_step_memory() == (platform.libc_ver()[0] == "glibc")
 
 
+#: The bytes glibc maps afresh for a 64 MiB block malloc'ed after the engine (argv[1]) is imported: 0 where its
+#: settings keep large blocks on the heap (glibc's default maps any block over 32 MiB).
+_MAPPED_PROGRAM = """
+import ctypes, sys, toolkit
+class Info(ctypes.Structure):  # glibc's struct mallinfo2 (2.33+)
+    _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                                 "fsmblks", "uordblks", "fordblks", "keepcost")]
+libc = ctypes.CDLL("libc.so.6")
+libc.mallinfo2.restype, libc.malloc.restype = Info, ctypes.c_void_p
+toolkit.get_backend(sys.argv[1])
+before = libc.mallinfo2().hblkhd
+block = libc.malloc(64 << 20)
+print(libc.mallinfo2().hblkhd - before)
+libc.free(ctypes.c_void_p(block))
+"""
+
+
+def _has_mallinfo2() -> bool:
+    import ctypes
+
+    try:
+        return hasattr(ctypes.CDLL("libc.so.6"), "mallinfo2")
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not _has_mallinfo2(), reason="glibc 2.33 or later (mallinfo2) only")
+def test_importing_the_engine_keeps_large_blocks_on_the_heap():
+    """In a fresh process, importing the engine applies glibc's settings (a 64 MiB block is not mapped afresh), and
+    leaves glibc alone where the user set one of its variables (the block is mapped, glibc's default)."""
+    environment = _module("environment")
+    env = {k: v for k, v in os.environ.items() if k not in (*environment.MALLOC_VARIABLES, "GLIBC_TUNABLES")}
+    assert _python(_MAPPED_PROGRAM, THEANO, env=env) == "0"
+    user = {**env, environment.MALLOC_VARIABLES[-1]: "131072"}
+    assert int(_python(_MAPPED_PROGRAM, THEANO, env=user)) >= 64 << 20
+
+
 #: The async-dispatch flag (argv[1]) as JAX alone sets it (from the environment), without the engine; and as the
 #: engine (argv[2]) leaves it once imported.
 _FLAG_PROGRAM = "import sys, jax; print(jax.config.values.get(sys.argv[1]))"
 _ENGINE_FLAG_PROGRAM = ("import sys, toolkit, jax; toolkit.get_backend(sys.argv[2]); "
                         "print(jax.config.values.get(sys.argv[1]))")
-
-
-def _python(program: str, *args: str, env: dict) -> str:
-    done = subprocess.run([sys.executable, "-c", program, *args], env=env, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout.strip()
 
 
 def test_importing_the_engine_has_jax_run_one_device_computations_in_the_calling_thread():

@@ -246,8 +246,8 @@ def keep_step_memory() -> bool:
     block over a thread's 64 MiB heap is still mapped afresh there. A process-wide change: large blocks then live
     on the heaps, whose freed memory is not returned to the system, and every arena keeps its heaps, so the process
     keeps about the sum of its arenas' peaks (measured on 2 cores only; more cores, more arenas; on a GPU too, where
-    the host's scratch memory matters less). Nothing changes where a user set
-    :data:`MALLOC_VARIABLES` or glibc's malloc tunables (``GLIBC_TUNABLES``), or off glibc.
+    the host's scratch memory matters less). Nothing changes where a user set :data:`MALLOC_VARIABLES` or glibc's
+    malloc tunables (``GLIBC_TUNABLES``), or off glibc.
 
     Returns:
         Whether glibc's settings were changed.
