@@ -1,7 +1,7 @@
 """Rewrite the documentation's generated tables from the committed results: the `multigpu compare` table from
 docs/compare/results.json, the built-in models' tables from docs/models.json and docs/lengths.json and the
 `multigpu bench` tables from docs/bench.json (TensorFlow and Aesara) and docs/pytensor/bench.json (PyTensor), and
-the ops table from the op vocabulary itself (toolkit/nn/op_table.py). Each table sits between its markers
+the ops table from the op vocabulary itself (toolkit/ops/table.py). Each table sits between its markers
 (``<!-- generated: NAME ... -->`` and ``<!-- end generated: NAME -->``) in whichever page holds them: README.md or a
 page under docs/. ``nox -s docs`` runs it after it has measured both; tests/test_readme.py checks that the pages
 hold exactly what these files give.
@@ -25,7 +25,7 @@ BLOCKS = {
     "lengths": ("docs/lengths.json", "toolkit.command.compare:lengths_markdown"),
     "bench": ("docs/bench.json", "toolkit.command.bench:markdown"),
     "bench-pytensor": ("docs/pytensor/bench.json", "toolkit.command.bench:markdown"),
-    "ops": (None, "toolkit.nn.op_table:markdown"),  # from the code itself: the ops and their documented refusals
+    "ops": (None, "toolkit.ops.table:markdown"),  # from the code itself: the ops and their documented refusals
 }
 
 

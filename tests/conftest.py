@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 import toolkit
-from toolkit.registry import REGISTRY
+from toolkit.backend.registry import REGISTRY
 
 #: Device counts every multi-device test runs with.
 DEVICE_COUNTS = (1, 2, 4)

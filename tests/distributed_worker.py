@@ -32,7 +32,7 @@ import numpy as np  # noqa: E402
 import toolkit  # noqa: E402
 from tests.helpers import DROPOUT_MLP, SMALL_MLP, SYNC_BN_MLP, batch  # noqa: E402
 from toolkit import distributed  # noqa: E402
-from toolkit.registry import backend_class  # noqa: E402
+from toolkit.backend.registry import backend_class  # noqa: E402
 
 STEPS, BATCH, LR = 10, 7, 0.05  # 7 examples: parts of 4 and 3 on two processes
 MODELS = {"mlp": SMALL_MLP, "dropout-mlp": DROPOUT_MLP, "sync-bn-mlp": SYNC_BN_MLP}

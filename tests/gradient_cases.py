@@ -21,7 +21,7 @@ from tests.gradient_cases_models import CORE, FUNCTIONAL, NN, SIGNAL, STATISTICS
 __all__ = ["CHECKED_ELSEWHERE", "DEVICE_ENTRIES", "INPUTS", "NON_DIFFERENTIABLE", "TABLES"]
 
 #: Every table, each compiled as one gradient per backend, with the op groups whose entries it holds (the classes of
-#: toolkit/nn/op_table.py's GROUPS): groups made of one module's parts share a table, so that a module split into
+#: toolkit/ops/table.py's GROUPS): groups made of one module's parts share a table, so that a module split into
 #: groups adds no compiled graph (each costs seconds of compilation on the Theano family).
 TABLES: dict[str, tuple[tuple[str, ...], dict]] = {
     "elementwise": (("ElementwiseOps",), ELEMENTWISE),

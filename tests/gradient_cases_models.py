@@ -17,7 +17,7 @@ from tests.test_ops_windows import CASES as WINDOW_CASES
 from tests.test_ops_windows import INPUTS as WINDOW_INPUTS
 from tests.test_ops_windows import _used as _window_inputs_read
 from tests.test_ops_windows import np_conv, np_pool
-from toolkit.nn.ops_nn import SELU_ALPHA, SELU_SCALE
+from toolkit.ops.nn import SELU_ALPHA, SELU_SCALE
 
 #: Activations, losses, normalizations (ops_nn).
 NN = {

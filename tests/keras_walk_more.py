@@ -1,5 +1,5 @@
 """The constructor-argument walk's tables (tests/test_keras_import_settings.py) for the layers of
-``toolkit/nn/keras_layers_{conv,shape,activation,noise,normalization}.py``: how to make each from its required
+``toolkit/keras/layers_{conv,shape,activation,noise,normalization}.py``: how to make each from its required
 arguments, a value other than Keras' default for every constructor argument, and which of them from_keras refuses
 (every other one it honours, with Keras' numbers)."""
 

@@ -1,4 +1,4 @@
-"""The NumPy references of the activations, losses and normalizations (toolkit/nn/ops_nn.py) and the tables
+"""The NumPy references of the activations, losses and normalizations (toolkit/ops/nn.py) and the tables
 tests/test_ops_nn.py runs: each activation's reference, the inputs that reach its special values and its kinks (with
 JAX's gradients there), and each composite's op call beside its reference."""
 
@@ -8,7 +8,7 @@ import itertools
 
 import numpy as np
 
-from toolkit.nn.ops_nn import EPSILON, SELU_ALPHA, SELU_SCALE
+from toolkit.ops.nn import EPSILON, SELU_ALPHA, SELU_SCALE
 
 
 # --- NumPy references (Keras' formulas: its NumPy backend, JAX's for the kinks and for logits) ---------------------

@@ -108,7 +108,7 @@ LINALG = [
 ]
 
 # --- activations, losses, normalization ---------------------------------------------------------------------------
-#: Keras' epsilon of the losses and normalizations (``toolkit.nn.ops_nn.EPSILON``, Keras' ``backend.epsilon()``).
+#: Keras' epsilon of the losses and normalizations (``toolkit.ops.nn.EPSILON``, Keras' ``backend.epsilon()``).
 EPSILON = 1e-7
 SELU_ALPHA, SELU_SCALE = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
 

@@ -16,6 +16,7 @@ import pytest
 
 from tests.conftest import INSTALLED
 from tests.helpers import max_abs_diff
+from toolkit.backend.registry import REGISTRY
 from toolkit.command.bench import markdown
 from toolkit.command.bench import run as bench_run
 from toolkit.command.bench.measure import Batches, make_batches
@@ -29,7 +30,6 @@ from toolkit.command.bench.targets import (
     SCALING_BOUND,
 )
 from toolkit.command.main import main
-from toolkit.registry import REGISTRY
 from toolkit.tolerances import FLOAT64_ATOL
 from toolkit.training.trainer import LABEL_DTYPE
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import INSTALLED, THEANO, needs_all_backends
-from toolkit import registry
+from toolkit.backend import registry
 from toolkit.command.compare import SCHEMA, SCHEMA_VERSION
 from toolkit.command.main import main
 

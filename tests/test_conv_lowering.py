@@ -1,4 +1,4 @@
-"""The Theano family's convolution lowering (backends/theano/conv_lowering.py): every way it may compute a pass
+"""The Theano family's convolution lowering (backends/theano/kernels/conv_lowering.py): every way it may compute a pass
 gives XLA's convolution and gradients (float32, and float64 for the folded product the rule takes there), and the
 choice keeps the framework's kernel off the CPU. Pure JAX, eager (no engine graph compiled); the backends' window
 tests check the same op through the engines."""
@@ -15,7 +15,7 @@ from toolkit.errors import ArgumentError
 jax = pytest.importorskip("jax")
 
 from toolkit.backends.theano import onednn  # noqa: E402
-from toolkit.backends.theano.conv_lowering import (  # noqa: E402
+from toolkit.backends.theano.kernels.conv_lowering import (  # noqa: E402
     MAX_PATCHES_ELEMENTS,
     PASSES,
     convolution,

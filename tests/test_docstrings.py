@@ -16,12 +16,12 @@ import pytest
 
 import toolkit
 from tests.test_import import public_names
-from toolkit.nn import op_table
-from toolkit.nn.ops import Ops
+from toolkit.ops import table as op_table
+from toolkit.ops.interface import Ops
 
 #: The op vocabulary (:class:`toolkit.Ops` and the ``ops_*`` mixins) has keras.ops' names, signatures and meanings:
 #: an op's docstring says what it computes and, in ``Raises:``, what it refuses (read into the README's op table by
-#: :mod:`toolkit.nn.op_table`); its arguments are keras.ops', documented there. So an op needs a docstring
+#: :mod:`toolkit.ops.table`); its arguments are keras.ops', documented there. So an op needs a docstring
 #: (:func:`test_every_op_has_a_docstring`) and no ``Args:``: Args sections on some 330 one-line docstrings would
 #: bury the differences from Keras they state.
 VOCABULARY = frozenset(name for _, group in op_table.GROUPS for name in op_table.op_names(group))

@@ -90,7 +90,7 @@ def test_public_submodules_are_modules_and_attributes_without_a_framework():
 PRESENTS = {
     "callbacks": "toolkit.training.callbacks", "checkpoint": "toolkit.training.checkpoint",
     "distributed": "toolkit.processes.distributed", "layers": "toolkit.nn.layers", "models": "toolkit.nn.models",
-    "metrics": "toolkit.training.metrics", "ops": "toolkit.nn.ops", "optim": "toolkit.training.optim",
+    "metrics": "toolkit.training.metrics", "ops": "toolkit.ops.interface", "optim": "toolkit.training.optim",
     "optim.schedules": "toolkit.training.schedules", "workloads": "toolkit.command.workloads",
 }
 #: Public-looking names of those modules that users are not meant to call: the backends' runtime across processes,
@@ -147,7 +147,7 @@ def test_logical_devices_after_tensorflow_started_is_refused_and_changes_nothing
         except RuntimeError as error:
             assert isinstance(error, toolkit.LogicalDevicesError)
             print("refused:", error)
-        from toolkit.placement.devices import logical_device_count
+        from toolkit.backend.logical_devices import logical_device_count
         assert logical_device_count() is None
         assert len(tf.config.list_logical_devices("CPU")) == 1
     """)

@@ -14,7 +14,7 @@ import pytest
 
 import toolkit
 from tests import keras_walk_more as more
-from toolkit.nn.keras_layers import SUPPORTED
+from toolkit.keras.layers import SUPPORTED
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("keras") is None,
                                 reason='needs keras (pip install "multigpu-toolkit[tensorflow]")')
@@ -43,7 +43,7 @@ def _weights_diff(keras, trainer, model) -> float:
     return _worst_weight(keras, trainer, model)[0]
 
 
-def _weights(model) -> dict[str, np.ndarray]:
+def layer_weights(model) -> dict[str, np.ndarray]:
     """A Keras model's weights by layer and weight name (``dense/kernel``), as from_keras names its layers' own."""
     return {"/".join(w.path.split("/")[-2:]): np.asarray(w.numpy()) for w in model.weights}
 
@@ -126,7 +126,7 @@ def test_a_frozen_base_trains_like_keras_and_stays_as_it_was(keras, backend, n_d
     after every step, on every device count), its batch normalization runs on its moving statistics (Keras 3's
     rule), and the head trains as Keras' fit trains it."""
     model = _transfer(keras)
-    frozen = {k: v for k, v in _weights(model).items() if k.startswith("base_")}
+    frozen = {k: v for k, v in layer_weights(model).items() if k.startswith("base_")}
     losses, keras_losses, trainer = _train_both(model, backend, n_devices, IMAGES, LABELS)
     assert np.max(np.abs(np.subtract(losses, keras_losses))) <= TOLERANCE, (losses, keras_losses)
     assert _weights_diff(keras, trainer, model) <= TOLERANCE
@@ -139,14 +139,14 @@ def test_a_frozen_base_trains_like_keras_and_stays_as_it_was(keras, backend, n_d
 
 def test_frozen_weights_get_no_optimizer_slots_and_go_back_unchanged(keras, backend):
     model = _transfer(keras)
-    before = _weights(model)
+    before = layer_weights(model)
     trainer = toolkit.DataParallel(toolkit.from_keras(model), backend, 2, toolkit.optim.Adam(0.01), dtype="float64")
     trainer.step(IMAGES, LABELS)
     slots = trainer.optimizer_state()
     assert slots and all(set(values) == set(trainer.params()) for values in slots.values())
     assert not any(name.startswith("base_") for values in slots.values() for name in values)
     toolkit.to_keras(trainer.params(), model, trainer.state())
-    after = _weights(model)
+    after = layer_weights(model)
     for name in before:
         if name.startswith("base_"):
             np.testing.assert_array_equal(after[name], before[name], err_msg=name)

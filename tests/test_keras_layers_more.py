@@ -14,7 +14,7 @@ import pytest
 
 import toolkit
 from tests.helpers import keras_in_float64
-from toolkit.nn.keras_activations import ACTIVATIONS
+from toolkit.keras.activations import ACTIVATIONS
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("keras") is None,
                                 reason='needs keras (pip install "multigpu-toolkit[tensorflow]")')
@@ -354,7 +354,7 @@ def test_an_lstm_or_gru_cell_of_implementation_1_draws_a_dropout_mask_per_gate(k
     """``implementation=1`` (which ``recurrent_dropout`` sets, and a user may) makes Keras' cell draw one input mask
     per gate: the import takes the same path as with ``recurrent_dropout`` (whose masks every backend's comparison
     above checks), and at a rate of 1e-12 predicts and trains as Keras does; ``implementation=2`` shares one mask."""
-    from toolkit.nn import keras_layers_recurrent
+    from toolkit.keras import layers_recurrent as keras_layers_recurrent
 
     def paths(implementation):
         L = keras.layers

@@ -1,4 +1,4 @@
-"""Keras' losses and compiled metrics, translated (toolkit/nn/keras_losses.py): every loss by name, function and
+"""Keras' losses and compiled metrics, translated (toolkit/keras/losses.py): every loss by name, function and
 object with its arguments, against targets of each shape Keras accepts, equals Keras' value (float64, 1e-12) on every
 backend; one gradient per loss against Keras' own gradient; every compiled metric equals Keras' metric; an imported
 model's ``fit`` history equals Keras' ``fit`` history; and what is not translated is refused by name.
@@ -16,7 +16,7 @@ import pytest
 import toolkit
 from tests.helpers import keras_in_float64
 from tests.op_checks import gradients, run
-from toolkit.nn import keras_losses
+from toolkit.keras import losses as keras_losses
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("keras") is None,
                                 reason='needs keras (pip install "multigpu-toolkit[tensorflow]")')

@@ -10,7 +10,7 @@ from tests.conftest import THEANO, needs_all_backends
 from tests.helpers import max_abs_diff
 from toolkit import layers
 from toolkit.nn.models import sparse_softmax_cross_entropy
-from toolkit.nn.shapes import same_padding
+from toolkit.ops.window_shapes import same_padding
 from toolkit.tolerances import FLOAT64_ATOL
 
 RNG = np.random.default_rng(3)

@@ -12,7 +12,7 @@ import pytest
 
 jax = pytest.importorskip("jax")
 
-from toolkit.backends.theano.reductions import LEVEL, PLAIN_SUMS_FROM, levelled, levelled_sum  # noqa: E402
+from toolkit.backends.theano.kernels.reductions import LEVEL, PLAIN_SUMS_FROM, levelled, levelled_sum  # noqa: E402
 
 #: (shape, axes): a batch normalization's sum (leading axes, a multiple of the level), middle and trailing axes, a
 #: length that is not a multiple of the level (padded), every axis, axes that are not adjacent (jnp.sum), a sum of

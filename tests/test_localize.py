@@ -23,7 +23,7 @@ from toolkit.datasets import digits, zen_corpus
 from toolkit.errors import ArgumentError, ModelStateError
 from toolkit.nn import layers
 from toolkit.nn.models import mlp, sparse_softmax_cross_entropy, transformer_lm
-from toolkit.nn.ops_training import TrainingOps, recording
+from toolkit.ops.training import TrainingOps, recording
 
 #: The layer outputs :func:`recorded_mlp` records, in order: the built-in dense layers' (under their prefix) and the
 #: ReLUs its forward names itself.

@@ -9,7 +9,7 @@ import toolkit
 from tests.conftest import THEANO, needs_all_backends
 from tests.helpers import max_abs_diff
 from toolkit import Device, Part, PartedModel, layers
-from toolkit.backend import Backend
+from toolkit.backend.interface import Backend
 from toolkit.nn.models import sparse_softmax_cross_entropy
 from toolkit.placement.devices import parse_device
 from toolkit.tolerances import FLOAT64_ATOL
@@ -80,9 +80,9 @@ def test_parameters_live_where_their_first_part_runs(backend):
     x, y = data(model)
     trainer.step(x, y)
     assert trainer.param_devices() == homes
-    for name, var in trainer._params.items():  # one copy of each parameter, on its home
+    for name, var in trainer.training_state.params.items():  # one copy of each parameter, on its home
         assert [backend.device_of(r.value) for r in var.replicas] == [homes[name]]
-    for values in trainer._state.values():
+    for values in trainer.training_state.slots.values():
         assert all(backend.device_of(v.value) == homes[name] == v.device for name, v in values.items())
     moved = toolkit.ModelParallel(model, backend, toolkit.optim.Adam(0.05), devices={"enc_a": "/cpu:3"})
     assert moved.devices["enc_a"] == Device("cpu", 3) and moved.param_devices()["lstm/bias"] == Device("cpu", 3)

@@ -1,4 +1,4 @@
-"""The array ops (:mod:`toolkit.nn.ops_arrays`): creation, shapes and indexing, on every backend against NumPy in
+"""The array ops (:mod:`toolkit.ops.arrays`): creation, shapes and indexing, on every backend against NumPy in
 float32 and float64 (NaN, infinities, empty arrays, integers and booleans included), their typed refusals, and the
 same calls on ``keras.ops`` where Keras is installed (their gradients: tests/test_ops_gradients.py).
 

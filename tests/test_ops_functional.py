@@ -1,4 +1,4 @@
-"""The function transformations (:mod:`toolkit.nn.ops_functional`): ``vectorize`` on every backend against
+"""The function transformations (:mod:`toolkit.ops.functional`): ``vectorize`` on every backend against
 ``numpy.vectorize`` in float32 and float64 (broadcast loop axes, signatures with several arguments and results,
 excluded and None arguments, an empty loop), ``custom_gradient``'s values and the gradient the trainer takes (the
 custom one, in each of the forms Keras documents for ``grad_fn``), both in a data-parallel step on 1 and 4 devices,

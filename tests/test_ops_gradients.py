@@ -1,7 +1,7 @@
 """The gradient of every differentiable public op of ``ops``, in one place: the table in ``tests/gradient_cases.py``
 holds a small float64 case and a NumPy reference per op, and here
 
-- every public op (the op list of ``toolkit/nn/op_table.py``) is in the table, or named with its reason among the
+- every public op (the op list of ``toolkit/ops/table.py``) is in the table, or named with its reason among the
   ops without a gradient to check, or among those checked in their own module: a new op without an entry fails;
 - each op's float64 gradient, on every backend, equals the central difference of its NumPy reference;
 - TensorFlow and the Theano-family backend give the same gradients;
@@ -26,7 +26,7 @@ import toolkit
 from tests.conftest import MAX_DEVICES, PARITY, needs_all_backends
 from tests.gradient_cases import CHECKED_ELSEWHERE, DEVICE_ENTRIES, INPUTS, NON_DIFFERENTIABLE, TABLES
 from tests.op_checks import DIFFERENCE_STEP, GRADIENT_ATOL, GRADIENT_RTOL, gradients
-from toolkit.nn.op_table import GROUPS, op_names
+from toolkit.ops.table import GROUPS, op_names
 
 #: The tables that have entries (one compiled gradient each per backend).
 TABLE_NAMES = [name for name, (_, table) in TABLES.items() if table]
@@ -90,7 +90,7 @@ def _sizes(keys) -> list[int]:
     return [_reference(key, [INPUTS[n] for n in _entry(key)[0]]).size for key in keys]
 
 
-def _weights(keys) -> np.ndarray:
+def layer_weights(keys) -> np.ndarray:
     return np.random.default_rng(3).normal(size=sum(_sizes(keys)))
 
 
@@ -98,7 +98,7 @@ def _weights(keys) -> np.ndarray:
 def _table_gradients(backend_name: str, table: str) -> dict[str, np.ndarray]:
     """Every entry's input gradients in a table on a backend: one compiled gradient, computed once per process."""
     keys = list(TABLES[table][1])
-    return gradients(backend_name, _joined(keys), _inputs(keys), _weights(keys))
+    return gradients(backend_name, _joined(keys), _inputs(keys), layer_weights(keys))
 
 
 def test_every_public_op_has_a_gradient_entry_or_a_reason():
@@ -123,7 +123,7 @@ def test_gradients_equal_central_differences(backend_name, table):
     (weighted by the entry's own slice of the weights)."""
     keys = list(TABLES[table][1])
     grads = _table_gradients(backend_name, table)
-    weights, rng, start, failures = _weights(keys), np.random.default_rng(5), 0, []
+    weights, rng, start, failures = layer_weights(keys), np.random.default_rng(5), 0, []
     for key, size in zip(keys, _sizes(keys)):
         w, start = weights[start:start + size], start + size
         names = _entry(key)[0]

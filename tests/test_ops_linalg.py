@@ -1,4 +1,4 @@
-"""Products and linear algebra (:mod:`toolkit.nn.ops_linalg`) on every backend: values against NumPy in float32 and
+"""Products and linear algebra (:mod:`toolkit.ops.linalg`) on every backend: values against NumPy in float32 and
 float64 (NaN, infinities, empty axes, integer and boolean operands), typed refusals, and a sample against
 ``keras.ops`` itself (their gradients: tests/test_ops_gradients.py).
 

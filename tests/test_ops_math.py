@@ -1,4 +1,4 @@
-"""The elementwise math ops (:mod:`toolkit.nn.ops_math`) against NumPy and SciPy on every backend: values in float32
+"""The elementwise math ops (:mod:`toolkit.ops.math`) against NumPy and SciPy on every backend: values in float32
 and float64 on a table with NaN, ±inf and signed zeros, integer and boolean inputs, empty arrays, Keras' call forms
 (Python numbers and lists), typed refusals, and a sample of the references checked against ``keras.ops`` itself
 (their gradients: tests/test_ops_gradients.py).

@@ -1,4 +1,4 @@
-"""The activations, losses and normalizations (toolkit/nn/ops_nn.py) against NumPy references on every backend:
+"""The activations, losses and normalizations (toolkit/ops/nn.py) against NumPy references on every backend:
 values in float32 and float64 (NaN, infinities, empty arrays, integer and boolean inputs), JAX's gradients at the
 kinks on every backend, Keras' values, and the typed refusals (the gradients away from kinks:
 tests/test_ops_gradients.py).
@@ -34,7 +34,7 @@ from tests.ops_nn_cases import _expm1_branch as _expm1_branch  # re-exported: th
 from tests.ops_nn_cases import _log_sigmoid as _log_sigmoid
 from tests.ops_nn_cases import _relu6 as _relu6
 from toolkit.errors import ArgumentError, DTypeError, ShapeError
-from toolkit.nn.ops_nn import EPSILON
+from toolkit.ops.nn import EPSILON
 
 DTYPES = ("float32", "float64")
 

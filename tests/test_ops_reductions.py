@@ -1,4 +1,4 @@
-"""Reductions, sorting, quantiles, the nan* family, segments and searching (toolkit.nn.ops_reductions) against NumPy on
+"""Reductions, sorting, quantiles, the nan* family, segments and searching (toolkit.ops.reductions) against NumPy on
 every backend, float32 and float64, with NaN, infinities, -0.0, ties, empty arrays, integers and booleans; no
 gradient for NaN entries; typed refusals; a sample against keras.ops itself (the gradients:
 tests/test_ops_gradients.py).

@@ -1,4 +1,4 @@
-"""The signal ops (Fourier transforms, framing, short-time transforms: :mod:`toolkit.nn.ops_signal`) against NumPy on
+"""The signal ops (Fourier transforms, framing, short-time transforms: :mod:`toolkit.ops.signal`) against NumPy on
 every backend, float32 and float64; gradients by central differences and across backends; Keras' signatures; the
 typed refusals; the references against ``keras.ops`` where Keras is installed; and one data-parallel step on 1 and 4
 devices.
@@ -19,7 +19,7 @@ import toolkit
 from tests.conftest import MAX_DEVICES, THEANO, needs_all_backends
 from tests.op_checks import FLOAT32_RTOL, FLOAT64_RTOL, check_gradients, gradients, one_device_equals_many, run
 from toolkit.errors import ArgumentError, DTypeError, ShapeError
-from toolkit.nn.ops import Ops
+from toolkit.ops.interface import Ops
 
 RNG = np.random.default_rng(23)
 #: A float32 FFT's error grows with the number of points and the values' size (sums of up to 32 terms of order 1).

@@ -4,7 +4,7 @@ empty axes, integers (int32, int64, negative) and booleans.
 
 The table (:mod:`tests.special_values_table`) is data: per op, a call over ``ops``, its reference and the input
 kinds that apply, or the typed error every backend must raise for a kind. A coverage test fails on any public op
-(``toolkit.nn.op_table``) that is neither in the table nor excluded with a reason, so a new op needs an entry.
+(``toolkit.ops.table``) that is neither in the table nor excluded with a reason, so a new op needs an entry.
 
 Each backend computes the cases of one input kind and computation dtype in a few traced functions (a dict of results
 each, :data:`CASES_PER_FUNCTION` cases in one), so the Theano family compiles a few graphs per kind for the whole
@@ -22,10 +22,10 @@ import pytest
 from tests.conftest import THEANO_FAMILY, needs_backend
 from tests.op_checks import FLOAT32_RTOL, FLOAT64_RTOL, run
 from tests.special_values_table import CASES, EXCLUDED, INPUTS, KINDS, KNOWN
+from toolkit.backend.registry import REGISTRY
 from toolkit.errors import ToolkitError
-from toolkit.nn import op_table
-from toolkit.nn.tensor import Tensor
-from toolkit.registry import REGISTRY
+from toolkit.ops import table as op_table
+from toolkit.ops.tensor import Tensor
 
 #: The computation dtypes every case runs in: the dtype of float inputs and of float results from integers.
 DTYPES = ("float32", "float64")

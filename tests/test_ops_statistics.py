@@ -1,4 +1,4 @@
-"""The statistics ops (:mod:`toolkit.nn.ops_statistics`): ``corrcoef`` and ``unique`` on every backend against NumPy
+"""The statistics ops (:mod:`toolkit.ops.statistics`): ``corrcoef`` and ``unique`` on every backend against NumPy
 in float32 and float64 (NaN, constant rows, single variables, integer and boolean inputs, empty arrays, ``size``
 padding and truncation), their gradients by central differences and across backends, ``corrcoef`` in a
 data-parallel step on 1 and 4 devices, the typed refusals, and a sample against ``keras.ops``.

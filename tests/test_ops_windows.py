@@ -1,4 +1,4 @@
-"""The window ops (convolutions, pools, attention: :mod:`toolkit.nn.ops_windows`) against NumPy on every backend,
+"""The window ops (convolutions, pools, attention: :mod:`toolkit.ops.windows`) against NumPy on every backend,
 float32 and float64, 1-D, 2-D and 3-D, both data formats; the typed refusals; the Theano family's C-linker graphs
 with their gradients; and a sample against ``keras.ops`` where Keras is installed (the gradients of the cases:
 tests/test_ops_gradients.py).

@@ -1,4 +1,4 @@
-"""The training step's rules are written once (toolkit/training/step.py): a rule added there reaches every path that
+"""The training step's rules are written once (toolkit/training/rules.py): a rule added there reaches every path that
 runs a step: the fused step (TensorFlow's tf.function, the Theano family's host step and its mesh over several
 devices, padded shards included), the Theano family's C-linker step and the step composed per device."""
 
@@ -10,7 +10,7 @@ import pytest
 import toolkit
 from tests.conftest import THEANO_FAMILY
 from toolkit.tolerances import FLOAT64_ATOL
-from toolkit.training import step as rules
+from toolkit.training import rules
 
 RNG = np.random.default_rng(11)
 #: 7 examples: uneven shards on 2 and 4 devices (padded on the Theano family's mesh), 2 micro-batches of 4 and 3.
@@ -62,6 +62,39 @@ def test_a_rule_added_to_the_step_reaches_every_path(backend_name, n_devices, mo
         loss = trainer.step(X, Y, micro_batches=micro_batches)
         errors = X @ w - Y
         where = f"{backend!r}, {n_devices} device(s), {micro_batches} micro-batch(es)"
+        # Every backend compiles a fused step for one micro-batch (uneven shards padded on the Theano family's
+        # mesh: the model's rows are independent): a silent fall back to the composed step fails here.
+        assert trainer.last_step_path == ("fused" if micro_batches == 1 else "composed"), where
         assert loss == pytest.approx(2 * np.mean(errors ** 2), abs=FLOAT64_ATOL), where
         expected = 0.5 * (w - LEARNING_RATE * 2 * (2 * X.T @ errors / len(Y)))
         np.testing.assert_allclose(trainer.params()["w"], expected, rtol=0, atol=FLOAT64_ATOL, err_msg=where)
+
+
+#: Linear regression whose rows the model may mix (not ``rows_independent``): a padded shard is refused.
+MIXING = toolkit.Model(_init, lambda ops, p, x: ops.matmul(x, p["w"]), _squared_error, name="rules-mixing")
+
+
+def test_the_path_is_decided_once_per_batch_layout(backend_name):
+    """The first step of a batch layout decides its path: where the model refused padded shards (the Theano
+    family's mesh pads the uneven shards of 7 examples on 2 devices), that layout's steps are composed from then on
+    without the fused step being traced again; an even batch still runs fused. The numbers are the same."""
+    trainer = toolkit.DataParallel(MIXING, backend_name, 2, toolkit.optim.SGD(LEARNING_RATE), dtype="float64")
+    reference = toolkit.DataParallel(MIXING, backend_name, 2, toolkit.optim.SGD(LEARNING_RATE), dtype="float64")
+    reference.fused = False
+    calls = []
+
+    def counted(step):
+        def call(*args):
+            calls.append(len(args[1][0]["x"]))  # the first shard's rows
+            return step(*args)
+        return call
+
+    assert trainer.wrap_fused_step(counted)
+    padded = trainer.backend.equal_shards
+    for expected_calls in (1, 1) if padded else (1, 2):
+        assert trainer.step(X, Y) == pytest.approx(reference.step(X, Y), abs=FLOAT64_ATOL)
+        assert trainer.last_step_path == ("composed" if padded else "fused")
+        assert len(calls) == expected_calls  # padded: tried once, refused as it was traced, never again
+    assert trainer.step(X[:6], Y[:6]) == pytest.approx(reference.step(X[:6], Y[:6]), abs=FLOAT64_ATOL)
+    assert trainer.last_step_path == "fused" and reference.last_step_path == "composed"  # 3 + 3 rows: no padding
+    np.testing.assert_allclose(trainer.params()["w"], reference.params()["w"], rtol=0, atol=FLOAT64_ATOL)

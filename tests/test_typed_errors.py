@@ -23,7 +23,7 @@ from toolkit.command.seeds import parse_seeds, run_seeds
 from toolkit.command.workloads import draw_batches, epoch_batches, load_workload
 from toolkit.metrics import get as get_metrics
 from toolkit.metrics import sparse_top_k_categorical_accuracy
-from toolkit.nn.tensor import constant_dtype
+from toolkit.ops.tensor import constant_dtype
 from toolkit.optim import SGD, Adam, schedules
 from toolkit.placement.splitting import shard_weights
 from toolkit.tolerances import parity_bound, trajectory_bounds

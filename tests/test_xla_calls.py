@@ -1,5 +1,5 @@
-"""A Python function on XLA's own buffers as an operation of a compiled step (backends/theano/xla_calls.py): under
-both JAX ABIs (jax 0.4.30's custom calls, jax 0.10's typed FFI) the step reads the inputs and takes
+"""A Python function on XLA's own buffers as an operation of a compiled step (backends/theano/kernels/xla_calls.py):
+under both JAX ABIs (jax 0.4.30's custom calls, jax 0.10's typed FFI) the step reads the inputs and takes
 the result at their addresses, among other operations XLA may run beside it; a failure is not a silent number."""
 
 from __future__ import annotations

@@ -4,13 +4,15 @@ Importing ``toolkit`` imports no framework; :func:`get_backend` loads one when a
 
 The package is grouped by what a reader looks for:
 
-- ``placement/``: devices (``Device``, ``parse_device``, ``use_logical_devices``), batch splitting, variables;
-- ``nn/``: the model vocabulary: the neutral ``ops``, ``Model``, ``layers``, built-in ``models``;
+- ``placement/``: devices (``Device``, ``parse_device``), batch splitting, variables;
+- ``nn/``: models: ``Model``, ``layers``, built-in ``models``, losses;
 - ``training/``: trainers (``DataParallel``, ``ModelParallel``), optimizers and schedules, metrics, checkpoints;
 - ``processes/``: training across processes (``distributed``) and ``multigpu launch``;
 - ``command/``: the ``multigpu`` command and its reports (compare, bench, plots);
 - ``backends/``: each framework's translation (installed as ``toolkit.backends``; ``backends/`` in the repository);
-- ``backend.py`` and ``registry.py``: the interface every backend implements, and finding backends by name.
+- ``ops/``: the op vocabulary (``Ops``, ``Tensor``, one module per op group);
+- ``keras/``: the Keras importer (``from_keras``, ``to_keras``);
+- ``backend/``: the interface every backend implements, and finding backends by name.
 
 The public submodules (:data:`SUBMODULES`) are modules of their own, ``import toolkit.distributed`` and
 ``from toolkit.layers import dense`` as in any package, and attributes of ``toolkit`` loaded on first use, so that
@@ -23,7 +25,9 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from toolkit.backend import Backend
+from toolkit.backend.interface import Backend
+from toolkit.backend.logical_devices import use_logical_devices
+from toolkit.backend.registry import available_backends, get_backend
 from toolkit.errors import (
     ArgumentError,
     ArgumentTypeError,
@@ -43,18 +47,16 @@ from toolkit.errors import (
     ShapeError,
     ToolkitError,
 )
-from toolkit.nn.keras_import import from_keras, to_keras
+from toolkit.keras.importer import from_keras, to_keras
 from toolkit.nn.model import Model, State
-from toolkit.nn.ops import Ops
-from toolkit.placement.devices import Device, parse_device, use_logical_devices
+from toolkit.ops.interface import Ops
+from toolkit.placement.devices import Device, parse_device
 from toolkit.placement.splitting import split_sizes
 from toolkit.placement.variables import MirroredVariable, Variable
-from toolkit.registry import available_backends, get_backend
 from toolkit.training.checkpoint import Checkpoint, load_checkpoint
 from toolkit.training.data_parallel import DataParallel
 from toolkit.training.model_parallel import ModelParallel, Part, PartedModel
-
-__version__ = "0.1.0"
+from toolkit.version import __version__ as __version__
 
 #: The public submodules: ``toolkit.<name>`` is a module; as an attribute of ``toolkit`` it is imported on first use.
 SUBMODULES = ("callbacks", "checkpoint", "datasets", "distributed", "layers", "metrics", "models", "ops", "optim",

@@ -1,5 +1,5 @@
 """Which way the Theano family's JAX linker should compute a convolution, measured: XLA's convolution
-(``lax.conv_general_dilated``) against the lowerings of ``backends/theano/conv_lowering.py``, on the convolution
+(``lax.conv_general_dilated``) against the lowerings of ``backends/theano/kernels/conv_lowering.py``, on the convolution
 shapes of ``multigpu bench``'s ResNet and of the parity convnet, forward and forward + both gradients (``jax.vjp``),
 jitted, taking turns in rounds in one process (the machine is shared: ratios in the same round cancel its load).
 
@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository, 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
-from toolkit.backends.theano.conv_lowering import (  # noqa: E402
+from toolkit.backends.theano.kernels.conv_lowering import (  # noqa: E402
     PASSES,
     convolution,
     folded_conv,

@@ -1,6 +1,6 @@
 """A whole training step of a convolutional model through the toolkit on a Theano-family backend, with each
-convolution computed as ``backends/theano/conv_lowering.py``'s rule says and as other rules say, interleaved in one
-process (the machine is shared: ratios within a round cancel its load): the check that a lowering which wins per
+convolution computed as ``backends/theano/kernels/conv_lowering.py``'s rule says and as other rules say, interleaved in
+one process (the machine is shared: ratios within a round cancel its load): the check that a lowering which wins per
 convolution (``tools/bench_conv.py``) also wins in the step, where the convolutions share the cores and the memory
 with everything else.
 

@@ -7,15 +7,16 @@ from __future__ import annotations
 import numpy as np
 
 from toolkit import backend as interface
-from toolkit.backend import scored_mean
+from toolkit.backend.interface import scored_mean
+from toolkit.backend.logical_devices import logical_device_count
 from toolkit.backends.tensorflow import distributed, environment
 from toolkit.backends.tensorflow.compiling import Part, PerDevice, dense, traced
+from toolkit.backends.tensorflow.fused import compile_fused_step
 from toolkit.backends.tensorflow.ops import TensorFlowOps
-from toolkit.backends.tensorflow.step import compile_fused_step
 from toolkit.backends.tensorflow.variables import TensorFlowVariable
 from toolkit.errors import DeviceParseError, LogicalDevicesError
-from toolkit.placement.devices import logical_device_count, parse_device
-from toolkit.training import step as rules
+from toolkit.placement.devices import parse_device
+from toolkit.training import rules
 
 tf = environment.import_framework()
 
@@ -132,10 +133,8 @@ class Backend(interface.Backend):
             self._compiled[key] = Part(forward, backward)
         return self._compiled[key]
 
-    def compile_fused_step(self, model, optimizer, dtype, params, state, model_state, metrics=(),
-                           across_processes=False):
-        return compile_fused_step(self, model, optimizer, dtype, params, state, model_state, metrics,
-                                  across_processes)
+    def compile_fused_step(self, model, optimizer, dtype, training_state, metrics=(), across_processes=False):
+        return compile_fused_step(self, model, optimizer, dtype, training_state, metrics, across_processes)
 
     def compile_parted_gradient(self, model, placement, dtype, metrics=()):
         # One gradient across the devices, each part under its tf.device scope, in one tf.function: tf.gradients

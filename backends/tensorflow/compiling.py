@@ -32,8 +32,9 @@ def traced(fn):
 def call_concrete(concrete, flat: list, args: tuple):
     """Call a traced step's concrete function with its inputs already flat tensors. A ``tf.function`` call
     canonicalizes its nested arguments against every signature it has traced, and a concrete function's structured
-    call binds and flattens them again: 0.2-0.4 ms a step, measured with cProfile on the digits MLP (a 0.3 ms step).
-    The flat call skips both; where TensorFlow lacks it or the inputs do not match it, the structured call."""
+    call binds and flattens them again, a large part of a dispatch-bound step (docs/guides/benchmarks.md has the
+    measurement). The flat call skips both; where TensorFlow lacks it or the inputs do not match it, the structured
+    call."""
     call_flat = getattr(concrete, "_call_flat", None)
     if call_flat is None or len(flat) != len(concrete.inputs) - len(concrete.captured_inputs):
         return concrete(*args)

@@ -11,7 +11,7 @@ import re
 import sys
 import tempfile
 
-from toolkit.placement.devices import apply_logical_devices
+from toolkit.backend.logical_devices import apply_logical_devices
 
 # Lines the GPU build of TensorFlow writes to the C-level stderr at import and at runtime start on a machine without
 # an NVIDIA driver, which TF_CPP_MIN_LOG_LEVEL does not silence because absl is not initialised yet

@@ -1,5 +1,5 @@
-"""The neutral ops (:class:`toolkit.nn.ops.Ops`) as TensorFlow ops. Arguments arrive as tensors of the dtypes the
-core chose (see ``toolkit.nn.ops.ARGUMENTS``)."""
+"""The neutral ops (:class:`toolkit.ops.Ops`) as TensorFlow ops. Arguments arrive as tensors of the dtypes the
+core chose (see ``toolkit.ops.interface.ARGUMENTS``)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import optree
 
 from toolkit.backends.tensorflow.environment import import_framework
 from toolkit.nn.context import MIX32_STEPS, UNIFORM_BITS
-from toolkit.nn.ops import ARGUMENTS, Ops
-from toolkit.nn.shapes import check_matmul
+from toolkit.ops.interface import ARGUMENTS, Ops
+from toolkit.ops.window_shapes import check_matmul
 
 from .ops_arrays import TensorFlowArrayOps
 from .ops_bits import TensorFlowBitOps

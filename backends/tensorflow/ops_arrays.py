@@ -1,4 +1,4 @@
-"""TensorFlow translation of :class:`toolkit.nn.ops_arrays.ArrayOps`: the ops are composites; what TensorFlow gives
+"""TensorFlow translation of :class:`toolkit.ops.arrays.ArrayOps`: the ops are composites; what TensorFlow gives
 here is the static value of a tensor and the bitcast."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""TensorFlow translation of :class:`toolkit.nn.ops_bits.BitOps`: ``tf.bitwise``, and Euclid's algorithm for gcd."""
+"""TensorFlow translation of :class:`toolkit.ops.bits.BitOps`: ``tf.bitwise``, and Euclid's algorithm for gcd."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""TensorFlow translation of :class:`toolkit.nn.ops_core.CoreOps`."""
+"""TensorFlow translation of :class:`toolkit.ops.core.CoreOps`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""TensorFlow translation of :class:`toolkit.nn.ops_elementwise.ElementwiseOps`."""
+"""TensorFlow translation of :class:`toolkit.ops.elementwise.ElementwiseOps`."""
 
 from __future__ import annotations
 

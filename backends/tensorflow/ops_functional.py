@@ -1,4 +1,4 @@
-"""TensorFlow translation of :class:`toolkit.nn.ops_functional.FunctionalOps`."""
+"""TensorFlow translation of :class:`toolkit.ops.functional.FunctionalOps`."""
 
 from __future__ import annotations
 

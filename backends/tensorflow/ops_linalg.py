@@ -1,5 +1,5 @@
-"""TensorFlow translation of :class:`toolkit.nn.ops_linalg.LinalgOps`: the decompositions are ``tf.linalg``'s, with
-their registered gradients (the products, :mod:`toolkit.nn.ops_products`, are composites of the neutral layer)."""
+"""TensorFlow translation of :class:`toolkit.ops.linalg.LinalgOps`: the decompositions are ``tf.linalg``'s, with
+their registered gradients (the products, :mod:`toolkit.ops.products`, are composites of the neutral layer)."""
 
 from __future__ import annotations
 

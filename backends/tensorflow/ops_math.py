@@ -1,4 +1,4 @@
-"""TensorFlow translation of :class:`toolkit.nn.ops_math.MathOps`: elementwise math."""
+"""TensorFlow translation of :class:`toolkit.ops.math.MathOps`: elementwise math."""
 
 from __future__ import annotations
 

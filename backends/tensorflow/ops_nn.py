@@ -1,4 +1,4 @@
-"""TensorFlow translation of :class:`toolkit.nn.ops_nn.NNOps`: activations, losses, normalizations."""
+"""TensorFlow translation of :class:`toolkit.ops.nn.NNOps`: activations, losses, normalizations."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""TensorFlow translation of :class:`toolkit.nn.ops_reductions.ReductionOps`."""
+"""TensorFlow translation of :class:`toolkit.ops.reductions.ReductionOps`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""TensorFlow translation of :class:`toolkit.nn.ops_shapes.ShapeOps`."""
+"""TensorFlow translation of :class:`toolkit.ops.shapes.ShapeOps`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""TensorFlow translation of :class:`toolkit.nn.ops_signal.SignalOps`: ``tf.signal``'s Fourier transforms on complex
+"""TensorFlow translation of :class:`toolkit.ops.signal.SignalOps`: ``tf.signal``'s Fourier transforms on complex
 tensors made from the (real, imag) pairs, with their registered gradients; framing, windows and overlap-add are
 composites of the neutral layer."""
 

@@ -1,4 +1,4 @@
-"""TensorFlow translation of :class:`toolkit.nn.ops_sorting.SortingOps`: ``tf.argsort``, NaN put last."""
+"""TensorFlow translation of :class:`toolkit.ops.sorting.SortingOps`: ``tf.argsort``, NaN put last."""
 
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
-"""TensorFlow translation of :class:`toolkit.nn.ops_windows.WindowOps`: convolution and pooling primitives,
+"""TensorFlow translation of :class:`toolkit.ops.windows.WindowOps`: convolution and pooling primitives,
 channels last (the neutral layer brings channels-first inputs here and checks every argument)."""
 
 from __future__ import annotations
 
 from toolkit.backends.tensorflow.environment import import_framework
-from toolkit.nn.shapes import explicit_padding
+from toolkit.ops.window_shapes import explicit_padding
 
 tf = import_framework()
 
@@ -59,7 +59,7 @@ class TensorFlowWindowOps:
 
 
 def _convolve(inputs, kernel, strides, padding, dilation, groups):
-    """:meth:`~toolkit.nn.ops_windows.WindowOps._convolution` with TensorFlow's kernels."""
+    """:meth:`~toolkit.ops.windows.WindowOps._convolution` with TensorFlow's kernels."""
     rank = len(strides)
     depthwise = groups > 1 and kernel.shape[-2] == 1 and rank <= 2
     # TensorFlow's depthwise kernel takes equal strides along its two axes (a 1-D input is one row).
@@ -88,7 +88,7 @@ def _convolve(inputs, kernel, strides, padding, dilation, groups):
 
 
 def _transposed(inputs, kernel, strides, padding, dilation):
-    """:meth:`~toolkit.nn.ops_windows.WindowOps._conv_transpose` with TensorFlow's kernels."""
+    """:meth:`~toolkit.ops.windows.WindowOps._conv_transpose` with TensorFlow's kernels."""
     # tf.nn.conv_transpose (the input gradient of a convolution) with "VALID" padding is the transposed
     # convolution over the fully padded, stride-dilated input: (span - 1) zeros each side. Keras' padding is then
     # a crop of it (or more zeros, where Keras pads further). TensorFlow's CPU kernels refuse dilations here, so

@@ -34,6 +34,6 @@ class TensorFlowVariable(Variable):
     def _describe(self, value):
         return describe(value)
 
-    def _write(self, value) -> None:
+    def store(self, value) -> None:
         with tf.device(self._native_device):
             self._variable.assign(value)

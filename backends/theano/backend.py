@@ -17,15 +17,16 @@ import numpy as np
 import optree
 
 from toolkit import backend as interface
+from toolkit.backend.logical_devices import logical_device_count
 from toolkit.errors import ArgumentError, LogicalDevicesError
-from toolkit.placement.devices import Device, logical_device_count, parse_device
-from toolkit.training import step as rules
+from toolkit.placement.devices import Device, parse_device
+from toolkit.training import rules
 
 from . import distributed, engine
 from .compiling import LINKERS, BySignature, symbol
 from .environment import import_framework
+from .fused import compile_fused_step, replica_loss_and_gradients
 from .ops import TheanoOps
-from .step import compile_fused_step, replica_loss_and_gradients
 from .variables import TheanoVariable
 
 theano, jax = import_framework()
@@ -175,10 +176,8 @@ class Backend(interface.Backend):
                                         BySignature(build_vjp, dtype, self.linker))
         return self._compiled[key]
 
-    def compile_fused_step(self, model, optimizer, dtype, params, state, model_state, metrics=(),
-                           across_processes=False):
-        return compile_fused_step(self, model, optimizer, dtype, params, state, model_state, metrics,
-                                  across_processes)
+    def compile_fused_step(self, model, optimizer, dtype, training_state, metrics=(), across_processes=False):
+        return compile_fused_step(self, model, optimizer, dtype, training_state, metrics, across_processes)
 
     @classmethod
     def join(cls, cluster):

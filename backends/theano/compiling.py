@@ -9,8 +9,9 @@ from collections.abc import Callable
 import numpy as np
 import optree
 
-from . import c_kernels, engine
+from . import engine
 from .environment import import_framework
+from .kernels import c_kernels
 
 theano, jax = import_framework()
 tt = theano.tensor
@@ -105,10 +106,11 @@ def _ready_on(device, args):
 
     Why: JAX's CPU client runs a one-device call in the calling thread (:func:`.environment.run_steps_inline`) only
     where its inputs are ready; one whose NumPy batch was still being copied ran later on one of XLA's threads,
-    whose malloc arena maps a large scratch block afresh and unmaps it at every call (the bench ResNet's step under
-    jax 0.10, a 1.5 MiB batch: in most runs 25,600 page faults a step and 84-107 ms, against none and 58-72 ms with
-    the batch copied first). Small arrays are copied at once anyway, and waiting for them cost the digits MLP's
-    0.23 ms step 0.13 ms. Device arrays are passed as they are (a step's parameters are its last step's results)."""
+    whose malloc arena maps a large scratch block afresh and unmaps it at every call, so that every page of it is
+    faulted in again every step (the bench ResNet's 1.5 MiB batch under jax 0.10). Small arrays are copied at once
+    anyway, and waiting for them would cost a dispatch-bound step (the digits MLP's) a large part of its time. Device
+    arrays are passed as they are (a step's parameters are its last step's results); docs/guides/benchmarks.md has
+    the measurements."""
     large = [i for i, a in enumerate(args) if isinstance(a, np.ndarray) and a.nbytes >= INLINE_COPY_BYTES]
     if not large:
         return args

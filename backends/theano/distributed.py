@@ -51,7 +51,7 @@ def start(cluster: Cluster) -> None:
         raise DistributedError(f"the {engine.TITLE} backend runs one device per process across processes with jax "
                                f"{'.'.join(map(str, _jax_version()))} (its CPU collectives, openxla/xla#16430); got "
                                f"{cluster.devices_per_process} per process")
-    from toolkit.placement.devices import logical_device_count, use_logical_devices
+    from toolkit.backend.logical_devices import logical_device_count, use_logical_devices
 
     wanted = cluster.devices_per_process or 1
     if logical_device_count() != wanted:

@@ -14,7 +14,7 @@ import re
 import sys
 import weakref
 
-from toolkit.placement.devices import apply_logical_devices
+from toolkit.backend.logical_devices import apply_logical_devices
 
 from . import engine
 
@@ -51,7 +51,7 @@ def _fix_jax_reductions() -> None:
     slow reduce-window of it (:mod:`.reductions`, chosen when traced: the platform is known then)."""
     import jax
 
-    from .reductions import levelled, levelled_sum
+    from .kernels.reductions import levelled, levelled_sum
 
     jax_funcify = imported("link.jax.dispatch", "jax_funcify")
     jax_funcify_CAReduce = imported("link.jax.dispatch.elemwise", "jax_funcify_CAReduce")
@@ -233,21 +233,20 @@ def keep_step_memory() -> bool:
 
     Why: JAX's CPU client allocates a compiled step's scratch memory with ``malloc`` at every call (one block: 230 MiB
     for the bench ResNet at batch 128, 126 MiB for the bench Transformer's step under jax 0.10), which glibc serves by
-    a fresh ``mmap`` for a block over 32 MiB and unmaps when freed: every page is faulted in again every step (jax
-    0.4.30's ResNet: 80 ms of a 230 ms step; jax 0.10's Transformer: 34,000 page faults, 114 ms against 82). The C
-    linker's functions allocate their intermediate arrays with ``malloc`` at every call too, and whether glibc then
-    gives them back to the system at every step depends on the thresholds it adapted to what the process freed
-    before: after TensorFlow's ResNet steps in the same process, PyTensor's C-linker step faulted 15,400 pages a
-    step, 110 ms against 67. With ``mmap`` off for large blocks and freed memory kept on the heaps, blocks are reused
-    as TensorFlow's allocator reuses its own. The threads of XLA's CPU client, which allocate a multi-device step's
-    memory (and a one-device step's where :func:`run_steps_inline` could not apply), allocate from arenas of their
-    own, whose heaps glibc unmaps once empty: the top pad keeps them (the bench Transformer on 4 devices under jax
-    0.10, with the other settings: 31,000 faults and 106-114 ms a step without it, none and 80-82 ms with it); a
-    block over a thread's 64 MiB heap is still mapped afresh there. A process-wide change: large blocks then live
-    on the heaps, whose freed memory is not returned to the system, and every arena keeps its heaps, so the process
-    keeps about the sum of its arenas' peaks (measured on 2 cores only; more cores, more arenas; on a GPU too, where
-    the host's scratch memory matters less). Nothing changes where a user set :data:`MALLOC_VARIABLES` or glibc's
-    malloc tunables (``GLIBC_TUNABLES``), or off glibc.
+    a fresh ``mmap`` for a block over 32 MiB and unmaps when freed: every page is faulted in again every step, a
+    large part of the step's time. The C linker's functions allocate their intermediate arrays with ``malloc`` at
+    every call too, and whether glibc then gives them back to the system at every step depends on the thresholds it
+    adapted to what the process freed before: after TensorFlow's ResNet steps in the same process, PyTensor's
+    C-linker step faulted its pages in again at every step. With ``mmap`` off for large blocks and freed memory kept
+    on the heaps, blocks are reused as TensorFlow's allocator reuses its own. The threads of XLA's CPU client, which
+    allocate a multi-device step's memory (and a one-device step's where :func:`run_steps_inline` could not apply),
+    allocate from arenas of their own, whose heaps glibc unmaps once empty: the top pad keeps them (the bench
+    Transformer on 4 devices faulted without it); a block over a thread's 64 MiB heap is still mapped afresh there.
+    A process-wide change: large blocks then live on the heaps, whose freed memory is not returned to the system,
+    and every arena keeps its heaps, so the process keeps about the sum of its arenas' peaks (measured on 2 cores
+    only; more cores, more arenas; on a GPU too, where the host's scratch memory matters less). Nothing changes where
+    a user set :data:`MALLOC_VARIABLES` or glibc's malloc tunables (``GLIBC_TUNABLES``), or off glibc. The page
+    faults and step times measured are on docs/guides/benchmarks.md.
 
     Returns:
         Whether glibc's settings were changed.
@@ -271,8 +270,8 @@ def run_steps_inline(jax) -> bool:
 
     Why: dispatched to XLA's threads, the step's scratch memory is allocated in their malloc arenas, where glibc
     serves a block larger than a thread's heap (64 MiB) by ``mmap`` whatever :func:`keep_step_memory` set, and unmaps
-    it when freed: the bench Transformer's step under jax 0.10 faulted in its 126 MiB every step (34,000 faults, 114
-    ms); run inline, the block comes from the calling thread's heap and is kept (no faults, 82 ms). The step's
+    it when freed: the bench Transformer's step under jax 0.10 faulted in its 126 MiB every step; run inline, the
+    block comes from the calling thread's heap and is kept, and the step faults no page. The step's
     caller waits for its result anyway (the step's loss and finiteness are read at every step). Process-wide: the
     user's other one-device JAX computations in the process run inline too.
 

@@ -315,3 +315,23 @@ def checked_cast(x, dtype: str):
         raise DTypeError(f"cast to {dtype}: {theano.__name__} has no such dtype; it has "
                          f"{', '.join(sorted(ENGINE_DTYPES))}")
     return tt.cast(x, dtype)
+
+
+def outer_values(inner_inputs: list, outputs: list) -> list:
+    """The variables the step's graph reads from outside it: inputs of its nodes (or outputs) that do not depend on
+    the step's own inputs and are not constants (parameters, values computed before the loop)."""
+    nodes = io_toposort(inner_inputs, outputs)
+    dependent = set(inner_inputs)
+    for node in nodes:
+        if any(i in dependent for i in node.inputs):
+            dependent.update(node.outputs)
+    found: dict = {}
+    for node in nodes:
+        if node.outputs[0] in dependent:
+            for i in node.inputs:
+                if i not in dependent and not isinstance(i, Constant):
+                    found.setdefault(i, None)
+    for o in outputs:
+        if o not in dependent and not isinstance(o, Constant):
+            found.setdefault(o, None)
+    return list(found)

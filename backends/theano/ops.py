@@ -1,6 +1,6 @@
-"""The neutral ops (:class:`toolkit.nn.ops.Ops`) as Theano-family (Aesara, PyTensor) graph ops. They build
+"""The neutral ops (:class:`toolkit.ops.Ops`) as Theano-family (Aesara, PyTensor) graph ops. They build
 symbolic graphs; the backend compiles them with the JAX linker (for devices) or the C linker. Arguments arrive as
-variables of the dtypes the core chose (see ``toolkit.nn.ops.ARGUMENTS``)."""
+variables of the dtypes the core chose (see ``toolkit.ops.interface.ARGUMENTS``)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,11 @@ import warnings
 import numpy as np
 
 from toolkit.nn.context import MIX32_STEPS, UNIFORM_BITS
-from toolkit.nn.ops import Ops
-from toolkit.nn.shapes import check_matmul
+from toolkit.ops.interface import Ops
+from toolkit.ops.window_shapes import check_matmul
 
 from .graphs import (
     Apply,
-    Constant,
     DisconnectedType,
     FunctionGraph,
     JaxOp,
@@ -30,9 +29,9 @@ from .graphs import (
     get_mode,
     indexed_shape,
     int64_sizes,
-    io_toposort,
     jax,
     jax_funcify,
+    outer_values,
     reduced,
     shape_of,
     tt,
@@ -161,7 +160,7 @@ class TheanoOps(TheanoElementwiseOps, TheanoShapeOps, TheanoMathOps, TheanoBitOp
         x = [tt.tensor(dtype=v.dtype, shape=v.type.shape[1:]) for v in xs]
         new_carry, ys = step(carry, x)
         outputs = [*new_carry, *ys]
-        outer = _outer_values(carry + x, outputs)
+        outer = outer_values(carry + x, outputs)
         fresh = [v.type() for v in outer]
         outputs = clone_replace(outputs, replace=dict(zip(outer, fresh)))
         loop = _Loop([*carry, *x, *fresh], outputs, len(carry), len(x), length, reverse, unroll)
@@ -191,7 +190,7 @@ class TheanoOps(TheanoElementwiseOps, TheanoShapeOps, TheanoMathOps, TheanoBitOp
 class _Loop(JaxOp):
     """A whole ``ops.scan`` as one Aesara op: the step's graph is kept as an inner graph (rewritten once, as the
     JAX mode rewrites any graph) and becomes one ``jax.lax.scan``. Aesara never sees the loop unrolled, so its
-    rewriting costs one step's graph whatever the length; the unrolled masked LSTM took 58 s to compile at 40 steps.
+    rewriting costs one step's graph whatever the length, where an unrolled loop's grows with its length.
     Aesara 2.9's own ``scan`` has no JAX conversion of its gradient, hence this op and :class:`_LoopGradient`
     (``jax.vjp`` of the same function). The C linker runs both through JAX on the host (:meth:`perform`).
 
@@ -307,23 +306,3 @@ class _LoopGradient(JaxOp):
 
     def infer_shape(self, fgraph, node, shapes):
         return [shapes[i] for i in self.floats]
-
-
-def _outer_values(inner_inputs: list, outputs: list) -> list:
-    """The variables the step's graph reads from outside it: inputs of its nodes (or outputs) that do not depend on
-    the step's own inputs and are not constants (parameters, values computed before the loop)."""
-    nodes = io_toposort(inner_inputs, outputs)
-    dependent = set(inner_inputs)
-    for node in nodes:
-        if any(i in dependent for i in node.inputs):
-            dependent.update(node.outputs)
-    found: dict = {}
-    for node in nodes:
-        if node.outputs[0] in dependent:
-            for i in node.inputs:
-                if i not in dependent and not isinstance(i, Constant):
-                    found.setdefault(i, None)
-    for o in outputs:
-        if o not in dependent and not isinstance(o, Constant):
-            found.setdefault(o, None)
-    return list(found)

@@ -1,4 +1,4 @@
-"""Theano translation of :class:`toolkit.nn.ops_arrays.ArrayOps`: the ops are composites; what the engine gives
+"""Theano translation of :class:`toolkit.ops.arrays.ArrayOps`: the ops are composites; what the engine gives
 here is a constant's value and the bitcast (the engines have no bitcast op: one that is JAX's)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Theano translation of :class:`toolkit.nn.ops_bits.BitOps`: the engine's own bitwise ops; the shifts and gcd,
+"""Theano translation of :class:`toolkit.ops.bits.BitOps`: the engine's own bitwise ops; the shifts and gcd,
 which the engines lack, as :class:`~.graphs.JaxElementwise`, the ``jax.numpy`` function itself."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Theano translation of :class:`toolkit.nn.ops_core.CoreOps`."""
+"""Theano translation of :class:`toolkit.ops.core.CoreOps`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Theano-family translation of :class:`toolkit.nn.ops_elementwise.ElementwiseOps`."""
+"""Theano-family translation of :class:`toolkit.ops.elementwise.ElementwiseOps`."""
 
 from __future__ import annotations
 

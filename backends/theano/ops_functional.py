@@ -1,4 +1,4 @@
-"""Theano translation of :class:`toolkit.nn.ops_functional.FunctionalOps`."""
+"""Theano translation of :class:`toolkit.ops.functional.FunctionalOps`."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from .graphs import (
     get_mode,
     jax,
     jax_funcify,
+    outer_values,
     tt,
 )
 
@@ -28,9 +29,7 @@ class TheanoFunctionalOps:
         grads = backward(upstream)
         floats = [i for i, x in enumerate(inputs) if _is_float(x)]
         grads = [tt.zeros_like(inputs[i]) if grads[i] is None else grads[i] for i in floats]
-        from .ops import _outer_values  # the loop's rule for what a graph reads from outside (ops imports this)
-
-        outer = _outer_values(upstream, grads)
+        outer = outer_values(upstream, grads)
         op = _CustomGradient(upstream, outer, grads, len(inputs), len(outs), floats)
         results = op(*inputs, *outs, *outer)
         return list(results) if isinstance(results, (list, tuple)) else [results]

@@ -1,4 +1,4 @@
-"""Linear algebra (:class:`toolkit.nn.ops_linalg.LinalgOps`) as Theano-family graphs: the decompositions are
+"""Linear algebra (:class:`toolkit.ops.linalg.LinalgOps`) as Theano-family graphs: the decompositions are
 ``jax.numpy.linalg`` functions in one :class:`_Linalg` op each (Aesara 2.9 has no batched decompositions, no JAX
 conversion or gradient for several of them, and PyTensor's differ from Aesara's), their gradients ``jax.vjp`` of
 the same function; the products are composites of the neutral layer."""

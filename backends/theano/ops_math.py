@@ -1,4 +1,4 @@
-"""Theano translation of :class:`toolkit.nn.ops_math.MathOps`: elementwise math as the engine's own elementwise ops;
+"""Theano translation of :class:`toolkit.ops.math.MathOps`: elementwise math as the engine's own elementwise ops;
 ``nextafter``, which they lack, as :class:`~.graphs.JaxElementwise`, the ``jax.numpy`` function itself."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Activations, losses and normalizations (:class:`toolkit.nn.ops_nn.NNOps`) as Theano-family graphs."""
+"""Activations, losses and normalizations (:class:`toolkit.ops.nn.NNOps`) as Theano-family graphs."""
 
 from __future__ import annotations
 

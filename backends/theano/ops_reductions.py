@@ -1,4 +1,4 @@
-"""Theano translation of :class:`toolkit.nn.ops_reductions.ReductionOps`. Segment reductions are
+"""Theano translation of :class:`toolkit.ops.reductions.ReductionOps`. Segment reductions are
 :class:`~.graphs.JaxOp` s: the engines have no op of their own for them (a scatter of maxima has none either)."""
 
 from __future__ import annotations

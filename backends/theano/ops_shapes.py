@@ -1,4 +1,4 @@
-"""Theano-family translation of :class:`toolkit.nn.ops_shapes.ShapeOps`."""
+"""Theano-family translation of :class:`toolkit.ops.shapes.ShapeOps`."""
 
 from __future__ import annotations
 

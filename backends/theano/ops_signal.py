@@ -1,4 +1,4 @@
-"""Theano translation of :class:`toolkit.nn.ops_signal.SignalOps`: each Fourier transform is one
+"""Theano translation of :class:`toolkit.ops.signal.SignalOps`: each Fourier transform is one
 :class:`~.graphs.JaxFunction` calling ``jax.numpy.fft`` on the complex array made from the (real, imag) pair (neither
 engine converts its FFT ops to JAX, and Aesara's has no complex transform), its gradient ``jax.vjp`` of the same
 function; framing, windows and overlap-add are composites of the neutral layer."""

@@ -1,4 +1,4 @@
-"""Theano translation of :class:`toolkit.nn.ops_sorting.SortingOps`: the argsort is a :class:`~.graphs.JaxOp`,
+"""Theano translation of :class:`toolkit.ops.sorting.SortingOps`: the argsort is a :class:`~.graphs.JaxOp`,
 since neither engine converts its sort ops to JAX."""
 
 from __future__ import annotations

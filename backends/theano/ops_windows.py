@@ -1,4 +1,4 @@
-"""Convolution and pooling primitives (:class:`toolkit.nn.ops_windows.WindowOps`) as Theano-family graphs, channels
+"""Convolution and pooling primitives (:class:`toolkit.ops.windows.WindowOps`) as Theano-family graphs, channels
 last, 1 to 3 spatial axes (the neutral layer checks the arguments and brings channels-first inputs here)."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import itertools
 import numpy as np
 
 from toolkit.errors import ShapeError
-from toolkit.nn.shapes import explicit_padding, padded_output_sizes
+from toolkit.ops.window_shapes import explicit_padding, padded_output_sizes
 
-from .conv_lowering import host_onednn, onednn_may_convolve, traced_conv
 from .graphs import Apply, JaxOp, as_outputs, first_unless, jax, padded, shape_of, tt
+from .kernels.conv_lowering import host_onednn, onednn_may_convolve, traced_conv
 
 #: The spatial axes' letters of lax's dimension numbers, by spatial rank.
 _SPATIAL = {1: "W", 2: "HW", 3: "DHW"}
@@ -42,8 +42,8 @@ class TheanoWindowOps:
     def _convolution(self, inputs, kernel, strides, padding, dilation, groups):
         # The engines' own conv ops have no JAX conversion. Under the JAX linker the convolution is one op that
         # becomes lax.conv_general_dilated or oneDNN's (_Conv, conv_lowering's choice); so it is under the C linker
-        # where oneDNN is there for it (float32, ungrouped: _Conv runs on the host; the bench ResNet's C-linker step
-        # was 1,447 ms with the im2col and 359 ms with oneDNN, in different hours of the machine). Otherwise (or
+        # where oneDNN is there for it (float32, ungrouped: _Conv runs on the host, several times faster than the
+        # im2col on the bench ResNet's C-linker step). Otherwise (or
         # with unknown image sizes) an im2col: the window-offset slices of the input side by side, times the
         # flattened kernel (per group), plain slicing, concatenation and one matmul, which every linker runs and
         # differentiates.
@@ -119,7 +119,8 @@ class _Conv(JaxOp):
     input, ``[*window, in, out]`` kernel, feature groups), or ``lax.conv_transpose(transpose_kernel=True)`` for a
     transposed convolution. An ungrouped convolution's forward and gradients are each XLA's or a patches product
     (im2col, in JAX), as :func:`conv_lowering.lowering` chooses for the platform and shapes: one op in the graph
-    either way, where an im2col graph of the engine's own slices made the bench ResNet's step 1.4x plain JAX's.
+    either way, where an im2col graph of the engine's own slices made the bench ResNet's step slower than plain
+    JAX's.
     Its gradient is :class:`_ConvGradient`, ``jax.vjp`` of the same call.
     ``padding`` is explicit (before, after) pairs per spatial axis."""
 

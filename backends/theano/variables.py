@@ -28,10 +28,24 @@ class TheanoVariable(Variable):
             self._value, self._pending = self._pending(), None
         return self._value
 
-    def _defer(self, make) -> None:
-        """Hold the value as ``make()``, called on the first read: the fused step keeps replicas stacked across
-        devices and makes the per-device arrays only when someone reads them."""
+    def defer(self, make) -> None:
+        """Hold the value as ``make()``, called on the first read: the mesh step keeps replicas stacked across
+        devices and makes the per-device arrays only when someone reads them. Not counted in :attr:`version`
+        (the step's own write).
+
+        Args:
+            make: ``make() -> array``, the value on this variable's device.
+        """
         self._pending = make
+
+    def hold(self, value) -> None:
+        """Hold ``value`` as it is, the C linker's step's own array: not placed again, not counted in
+        :attr:`version`.
+
+        Args:
+            value: a NumPy array of the variable's shape and dtype.
+        """
+        self._value, self._pending = value, None
 
     def numpy(self) -> np.ndarray:
         return np.array(self.value)
@@ -39,6 +53,6 @@ class TheanoVariable(Variable):
     def _describe(self, value):
         return describe(value)
 
-    def _write(self, value) -> None:
+    def store(self, value) -> None:
         self._value, self._pending = self._place(value), None
         self.version += 1

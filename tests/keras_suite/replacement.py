@@ -1,7 +1,7 @@
 """``keras.ops`` replaced by the toolkit's ops on one backend, every call recorded.
 
 Every public function of Keras' op modules (:data:`KERAS_OP_MODULES`) whose name is a public method of
-:class:`toolkit.nn.ops.Ops` (found when the suite starts, so new ops are picked up) is replaced by a
+:class:`toolkit.ops.Ops` (found when the suite starts, so new ops are picked up) is replaced by a
 :class:`ToolkitFunction`: it turns the call's NumPy arrays (also inside lists and tuples) into placed inputs of
 ``backend.call``, passes every other argument (axes, shapes, Python lists and scalars, dtypes) as it is, runs the
 toolkit's op of that name in float64 if an input is float64 (else float32, Keras' floatx) and returns NumPy arrays,
@@ -46,8 +46,8 @@ FUNCTION_MAKERS = frozenset({"vectorize", "custom_gradient"})
 
 
 def toolkit_op_names() -> frozenset[str]:
-    """The public methods of :class:`toolkit.nn.ops.Ops` (the vocabulary as it is now, mixins included)."""
-    from toolkit.nn.ops import Ops
+    """The public methods of :class:`toolkit.ops.Ops` (the vocabulary as it is now, mixins included)."""
+    from toolkit.ops.interface import Ops
 
     return frozenset(name for name, value in inspect.getmembers(Ops)
                      if not name.startswith("_") and callable(value) and name not in NOT_OPS)
@@ -164,7 +164,7 @@ class Runner:
         return optree.tree_unflatten(spec, leaves)
 
     def _function(self, name: str, template: Any, made: tuple | None = None) -> Callable:
-        from toolkit.nn.tensor import Tensor
+        from toolkit.ops.tensor import Tensor
 
         def function(ops, **inputs):
             args, kwargs = optree.tree_map(lambda leaf: inputs[f"a{leaf.index}"] if isinstance(leaf, _Slot) else leaf,

@@ -11,7 +11,7 @@ from toolkit.command.divergence import PAIR_KINDS, pair_label
 from toolkit.command.seed_stats import INTERVAL_LEVEL
 
 
-def _console():
+def make_console():
     from rich.console import Console
 
     return Console(width=None if sys.stdout.isatty() else 150)
@@ -34,7 +34,7 @@ def print_comparison(results: dict[str, Any]) -> None:
     Args:
         results: a comparison's results (:mod:`toolkit.command.compare`).
     """
-    console = _console()
+    console = make_console()
     print_runs(results, console)
     if len(_seeds(results)) > 1:
         print_statistics(results, console)
@@ -77,7 +77,7 @@ def print_runs(results: dict[str, Any], console=None) -> None:
                       f"{median('p10_ms'):.2f}-{median('p90_ms'):.2f}",
                       f"{max(run['peak_rss_mb'] for run in runs):.0f} MB", _mean_sd(scores, 3) if scores else "-",
                       f"{divergence[devices]:.2g}" if devices in divergence else "-")
-    (console or _console()).print(table)
+    (console or make_console()).print(table)
     print("first step: includes tracing (TensorFlow) or compilation (Aesara); peak RSS: the process's, so far"
           + ("; over seeds: mean ± standard deviation, the first seed's first step, median step times"
              if len(seeds) > 1 else ""))
@@ -113,7 +113,7 @@ def print_statistics(results: dict[str, Any], console=None) -> None:
                           f"{entry['b']['backend']} x{entry['b']['devices']}", f"{entry['mean_a']:.4g}",
                           f"{entry['mean_b']:.4g}", _interval(entry), "-" if spread is None else f"{spread:.3g}",
                           "-" if ratio is None else f"{ratio:.2g}")
-    (console or _console()).print(table)
+    (console or make_console()).print(table)
     print("framework: two backends on one device count; order: one backend on two device counts (the summation "
           "order alone). An interval that holds 0 is a gap these seeds cannot tell from none.")
 
@@ -139,7 +139,7 @@ def print_pairs(results: dict[str, Any], console=None) -> None:
     """
     from rich.table import Table
 
-    console = console or _console()
+    console = console or make_console()
     bound, seeds = results["split_bound"], len(_seeds(results))
     over = "" if seeds == 1 else f", median over {seeds} seeds (largest)"
     table = Table(title=f"where runs part: relative divergence of every pair of runs{over}")

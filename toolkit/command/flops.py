@@ -75,7 +75,7 @@ class Product:
 def _counting(ops_class: type) -> type:
     """``ops_class`` with ``matmul`` and ``conv`` recording each product (:class:`Product`) in ``self.products``,
     and loops unrolled so each iteration's ops are counted (a backend's loop traces its body once)."""
-    from toolkit.nn.ops import Ops
+    from toolkit.ops.interface import Ops
 
     class Counting(ops_class):
         def __init__(self, *args, **kwargs) -> None:
@@ -253,7 +253,7 @@ def products_alone(products: Sequence[Product], make: Callable[..., Callable[[],
 
 def _output_shape(product: Product) -> tuple[int, ...]:
     """The shape of a product's output (NumPy's broadcasting of a matmul's batch axes; a convolution's sizes)."""
-    from toolkit.nn.shapes import check_conv, output_size
+    from toolkit.ops.window_shapes import check_conv, output_size
 
     a, b = product.shapes
     if product.kind == "matmul":  # a vector operand's axis is added, then removed (NumPy's rules)

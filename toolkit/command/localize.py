@@ -43,9 +43,9 @@ def print_localization(results: dict[str, Any], console=None) -> None:
     """
     from rich.table import Table
 
-    from toolkit.command.compare_tables import _console
+    from toolkit.command.compare_tables import make_console
 
-    console = console or _console()
+    console = console or make_console()
     config, bound = results["config"], results["bound"]
     for line in trajectory_findings(results):
         console.print(line, highlight=False)

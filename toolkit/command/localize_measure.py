@@ -42,7 +42,7 @@ from toolkit.command.workloads import Workload, draw_batches
 from toolkit.errors import ArgumentError
 from toolkit.nn import context
 from toolkit.nn.model import Model, batch
-from toolkit.nn.ops_training import recording
+from toolkit.ops.training import recording
 
 #: The results' ``schema`` entry, and its version (raised when a field changes meaning or goes).
 SCHEMA = "multigpu-toolkit/localize"
@@ -140,7 +140,7 @@ def evaluate(backend, functions: _Functions, dtype: str, params: Mapping[str, np
     """One training step's recorded outputs, loss and gradients on ``backend``'s first device, in ``dtype``.
 
     Args:
-        backend: a :class:`toolkit.backend.Backend`.
+        backend: a :class:`toolkit.Backend`.
         functions: what to compile (:class:`_Functions`).
         dtype: the computation dtype.
         params: the parameters, NumPy.

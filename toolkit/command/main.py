@@ -19,6 +19,7 @@ from typing import Any
 
 from toolkit.command.parser import EXIT_OK, EXIT_PARITY_FAILED, EXIT_USAGE, build_parser
 from toolkit.errors import ToolkitError
+from toolkit.version import __version__
 
 __all__ = ["EXIT_OK", "EXIT_PARITY_FAILED", "EXIT_USAGE", "build_parser", "main", "print_table", "public_results"]
 
@@ -82,9 +83,9 @@ def _devices(args) -> int:
 def _prepare(args) -> Any:
     """Check the request before any framework starts; returns the workload."""
     import toolkit
+    from toolkit.backend.logical_devices import logical_device_count
     from toolkit.command.seeds import run_seeds
     from toolkit.command.workloads import load_workload
-    from toolkit.placement.devices import logical_device_count
 
     if args.steps < 1 or args.batch < 1:
         raise ValueError(f"--steps and --batch must be >= 1, got {args.steps} and {args.batch}")
@@ -95,9 +96,9 @@ def _prepare(args) -> Any:
         raise ValueError(f"--split-bound must be > 0, got {args.split_bound}")
     if getattr(args, "out", None) is not None:
         _check_out(args.out)
-    unknown = [name for name in args.backends if name not in toolkit.registry.REGISTRY]
+    unknown = [name for name in args.backends if name not in toolkit.backend.registry.REGISTRY]
     if unknown:
-        raise ValueError(f"unknown backend(s) {unknown}; known: {', '.join(toolkit.registry.REGISTRY)}")
+        raise ValueError(f"unknown backend(s) {unknown}; known: {', '.join(toolkit.backend.registry.REGISTRY)}")
     workload = load_workload(args.model)
     if (logical_device_count() or 0) < max(args.devices):  # a process that already has enough keeps them
         toolkit.use_logical_devices(max(args.devices))
@@ -115,7 +116,6 @@ def _seed_list(args) -> list[int]:
 
 
 def _run(args, workload) -> dict[str, Any]:
-    from toolkit import __version__
     from toolkit.command.compare import run_over_seeds
     from toolkit.command.divergence import SPLIT_BOUND
 
@@ -294,9 +294,9 @@ def _localize(args) -> int:
     (seeds,) = run_seeds([args.seed])
     make_optimizer(args.optimizer, args.lr, args.eps)  # an eps it has none of: refused now
     _check_out(args.out)
-    unknown = [name for name in args.backends if name not in toolkit.registry.REGISTRY]
+    unknown = [name for name in args.backends if name not in toolkit.backend.registry.REGISTRY]
     if unknown:
-        raise ValueError(f"unknown backend(s) {unknown}; known: {', '.join(toolkit.registry.REGISTRY)}")
+        raise ValueError(f"unknown backend(s) {unknown}; known: {', '.join(toolkit.backend.registry.REGISTRY)}")
     workload = load_workload(args.model)
     for name in args.backends:
         toolkit.get_backend(name)  # not installed: one clear error, now
@@ -322,8 +322,8 @@ def _time(args) -> int:
     make_optimizer(args.optimizer, args.lr, args.eps)
     _check_out(args.out)
     for name in args.backends:
-        if name not in toolkit.registry.REGISTRY:
-            raise ValueError(f"unknown backend {name!r}; known: {', '.join(toolkit.registry.REGISTRY)}")
+        if name not in toolkit.backend.registry.REGISTRY:
+            raise ValueError(f"unknown backend {name!r}; known: {', '.join(toolkit.backend.registry.REGISTRY)}")
     examples = len(load_workload(args.model).data(args.seed)[1])
     if args.batch > examples:
         raise ValueError(f"--batch {args.batch} is larger than the {examples} training examples of {args.model}")
@@ -344,10 +344,10 @@ def _report(args) -> int:
 
 
 def _bench(args) -> int:
+    from toolkit.backend.registry import REGISTRY
     from toolkit.command.bench import print_report, run_bench
     from toolkit.command.workloads import load_workload
     from toolkit.errors import BackendUnavailableError
-    from toolkit.registry import REGISTRY
 
     for name, value in (("--steps", args.steps), ("--rounds", args.rounds), ("--batch", args.batch),
                         ("--peak-size", args.peak_size)):

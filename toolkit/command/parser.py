@@ -8,8 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from toolkit.placement.devices import MAX_LOGICAL_DEVICES
-from toolkit.registry import REGISTRY
+from toolkit.backend.logical_devices import MAX_LOGICAL_DEVICES
+from toolkit.backend.registry import REGISTRY
 
 #: The command's exit statuses: success; a parity check that failed; an error in what the user typed (argparse's 2).
 EXIT_OK, EXIT_PARITY_FAILED, EXIT_USAGE = 0, 1, 2
@@ -82,6 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     Returns:
         The parser; its errors are one line on stderr and exit status :data:`EXIT_USAGE`.
     """
+    from toolkit.backend.registry import available_backends
     from toolkit.command.compare import OPTIMIZERS
     from toolkit.command.divergence import SPLIT_BOUND
     from toolkit.command.flops import PEAK_MATMUL_SIZE
@@ -89,7 +90,6 @@ def build_parser() -> argparse.ArgumentParser:
     from toolkit.command.seed_stats import INTERVAL_LEVEL
     from toolkit.command.seeds import DEFAULT_SEED
     from toolkit.command.workloads import BENCH_MODELS, WORKLOADS
-    from toolkit.registry import available_backends
 
     parser = _Parser(prog="multigpu", description="Compare TensorFlow and Aesara on several devices.")
     commands = parser.add_subparsers(dest="command", required=True)

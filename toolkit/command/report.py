@@ -18,6 +18,7 @@ from toolkit.command.divergence import PAIR_KINDS, pair_label
 from toolkit.command.seed_stats import INTERVAL_LEVEL
 from toolkit.command.timing import busy_note
 from toolkit.errors import ArgumentError
+from toolkit.version import __version__
 
 #: The plots a comparison writes, in the order the report shows them, with what each shows.
 PLOTS = {
@@ -372,7 +373,6 @@ def build_report(folders: Sequence[Path], title: str = "multigpu comparison repo
     Raises:
         ArgumentError: no folders, or a folder :func:`folder_section` refuses.
     """
-    from toolkit import __version__
 
     if not folders:
         raise ArgumentError("expected at least one result folder")

@@ -126,7 +126,7 @@ def print_sweep(rows: list[dict[str, Any]], title: str) -> None:
     """
     from rich.table import Table
 
-    from toolkit.command.compare_tables import _console
+    from toolkit.command.compare_tables import make_console
 
     table = Table(title=title)
     columns = [key for key in dict.fromkeys(key for row in rows for key in row) if key != "folder"]
@@ -140,7 +140,7 @@ def print_sweep(rows: list[dict[str, Any]], title: str) -> None:
 
     for row in rows:
         table.add_row(*(shown(row.get(column)) for column in columns))
-    _console().print(table)
+    make_console().print(table)
     print("final loss and accuracy: means over seeds and device counts; pairs parted: framework pairs (two backends, "
           "one device count) and order pairs (one backend, two device counts: the summation order alone), with "
           "their median relative divergence after the last step")

@@ -183,7 +183,7 @@ def print_timing(results: dict[str, Any]) -> None:
     """
     from rich.table import Table
 
-    from toolkit.command.compare_tables import _console
+    from toolkit.command.compare_tables import make_console
 
     config = results["config"]
     table = Table(title=f"{config['model']}: {config['optimizer']}({config['lr']}), {config['dtype']}, batch "
@@ -198,7 +198,7 @@ def print_timing(results: dict[str, Any]) -> None:
         table.add_row(run["backend"], str(run["devices"]), f"{run['startup_s']:.1f} s", f"{run['first_step_s']:.2f} s",
                       f"{run['median_ms']:.2f} ms ({run['low_ms']:.2f}-{run['high_ms']:.2f})",
                       f"{run['peak_rss_mb']:.0f} MB")
-    console = _console()
+    console = make_console()
     console.print(table)
     for ratio in results["ratios"]:
         console.print(f"{ratio['devices']} device(s): {ratio['backend']} / {ratio['over']} median step = "

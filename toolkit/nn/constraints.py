@@ -1,9 +1,9 @@
 """Parameter constraints, Keras' (``keras.constraints``) with Keras' formulas: a projection of a parameter's new
-value applied after each optimizer update, inside the step's all-or-nothing write (:mod:`toolkit.training.step`).
+value applied after each optimizer update, inside the step's all-or-nothing write (:mod:`toolkit.training.rules`).
 
 A :class:`~toolkit.Model` declares them per parameter (``Model(..., constraints={"dense/kernel": MaxNorm(2.0)})``);
 ``from_keras`` translates a layer's ``kernel_constraint=`` and the like to them. Any callable
-``constraint(ops, value) -> value`` (on :class:`~toolkit.nn.ops.Ops` tensors, the same shape out) works as one.
+``constraint(ops, value) -> value`` (on :class:`~toolkit.ops.Ops` tensors, the same shape out) works as one.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from toolkit.nn.ops import Ops, Tensor
-from toolkit.nn.ops_nn import EPSILON
+from toolkit.ops.interface import Ops, Tensor
+from toolkit.ops.nn import EPSILON
 
 Axis = Any  # an int, a tuple of ints, or None (every axis), as Keras takes it
 

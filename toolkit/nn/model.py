@@ -11,7 +11,7 @@ import numpy as np
 
 from toolkit.errors import ArgumentTypeError
 from toolkit.nn import context
-from toolkit.nn.ops import Ops, Tensor
+from toolkit.ops.interface import Ops, Tensor
 
 InitFn = Callable[[np.random.Generator], Mapping[str, np.ndarray]]
 ForwardFn = Callable[[Ops, Mapping[str, Tensor], Tensor], Any]
@@ -37,7 +37,7 @@ class Model:
 
     Args:
         init: ``init(rng) -> {name: numpy array}``; ``rng`` is a ``numpy.random.Generator``.
-        forward: ``forward(ops, params, x) -> outputs``, written with :class:`toolkit.nn.ops.Ops` and Python arithmetic.
+        forward: ``forward(ops, params, x) -> outputs``, written with :class:`toolkit.ops.Ops` and Python arithmetic.
         loss: ``loss(ops, outputs, y) -> per-example losses`` (shape ``[batch]``); training minimises their mean.
         name: shown in reports; defaults to the forward function's name.
         rows_independent: True where ``forward`` and ``loss`` treat each row of the batch on its own, or mix rows
@@ -99,7 +99,7 @@ class Model:
         trainers (the bench's native baselines). The trainers use :meth:`train_losses`.
 
         Args:
-            ops: the backend's :class:`~toolkit.nn.ops.Ops` (``backend.ops(dtype)``).
+            ops: the backend's :class:`~toolkit.ops.Ops` (``backend.ops(dtype)``).
             params: the parameters (and any model state) by name, native arrays.
             x: the inputs, a native array (or a dict of them).
             y: the targets, a native array.
@@ -130,7 +130,7 @@ class Model:
         loss, as Keras' training metrics are: ``{name: per-example values}``, empty without metrics.
 
         Args:
-            ops: the backend's :class:`~toolkit.nn.ops.Ops`.
+            ops: the backend's :class:`~toolkit.ops.Ops`.
             params: the parameters by name, native arrays.
             batch: one shard's inputs, as described above.
             y: the shard's targets, a native array.
@@ -152,7 +152,7 @@ class Model:
         statistics, no dropout).
 
         Args:
-            ops: the backend's :class:`~toolkit.nn.ops.Ops`.
+            ops: the backend's :class:`~toolkit.ops.Ops`.
             params: the parameters by name, native arrays.
             batch: one shard's inputs (:func:`batch`): ``x`` and the model ``state``; its other entries are not
                 read.

@@ -1,4 +1,4 @@
-"""Built-in models, written once with :class:`toolkit.nn.ops.Ops`: they run unchanged on every backend.
+"""Built-in models, written once with :class:`toolkit.ops.Ops`: they run unchanged on every backend.
 
 Every layer's output is recorded (``ops.record``, read by ``multigpu localize``) under the layer's name: the layers of
 :mod:`toolkit.nn.layers` under their ``prefix`` (the names of their parameters without the last part), and what the
@@ -15,7 +15,8 @@ import numpy as np
 from toolkit.errors import ArgumentError, ShapeError
 from toolkit.nn import layers
 from toolkit.nn.model import Model
-from toolkit.nn.ops_training import record_layer
+from toolkit.ops.losses import sparse_crossentropy
+from toolkit.ops.training import record_layer
 
 #: The activations :func:`mlp` accepts between its layers.
 ACTIVATIONS = ("relu", "tanh", "sigmoid")
@@ -34,7 +35,7 @@ def sparse_softmax_cross_entropy(num_classes: int):
     """
 
     def loss(ops, logits, labels):
-        return -ops.sum(ops.one_hot(labels, num_classes) * ops.log_softmax(logits, axis=-1), axis=-1)
+        return sparse_crossentropy(ops, labels, ops.log_softmax(logits, axis=-1), num_classes)
 
     return loss
 

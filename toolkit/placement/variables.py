@@ -70,8 +70,26 @@ class Variable(ABC):
         """Shape and dtype name of a NumPy or native value."""
 
     @abstractmethod
-    def _write(self, value: Any) -> None:
-        """Store an already checked NumPy or native value on ``self.device``."""
+    def store(self, value: Any) -> None:
+        """Store a value already checked (:meth:`check`) on ``self.device``: the backend's write primitive, which
+        the trainer's state (:class:`toolkit.training.state.TrainerState`) calls for values it has checked, or that
+        a compiled step made in the variable's shape and dtype.
+
+        Args:
+            value: a NumPy or native array of the variable's shape and dtype.
+        """
+
+    def check(self, value: Any) -> Any:
+        """``value`` checked for this variable's shape and dtype (:func:`check_value`), ready to :meth:`store`.
+
+        Args:
+            value: a NumPy or native array, or Python numbers (converted).
+
+        Raises:
+            ShapeError: another shape.
+            DTypeError: an array of another dtype (never cast silently).
+        """
+        return check_value(value, self.shape, self.dtype, f"assign to {self!r}", self._describe)
 
     def assign(self, value: Any) -> None:
         """Replace the value; the shape and dtype must match. On error the variable is unchanged.
@@ -83,7 +101,7 @@ class Variable(ABC):
             ShapeError: another shape.
             DTypeError: an array of another dtype (never cast silently).
         """
-        self._write(check_value(value, self.shape, self.dtype, f"assign to {self!r}", self._describe))
+        self.store(self.check(value))
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name or ''} shape={self.shape} dtype={self.dtype} on {self.device}>"
@@ -110,6 +128,27 @@ class MirroredVariable:
         """The value (of the first replica; all replicas hold the same)."""
         return self.replicas[0].numpy()
 
+    def check(self, value: Any) -> Any:
+        """``value`` checked for the replicas' shape and dtype, ready to :meth:`store`.
+
+        Args:
+            value: as for :meth:`Variable.assign`.
+
+        Raises:
+            ShapeError: another shape.
+            DTypeError: an array of another dtype.
+        """
+        return check_value(value, self.shape, self.dtype, f"assign to {self!r}", self.replicas[0]._describe)
+
+    def store(self, value: Any) -> None:
+        """Store a value already checked (:meth:`check`) on every replica.
+
+        Args:
+            value: a NumPy or native array of the variable's shape and dtype.
+        """
+        for replica in self.replicas:
+            replica.store(value)
+
     def assign(self, value: Any) -> None:
         """Write ``value`` to every replica. Checked once, before any replica changes.
 
@@ -120,11 +159,17 @@ class MirroredVariable:
             ShapeError: another shape.
             DTypeError: an array of another dtype.
         """
-        first = self.replicas[0]
-        value = check_value(value, self.shape, self.dtype, f"assign to {self!r}", first._describe)
-        for replica in self.replicas:
-            replica._write(value)
+        self.store(self.check(value))
 
     def __repr__(self) -> str:
         devices = ", ".join(map(str, self.devices))
         return f"<MirroredVariable {self.name or ''} shape={self.shape} dtype={self.dtype} on [{devices}]>"
+
+
+def replicas_of(variable: Variable | MirroredVariable) -> tuple[Variable, ...]:
+    """The replicas of a mirrored variable, or the one variable itself: what a write primitive writes.
+
+    Args:
+        variable: a :class:`Variable` or a :class:`MirroredVariable`.
+    """
+    return variable.replicas if isinstance(variable, MirroredVariable) else (variable,)

@@ -210,8 +210,8 @@ def initialize(backend: str | None = None, *, process_id: int | None = None, num
         BackendUnavailableError: the backend is not installed.
     """
     global _current
-    from toolkit.placement.devices import use_logical_devices
-    from toolkit.registry import REGISTRY, backend_class
+    from toolkit.backend.logical_devices import use_logical_devices
+    from toolkit.backend.registry import REGISTRY, backend_class
 
     backend = backend or os.environ.get("MULTIGPU_BACKEND")
     if backend not in REGISTRY:

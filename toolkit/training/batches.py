@@ -303,7 +303,7 @@ def class_weights(y: np.ndarray, class_weight: Any, dtype: str) -> np.ndarray:
 
 
 def metric_weights(weights: np.ndarray, total: int, total_weight: float) -> np.ndarray:
-    """The factors of a weighted metric's per-example values (:mod:`toolkit.training.step`): ``weight * N / W``
+    """The factors of a weighted metric's per-example values (:mod:`toolkit.training.rules`): ``weight * N / W``
     for a global batch of ``N`` (``total``) examples whose weights sum to ``W`` (``total_weight``), so that the
     replicas' share-weighted means add up to ``sum(value * weight) / W``; 0 where ``W`` is 0 (Keras' divide_no_nan).
     """
@@ -312,7 +312,7 @@ def metric_weights(weights: np.ndarray, total: int, total_weight: float) -> np.n
 
 def step_weights(sample_weight: Any, count: int, metrics: tuple, dtype: str,
                  across_processes: bool = False) -> dict[str, np.ndarray] | None:
-    """The model batch's entries that weigh a step's batch of ``count`` examples (:mod:`toolkit.training.step`):
+    """The model batch's entries that weigh a step's batch of ``count`` examples (:mod:`toolkit.training.rules`):
     ``weights`` and, for weighted ``metrics``, ``metric_weights``.
 
     Args:

@@ -313,7 +313,8 @@ class BackupAndRestore(Callback):
         if problem is not None:
             raise problem
         if checkpoint is not None:
-            self.trainer._fit_progress.resume(checkpoint.metadata["fit"])  # checked before the trainer changes
+            # checked before the trainer changes
+            self.trainer.training_state.fit_progress.resume(checkpoint.metadata["fit"])
             self.trainer.restore(checkpoint)
 
     def _read(self):
@@ -346,7 +347,8 @@ class BackupAndRestore(Callback):
 
     def _save(self):
         if self.trainer.cluster is None or self.trainer.cluster.process_id == 0:  # the chief writes, as in Keras
-            save_checkpoint(self.path, trainer_checkpoint(self.trainer, fit=self.trainer._fit_progress.to_json()))
+            progress = self.trainer.training_state.fit_progress.to_json()
+            save_checkpoint(self.path, trainer_checkpoint(self.trainer, fit=progress))
 
     def on_step_end(self, step, logs):
         if self.save_freq != "epoch":

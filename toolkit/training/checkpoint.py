@@ -27,6 +27,8 @@ from typing import Any
 import numpy as np
 
 from toolkit.errors import CheckpointError, ToolkitError
+from toolkit.training.state import Counts
+from toolkit.version import __version__
 
 #: Bumped when the layout changes; a reader refuses newer formats. 2 added the model state.
 FORMAT_VERSION = 2
@@ -221,7 +223,6 @@ def trainer_checkpoint(trainer: Any, **extra: Any) -> Checkpoint:
     Returns:
         The :class:`Checkpoint`; nothing is written to disk.
     """
-    from toolkit import __version__
 
     metadata = {
         "step": trainer.step_count, "skipped_steps": trainer.skipped_steps, "epoch": trainer.epoch_count,
@@ -258,9 +259,10 @@ def restore_trainer(trainer: Any, checkpoint: Checkpoint) -> None:
     seed = meta.get("seed", trainer.seed)
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise CheckpointError(f"checkpoint metadata 'seed' must be an int, got {seed!r}")
+    owner = trainer.training_state
     try:
-        params = trainer._check_params(checkpoint.params, "checkpoint")
-        model_state = trainer._check_arrays(trainer._model_state, checkpoint.model_state, "checkpoint model state")
+        params = owner.checked("params", checkpoint.params, "checkpoint", trainer.dtype)
+        model_state = owner.checked("model_state", checkpoint.model_state, "checkpoint model state", trainer.dtype)
     except ToolkitError as error:
         raise CheckpointError(str(error)) from error
     expected = {slot: {name: p.shape for name, p in params.items()} for slot in trainer.optimizer.state_slots()}
@@ -280,15 +282,7 @@ def restore_trainer(trainer: Any, checkpoint: Checkpoint) -> None:
         rng.bit_generator.state = meta["rng_state"]
     except Exception as error:  # NumPy raises KeyError, TypeError or ValueError, by field
         raise CheckpointError(f"checkpoint RNG state is unusable: {type(error).__name__}: {error}") from error
-    for name, array in params.items():
-        trainer._params[name].assign(array)
-    for slot, values in state.items():
-        for name, value in values.items():
-            trainer._state[slot][name].assign(value)
-    for name, array in model_state.items():
-        trainer._model_state[name].assign(array)
-    trainer.rng, trainer.seed = rng, seed
-    trainer.step_count, trainer.skipped_steps, trainer.epoch_count = step, skipped, epoch
+    owner.restore(params, state, model_state, Counts(step, skipped, epoch), rng, seed)
 
 
 def _non_finite(array: np.ndarray) -> bool:

@@ -1,15 +1,15 @@
 """Data-parallel training: one replica of the parameters per device, a global batch split across them.
 
-A step, following the rules of :mod:`toolkit.training.step` (the rest is :class:`toolkit.training.trainer.Trainer`'s):
+A step, following the rules of :mod:`toolkit.training.rules` (the rest is :class:`toolkit.training.trainer.Trainer`'s):
 
 1. lay the checked global batch out over the devices (:mod:`toolkit.training.shards`: sizes from
    :func:`toolkit.split_sizes`, padded where the backend's step takes equal shards) and give each shard its share
    of the step and each example its random key (:mod:`toolkit.nn.context`), so noise follows the example, not the
    device;
-2. where the backend compiles the whole step into one call (:meth:`toolkit.backend.Backend.compile_fused_step`),
+2. where the backend compiles the whole step into one call (:meth:`toolkit.Backend.compile_fused_step`),
    that call runs the rest; otherwise, composed: on each device with a non-empty shard, its part of the loss, its
    gradient against that device's replica, and its parts of the model state and metrics, computed by
-   :meth:`toolkit.backend.Backend.compile_gradient`; their sum on the first device (and across processes);
+   :meth:`toolkit.Backend.compile_gradient`; their sum on the first device (and across processes);
 3. the update on the first device, where the optimizer state lives, then, all or nothing, the new parameters and
    model state go to every replica.
 """
@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import optree
 
-from toolkit.backend import Backend
+from toolkit.backend.interface import Backend
 from toolkit.errors import ArgumentTypeError, ComputeError, ModelStateError
 from toolkit.nn.model import Model, batch
 from toolkit.placement.splitting import shard_bounds, split_sizes
@@ -31,13 +31,15 @@ from toolkit.training import metrics as metrics_module
 from toolkit.training import shards as shard_plan
 from toolkit.training.batches import count, shapes
 from toolkit.training.optim import Optimizer
-from toolkit.training.step import PaddingRefused, replica_batch, shares
+from toolkit.training.rules import PaddingRefused, replica_batch, shares
 from toolkit.training.trainer import DTYPES, LABEL_DTYPE, NAN_POLICIES, Trainer, rows
 
 __all__ = ["DTYPES", "LABEL_DTYPE", "NAN_POLICIES", "DataParallel"]
 
 #: How many batch sizes' splits a trainer keeps (a run has one or two: the last batch of an epoch).
 SPLITS_KEPT = 16
+#: The paths a step runs on (:attr:`DataParallel.last_step_path`).
+FUSED, COMPOSED = "fused", "composed"
 
 
 class DataParallel(Trainer):
@@ -46,7 +48,7 @@ class DataParallel(Trainer):
     Args:
         model: the :class:`~toolkit.Model`.
         backend: a backend object or name (``"tensorflow"``, ``"aesara"``, ``"pytensor"``).
-        devices: any :meth:`~toolkit.backend.Backend.select_devices` spec: ``"all"``, an int, ``"gpu:0,gpu:1"``, ...
+        devices: any :meth:`~toolkit.Backend.select_devices` spec: ``"all"``, an int, ``"gpu:0,gpu:1"``, ...
         optimizer: a :mod:`toolkit.training.optim` optimizer.
         dtype: ``"float32"`` or ``"float64"``; parameters and floating inputs are cast to it.
         seed: seeds :attr:`rng`, which draws the initial parameters: the same seed gives the same parameters on
@@ -75,45 +77,74 @@ class DataParallel(Trainer):
         # function and the fused step (None: every step composed, with the sum between processes a step of its own).
         self._gradient_fns = {(): self.backend.compile_gradient(model, self.dtype)}
         self._fused_steps = {(): self._compile_fused_step(())}
-        self._pad = True  # False once the model's step refused padded shards (see toolkit.training.shards)
+        # The path chosen for each (metrics, padded shards) layout once a step has run in it; the last step's path.
+        self._paths: dict[tuple, str] = {}
+        self._last_path: str | None = None
 
     def _step(self, x, y, micro_batches, metrics, sample_weight=None):
-        # Where the backend compiles the whole step into one call, that call is used; the result is the same.
-        # Accumulating over micro-batches composes the step.
-        if self._fused_steps is None or not (micro_batches == 1 and type(micro_batches) is int):
-            return super()._step(x, y, micro_batches, metrics, sample_weight)
-        if metrics not in self._fused_steps:
-            self._fused_steps[metrics] = self._compile_fused_step(metrics)
-        fused = self._fused_steps[metrics]
+        # Accumulating over micro-batches composes the step; so do fused = False and a backend without a fused
+        # step for these metrics.
+        fused = None
+        if self._fused_steps is not None and micro_batches == 1 and type(micro_batches) is int:
+            if metrics not in self._fused_steps:
+                self._fused_steps[metrics] = self._compile_fused_step(metrics)
+            fused = self._fused_steps[metrics]
         if fused is None:
-            return super()._step(x, y, micro_batches, metrics, sample_weight)
+            return self._composed(super()._step(x, y, micro_batches, metrics, sample_weight))
         x, y = self.check_batch(x, y)
         weights = self._weights(sample_weight, count(y), metrics)
         layout = self._layout(count(y))
-        if layout.pad_to is not None and not self._pad:
-            return super()._step(x, y, micro_batches, metrics, sample_weight)
+        # The path is decided once per batch layout (padded shards or not) and these metrics: where the model
+        # refused padded shards as its step was traced, every step of that layout is composed from then on.
+        key = (metrics, layout.pad_to is not None)
+        if self._paths.get(key) == COMPOSED:
+            return self._composed(self._composed_step(x, y, 1, metrics, weights))
         indices, _, xs, ys = zip(*self._shards(x, y, layout, weights))
         step = np.asarray(self.step_count + 1, dtype=self.dtype)
         try:
             loss, written, scores = fused(indices, xs, ys, self._shares(count(y), layout), step)
         except PaddingRefused:  # raised as the step was traced, before anything ran
-            self._pad = False
-            return super()._step(x, y, micro_batches, metrics, sample_weight)
+            self._paths[key] = COMPOSED
+            return self._composed(self._composed_step(x, y, 1, metrics, weights))
         except ComputeError:
             raise
         except Exception as error:
-            if not isinstance(error, ModelStateError):  # the model's own error: composing would not say more
-                self._loss_and_gradients(x, y, 1, metrics, weights)  # the composed step names the failing device
-            raise self._compute_error(", ".join(map(str, self.devices)), f"x {_shapes(x)}, y {_shapes(y)}",
-                                      error) from error
+            raise self._fused_error(x, y, metrics, weights, error) from error
+        self._paths[key] = self._last_path = FUSED
         self._accept_input_spec()
         return (self._finish_step(float(self.backend.to_numpy(loss)), bool(self.backend.to_numpy(written))),
                 self._floats(scores))
 
+    def _composed(self, result):
+        """``result``, of a step that ran composed."""
+        self._last_path = COMPOSED
+        return result
+
+    def _fused_error(self, x, y, metrics: tuple, weights, error: Exception) -> ComputeError:
+        """The error of a fused step that failed (nothing was written). Its parts are computed again device by
+        device (nothing is written either): where one device's part fails, that error names the device and its
+        shard. Otherwise the fused step's own error is reported, naming every device: where the parts compute,
+        where the model's own state rules failed (a ModelStateError: composing would not say more), or where the
+        model cannot be composed per device (its ModelStateError there, which is not the failure)."""
+        if not isinstance(error, ModelStateError):
+            try:
+                self._loss_and_gradients(x, y, 1, metrics, weights)
+            except ComputeError as composed:
+                if not isinstance(composed.__cause__, ModelStateError):
+                    return composed
+        return self._compute_error(", ".join(map(str, self.devices)), f"x {_shapes(x)}, y {_shapes(y)}", error)
+
+    @property
+    def last_step_path(self) -> str | None:
+        """Which path ran the last step: ``"fused"`` (the backend's one compiled call,
+        :meth:`toolkit.Backend.compile_fused_step`), ``"composed"`` (per device, from the backend's primitives:
+        micro-batches, ``fused = False``, no fused step for the metrics, or a model that refused padded shards
+        in this batch layout), or None before the first step."""
+        return self._last_path
+
     def _compile_fused_step(self, metrics: tuple):
-        return self.backend.compile_fused_step(self.model, self.optimizer, self.dtype, self._params, self._state,
-                                               self._model_state, metrics=metrics,
-                                               across_processes=self.cluster is not None)
+        return self.backend.compile_fused_step(self.model, self.optimizer, self.dtype, self.training_state,
+                                               metrics=metrics, across_processes=self.cluster is not None)
 
     def _inference(self, x, batches):
         for start, end in batches:
@@ -125,18 +156,19 @@ class DataParallel(Trainer):
         if self._predict_fn is None:
             self._predict_fn = self.backend.compile_predict(self.model, self.dtype)
         shard = optree.tree_map(lambda a: self.backend.place(a, device), rows(x, slice(lo, hi)))
-        return self._compute(device, f"x {_shapes(shard)}", self._predict_fn, _replica(self._params, index),
-                             batch(shard, None, _replica(self._model_state, index)), device)
+        state = self.training_state
+        return self._compute(device, f"x {_shapes(shard)}", self._predict_fn, _replica(state.params, index),
+                             batch(shard, None, _replica(state.model_state, index)), device)
 
     def replica_params(self) -> list[dict]:
         """The parameters as held by each device's replica, in device order (all equal after every step)."""
-        return [{name: var.replicas[i].numpy() for name, var in self._params.items()}
+        return [{name: var.replicas[i].numpy() for name, var in self.training_state.params.items()}
                 for i in range(len(self.devices))]
 
     def replica_state(self) -> list[dict]:
         """The model state as held by each device's replica, in device order (all equal after every step: the
         replicas' new values are averaged and written to every replica); empty dicts for a model without state."""
-        return [{name: var.replicas[i].numpy() for name, var in self._model_state.items()}
+        return [{name: var.replicas[i].numpy() for name, var in self.training_state.model_state.items()}
                 for i in range(len(self.devices))]
 
     # ------------------------------------------------------------------------------------------------------------------
@@ -144,7 +176,7 @@ class DataParallel(Trainer):
 
     @property
     def fused(self) -> bool:
-        """Whether a step runs as one compiled call (:meth:`toolkit.backend.Backend.compile_fused_step`) where the
+        """Whether a step runs as one compiled call (:meth:`toolkit.Backend.compile_fused_step`) where the
         backend compiles one and the step allows it (one micro-batch). False: every step is composed from the
         backend's primitives, device by device, as :meth:`gradients` and accumulated micro-batches are; the update
         is the same (to rounding), so setting it False compares the two paths, or names the device where a step
@@ -162,7 +194,7 @@ class DataParallel(Trainer):
         if not value:
             self._fused_steps = None
         elif self._fused_steps is None:
-            self._fused_steps = {}  # compiled by the next step, for its metrics
+            self._fused_steps, self._paths = {}, {}  # compiled by the next step, for its metrics
 
     def fused_step(self, metrics: Sequence[Any] = ()) -> Callable | None:
         """The compiled call a step scoring ``metrics`` runs (compiled now if no step has needed it yet).
@@ -173,7 +205,7 @@ class DataParallel(Trainer):
 
         Returns:
             ``fn(indices, xs, ys, shares, step) -> (mean loss, written, {metric name: mean})``
-            (:meth:`toolkit.backend.Backend.compile_fused_step`), or None where steps are composed (:attr:`fused`
+            (:meth:`toolkit.Backend.compile_fused_step`), or None where steps are composed (:attr:`fused`
             False, or a backend that compiles no fused step for this trainer). For inspection, TensorFlow's has
             ``fn.function``, its ``tf.function`` (``get_concrete_function(...).graph``: where each op runs), and
             the Theano family's one-device C-linker step ``fn.functions``, its compiled functions.
@@ -219,16 +251,17 @@ class DataParallel(Trainer):
         examples' weights."""
         layout = layout or self._layout(count(y))
         keys = self._example_keys(count(y), layout.first_row)
+        model_state = self.training_state.model_state
         if layout.pad_to is None:
             return [(index, device, _weighed(batch(rows(x, slice(lo, hi)), keys[lo:hi],
-                                                   _replica(self._model_state, index)), weights, slice(lo, hi)),
+                                                   _replica(model_state, index)), weights, slice(lo, hi)),
                      rows(y, slice(lo, hi)))
                     for index, device, lo, hi in self._split(count(y))]
         found = []
         bounds = shard_bounds(split_sizes(count(y), len(self.devices), self.weights))
         for index, (device, (lo, hi)) in enumerate(zip(self.devices, bounds)):
             taken, padding = shard_plan.padded_rows(lo, hi, layout.pad_to)
-            found.append((index, device, _weighed(batch(rows(x, taken), keys[taken], _replica(self._model_state, index),
+            found.append((index, device, _weighed(batch(rows(x, taken), keys[taken], _replica(model_state, index),
                                                         padding.astype(self.dtype)), weights, taken), rows(y, taken)))
         return found
 
@@ -273,7 +306,7 @@ class DataParallel(Trainer):
         layout = self._layout(count(y))
         if metrics not in self._gradient_fns:
             self._gradient_fns[metrics] = self.backend.compile_gradient(self.model, self.dtype, metrics)
-        gradient_fn, parts = self._gradient_fns[metrics], []
+        gradient_fn, parts, params = self._gradient_fns[metrics], [], self.training_state.params
         for lo, hi in shard_bounds(split_sizes(count(y), micro_batches)):
             part = shard_plan.Layout(layout.first_row + lo, layout.total)
             part_weights = None if weights is None else rows(weights, slice(lo, hi))
@@ -282,7 +315,7 @@ class DataParallel(Trainer):
                                                               self._shares(hi - lo, part)):
                 shapes = f"shard x {_shapes(shard['x'])}, y {_shapes(shard_y)}"
                 parts.append(self._compute(device, shapes, self._shard_gradient, gradient_fn,
-                                           _replica(self._params, index), replica_batch(shard, share, self.dtype),
+                                           _replica(params, index), replica_batch(shard, share, self.dtype),
                                            shard_y, device))
         result = self.backend.sum(parts, self.devices[0])  # on the first device, where the update runs
         if self.cluster is not None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import bisect
 import functools
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -22,7 +22,20 @@ from toolkit.training.batches import count, rows, sample_weights, shapes
 
 
 class Inference:
-    """``predict`` and ``evaluate``, batched, on the trainer's devices."""
+    """``predict`` and ``evaluate``, batched, on the trainer's devices.
+
+    What it reads of the trainer it is part of: ``backend``, ``dtype``, ``model``, ``cluster``, ``step_count``,
+    :meth:`check_batch`, :meth:`_compute` (a device's share run with its errors reported) and :meth:`_inference`
+    (the trainer kind's batch in inference mode).
+    """
+
+    backend: Any
+    dtype: str
+    model: Any
+    cluster: Any
+    step_count: int
+    check_batch: Callable[..., tuple[Any, Any]]
+    _compute: Callable[..., Any]
 
     @functools.cached_property
     def _scorers(self) -> dict:

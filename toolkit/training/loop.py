@@ -278,7 +278,7 @@ def fit(trainer, x: Any, y: Any, epochs: int, batch_size: int, shuffle: bool, va
         # A failed fit changes nothing: the trainer goes back to where it was before (RNG and counts included),
         # whatever step failed; stopping a fit by hand keeps its steps, as in Keras.
         with trainer.all_or_nothing():
-            trainer._fit_progress = progress  # what BackupAndRestore writes into its backups
+            trainer.training_state.track_fit(progress)  # what BackupAndRestore writes into its backups
             for callback in callbacks:
                 callback.trainer, callback.stop_training = trainer, False
                 callback.params = {"epochs": end, "steps": steps, "verbose": verbose}
@@ -287,7 +287,7 @@ def fit(trainer, x: Any, y: Any, epochs: int, batch_size: int, shuffle: bool, va
                     {0: _Silent, 1: _Bar, 2: _Lines}[verbose](end, steps), weights)
             logs = {name: values[-1] for name, values in progress.history.history.items()}
     finally:
-        trainer._fit_progress = None
+        trainer.training_state.track_fit(None)
         for callback in callbacks:
             callback.on_train_end(logs)
     return progress.history
@@ -309,7 +309,7 @@ def _epochs(trainer, x, y, progress: Progress, end: int, metrics: tuple, names: 
                 progress.epoch_rng = trainer.rng.bit_generator.state
                 progress.totals, progress.seen = dict.fromkeys([*names[:1 + len(metrics)], _WEIGHT], 0.0), 0
             else:  # resumed mid-epoch: draw the epoch's order again, then skip the batches done
-                trainer.rng.bit_generator.state = progress.epoch_rng
+                trainer.training_state.set_rng_state(progress.epoch_rng)
             order = trainer.rng.permutation(count) if progress.shuffle else np.arange(count)
             for callback in callbacks:
                 callback.on_epoch_begin(epoch)
@@ -337,7 +337,8 @@ def _epochs(trainer, x, y, progress: Progress, end: int, metrics: tuple, names: 
             for name, value in logs.items():
                 progress.history.history.setdefault(name, []).append(value)
             progress.history.epoch.append(epoch)
-            progress.epoch, progress.batch, trainer.epoch_count = epoch + 1, 0, epoch + 1
+            progress.epoch, progress.batch = epoch + 1, 0
+            trainer.training_state.end_epoch(epoch + 1)
             for callback in callbacks:
                 callback.on_epoch_end(epoch, logs)
             report.end(epoch, logs)

@@ -1,4 +1,4 @@
-"""Metrics, written once against :class:`toolkit.nn.ops.Ops` with Keras' names and formulas.
+"""Metrics, written once against :class:`toolkit.ops.Ops` with Keras' names and formulas.
 
 A metric gives one value per example (a model with several outputs per example, such as a language model's
 positions, averages them within the example). ``trainer.evaluate`` sums those values and counts the examples on
@@ -6,7 +6,7 @@ every device, batch and process, in float64, and divides once at the end: the re
 whatever the split, never a mean of per-device means.
 
 The metrics named after Keras' functions compute those functions as Keras writes them
-(:mod:`toolkit.nn.keras_loss_functions`, which ``from_keras`` translates compiled metrics to), so that a name gives
+(:mod:`toolkit.nn.losses`, which ``from_keras`` translates compiled metrics to), so that a name gives
 what ``compile(metrics=[name])`` gives in Keras.
 """
 
@@ -17,9 +17,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from toolkit.errors import ArgumentError, ShapeError
-from toolkit.nn import keras_loss_functions as keras_functions
-from toolkit.nn.ops import Ops, Tensor
-from toolkit.nn.ops_nn import EPSILON
+from toolkit.nn import losses
+from toolkit.ops.interface import Ops, Tensor
+from toolkit.ops.nn import EPSILON
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ class Metric:
         """The metric of each example of a batch.
 
         Args:
-            ops: the :class:`~toolkit.nn.ops.Ops` running the model.
+            ops: the :class:`~toolkit.ops.Ops` running the model.
             outputs: the model's outputs for the batch.
             y: the batch's targets.
 
@@ -68,9 +68,9 @@ def _sparse_labels(ops: Ops, outputs: Tensor, y: Tensor, name: str) -> Tensor:
 
 
 def _keras(name: str, fn: Callable, **arguments) -> Metric:
-    """The metric computing Keras' function ``fn`` (:mod:`toolkit.nn.keras_loss_functions`) as Keras'
+    """The metric computing Keras' function ``fn`` (:mod:`toolkit.nn.losses`) as Keras'
     ``MeanMetricWrapper`` averages it, with Keras' default epsilon."""
-    rules = keras_functions.Rules(EPSILON, tensorflow=False, metric=True, name=name)
+    rules = losses.Rules(EPSILON, tensorflow=False, metric=True, name=name)
 
     def values(ops, outputs, y):
         return fn(ops, y, outputs, rules, **arguments)
@@ -146,30 +146,30 @@ def _mean_absolute_error(ops, outputs, y):
 
 #: Keras' metric functions a name selects as it is (``compile(metrics=[name])`` gives the same).
 _KERAS_NAMED = {
-    "binary_accuracy": keras_functions.binary_accuracy,
-    "categorical_accuracy": keras_functions.categorical_accuracy,
-    "sparse_categorical_accuracy": keras_functions.sparse_categorical_accuracy,
-    "top_k_categorical_accuracy": keras_functions.top_k_categorical_accuracy,
-    "binary_crossentropy": keras_functions.binary_crossentropy,
-    "categorical_crossentropy": keras_functions.categorical_crossentropy,
-    "kl_divergence": keras_functions.kl_divergence,
-    "poisson": keras_functions.poisson,
-    "hinge": keras_functions.hinge,
-    "squared_hinge": keras_functions.squared_hinge,
-    "categorical_hinge": keras_functions.categorical_hinge,
-    "mean_absolute_percentage_error": keras_functions.mean_absolute_percentage_error,
-    "mape": keras_functions.mean_absolute_percentage_error,
-    "mean_squared_logarithmic_error": keras_functions.mean_squared_logarithmic_error,
-    "msle": keras_functions.mean_squared_logarithmic_error,
-    "log_cosh_error": keras_functions.log_cosh,
-    "cosine_similarity": keras_functions.cosine_similarity_metric,
+    "binary_accuracy": losses.binary_accuracy,
+    "categorical_accuracy": losses.categorical_accuracy,
+    "sparse_categorical_accuracy": losses.sparse_categorical_accuracy,
+    "top_k_categorical_accuracy": losses.top_k_categorical_accuracy,
+    "binary_crossentropy": losses.binary_crossentropy,
+    "categorical_crossentropy": losses.categorical_crossentropy,
+    "kl_divergence": losses.kl_divergence,
+    "poisson": losses.poisson,
+    "hinge": losses.hinge,
+    "squared_hinge": losses.squared_hinge,
+    "categorical_hinge": losses.categorical_hinge,
+    "mean_absolute_percentage_error": losses.mean_absolute_percentage_error,
+    "mape": losses.mean_absolute_percentage_error,
+    "mean_squared_logarithmic_error": losses.mean_squared_logarithmic_error,
+    "msle": losses.mean_squared_logarithmic_error,
+    "log_cosh_error": losses.log_cosh,
+    "cosine_similarity": losses.cosine_similarity_metric,
 }
 
 #: The metrics a name selects (Keras' names and short forms). ``"accuracy"`` (or ``"acc"``) is binary, sparse
 #: categorical or categorical accuracy by the shapes of outputs and targets, as Keras' ``compile`` picks it.
 NAMED: dict[str, Callable[[], Metric]] = {
-    "accuracy": lambda: _keras("accuracy", keras_functions.compiled_accuracy),
-    "acc": lambda: _keras("acc", keras_functions.compiled_accuracy),
+    "accuracy": lambda: _keras("accuracy", losses.compiled_accuracy),
+    "acc": lambda: _keras("acc", losses.compiled_accuracy),
     **{name: functools.partial(_keras, name, fn) for name, fn in _KERAS_NAMED.items()},
     "sparse_top_k_categorical_accuracy": sparse_top_k_categorical_accuracy,
     "sparse_categorical_crossentropy": sparse_categorical_crossentropy,

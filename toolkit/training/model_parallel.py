@@ -16,11 +16,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from toolkit.backend import Backend
+from toolkit.backend.interface import Backend
 from toolkit.errors import ArgumentError, ArgumentTypeError, DeviceSpecError, ParamsError, ShapeError
 from toolkit.nn import context
 from toolkit.nn.model import InitFn, LossFn, Model
-from toolkit.nn.ops import Ops, Tensor
+from toolkit.ops.interface import Ops, Tensor
 from toolkit.placement.devices import Device
 from toolkit.placement.splitting import shard_bounds, split_sizes
 from toolkit.training.batches import count
@@ -35,7 +35,7 @@ class Part:
 
     Args:
         name: unique within the model; later parts refer to this part's output by it.
-        fn: ``fn(ops, params, *inputs) -> array``, written with :class:`toolkit.nn.ops.Ops`; ``params`` holds only the
+        fn: ``fn(ops, params, *inputs) -> array``, written with :class:`toolkit.ops.Ops`; ``params`` holds only the
             parameters named in ``params``.
         inputs: names of data inputs or of earlier parts, passed to ``fn`` in this order.
         params: names of the parameters ``fn`` reads.
@@ -218,10 +218,10 @@ class ModelParallel(Trainer):
             return [homes[name]]
 
         self._init_params(home_of)
-        if self._model_state:
+        if self.training_state.model_state:
             raise ParamsError(f"ModelParallel does not carry model state yet; this model declares "
-                              f"{sorted(self._model_state)}: train it with DataParallel")
-        if missing := sorted(set(homes) - set(self._params)):
+                              f"{sorted(self.training_state.model_state)}: train it with DataParallel")
+        if missing := sorted(set(homes) - set(self.training_state.params)):
             raise ParamsError(f"parts read parameters {missing} that model.init does not make")
         # The parted gradient per tuple of training metrics (fit's metrics score the last part's outputs).
         self._gradient_fns = {(): self.backend.compile_parted_gradient(model, self.devices, self.dtype)}
@@ -263,7 +263,7 @@ class ModelParallel(Trainer):
 
     def _home_params(self) -> dict[str, Any]:
         """Each parameter's native value on its home device (a parameter has one replica here)."""
-        return {name: var.replicas[0].value for name, var in self._params.items()}
+        return {name: var.replicas[0].value for name, var in self.training_state.params.items()}
 
     def _inputs(self, x, lo: int, hi: int) -> tuple[dict[str, Any], str]:
         """Rows ``lo:hi`` of the data inputs by name, and their shapes for error messages."""

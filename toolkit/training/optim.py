@@ -1,4 +1,4 @@
-"""Optimizers, with their update math written once against :class:`toolkit.nn.ops.Ops`.
+"""Optimizers, with their update math written once against :class:`toolkit.ops.Ops`.
 
 Each backend compiles :meth:`Optimizer.apply` into its own graph, so both backends run the same arithmetic in the
 same order. The formulas follow Keras (``keras.optimizers``) so results can be checked against it:
@@ -27,7 +27,7 @@ from abc import ABC, abstractmethod
 from typing import ClassVar
 
 from toolkit.errors import ArgumentError, OptimizerError
-from toolkit.nn.ops import Ops, Tensor
+from toolkit.ops.interface import Ops, Tensor
 from toolkit.training import schedules
 from toolkit.training.schedules import Schedule
 

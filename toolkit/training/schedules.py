@@ -1,4 +1,4 @@
-"""Learning-rate schedules, written once against :class:`toolkit.nn.ops.Ops` and compiled into each backend's
+"""Learning-rate schedules, written once against :class:`toolkit.ops.Ops` and compiled into each backend's
 update, so the rate changes from step to step without a retrace and both backends compute the same rates.
 
 Names, arguments and formulas are Keras' (``keras.optimizers.schedules``; ``tests/test_schedules.py`` checks the
@@ -14,7 +14,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
 from toolkit.errors import ArgumentError
-from toolkit.nn.ops import Ops, Tensor
+from toolkit.ops.interface import Ops, Tensor
 
 
 def _number(what: str, value, low: float = -math.inf, *, low_open: bool = False) -> float:
@@ -33,7 +33,7 @@ class Schedule(ABC):
         """The rate for the update after ``step`` updates.
 
         Args:
-            ops: the :class:`~toolkit.nn.ops.Ops` of the backend compiling the update.
+            ops: the :class:`~toolkit.ops.Ops` of the backend compiling the update.
             step: the number of updates done before this one, a scalar of the computation dtype.
 
         Returns:

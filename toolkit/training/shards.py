@@ -3,14 +3,14 @@ unequal size are padded to one.
 
 A step's global batch is every process's part together; each process splits its part over its devices
 (:func:`toolkit.split_sizes`, with the trainer's weights). Shards are uneven where the batch does not divide or the
-weights differ. A backend whose fused step maps one program over equal shards (:attr:`toolkit.backend.Backend.
+weights differ. A backend whose fused step maps one program over equal shards (:attr:`toolkit.Backend.
 equal_shards`: the Theano family's mesh) then gets every device's shard padded to the largest, over every process,
 by repeating the shard's last row (a device without a shard repeats the batch's first), with row weights (``rows``:
 1 for each example, 0 for each padding row) that leave the padding out of the losses and metrics
-(:mod:`toolkit.training.step`) and of ``ops.moments`` (:attr:`toolkit.nn.context.RunContext.row_weights`). That is
+(:mod:`toolkit.training.rules`) and of ``ops.moments`` (:attr:`toolkit.nn.context.RunContext.row_weights`). That is
 exact for a model that treats each row on its own or mixes rows only through ``ops.moments``
 (:attr:`toolkit.Model.rows_independent`) or sums over replicas: for any other model the step is refused as it is
-traced (:class:`toolkit.training.step.PaddingRefused`) and the trainer composes it per device instead.
+traced (:class:`toolkit.training.rules.PaddingRefused`) and the trainer composes it per device instead.
 """
 
 from __future__ import annotations

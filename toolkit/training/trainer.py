@@ -3,7 +3,7 @@ the NaN policy, an update that writes all or nothing, and checkpoints.
 
 A subclass decides where parameters live and how each replica's part of the loss and its gradients are computed
 (:meth:`Trainer._loss_and_gradients`); this class does the rest. One step composed per device, top to bottom
-(:meth:`Trainer.step`; the rules are :mod:`toolkit.training.step`'s):
+(:meth:`Trainer.step`; the rules are :mod:`toolkit.training.rules`'s):
 
 1. check the batch (shapes, dtypes, finiteness) before anything runs (:mod:`toolkit.training.batches`);
 2. the subclass sums the replicas' parts of the loss, gradients, model state and metrics: the batch's mean loss and
@@ -15,7 +15,8 @@ A subclass decides where parameters live and how each replica's part of the loss
 Nothing is written before step 4, so an error anywhere (bad input, a failure on one device, a non-finite gradient)
 leaves parameters, optimizer state, step count and RNG state as they were.
 
-The variables and their readers and writers are :class:`~toolkit.training.trainer_variables.TrainerVariables`',
+The state (variables, counts, seed and RNG) is :class:`~toolkit.training.state.TrainerState`'s, which writes it;
+its readers and checked writers are :class:`~toolkit.training.trainer_variables.TrainerVariables`',
 ``predict`` and ``evaluate`` :class:`~toolkit.training.evaluation.Inference`'s; ``fit`` is
 :mod:`toolkit.training.loop`'s.
 """
@@ -29,7 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from toolkit.backend import Backend
+from toolkit.backend.interface import Backend
+from toolkit.backend.registry import get_backend
 from toolkit.errors import (
     ArgumentError,
     ArgumentTypeError,
@@ -39,7 +41,6 @@ from toolkit.errors import (
 )
 from toolkit.nn.context import consecutive_example_keys
 from toolkit.nn.model import Model
-from toolkit.registry import get_backend
 from toolkit.training import metrics as metrics_module
 from toolkit.training.batches import (
     DTYPES,
@@ -60,6 +61,7 @@ from toolkit.training.checkpoint import (
 from toolkit.training.evaluation import Inference
 from toolkit.training.failures import compute_error
 from toolkit.training.optim import Optimizer
+from toolkit.training.state import TrainerState
 from toolkit.training.trainer_variables import TrainerVariables
 
 __all__ = ["DTYPES", "LABEL_DTYPE", "NAN_POLICIES", "Trainer", "rows"]
@@ -78,12 +80,8 @@ class Trainer(TrainerVariables, Inference):
     """The common part of :class:`~toolkit.DataParallel` and :class:`~toolkit.ModelParallel` (not used directly).
 
     Attributes:
-        step_count: the number of updates applied.
-        epoch_count: the number of epochs ``fit`` has completed (restored with a checkpoint): the number of the
-            next ``fit``'s first epoch.
-        skipped_steps: the number of updates skipped for non-finite values (``nan_policy="skip"``).
-        rng: the ``numpy.random.Generator`` seeded with ``seed``: it draws the initial parameters; use it for
-            shuffling too, and a restored checkpoint replays the same order.
+        training_state: the :class:`~toolkit.training.state.TrainerState`: parameters, optimizer and model state,
+            counts, seed and RNG, with the one all-or-nothing write every training path calls.
         cluster: the job of several processes the trainer trains in (:func:`toolkit.distributed.initialize`), or
             None.
     """
@@ -98,16 +96,48 @@ class Trainer(TrainerVariables, Inference):
             raise ArgumentError(f"nan_policy must be one of {NAN_POLICIES}, got {nan_policy!r}")
         self.backend = get_backend(backend) if isinstance(backend, str) else backend
         self.model, self.optimizer, self.dtype, self.nan_policy = model, optimizer, as_dtype(dtype), nan_policy
-        self.step_count = self.skipped_steps = self.epoch_count = 0
-        self.seed = int(np.random.SeedSequence().entropy % 2**63) if seed is None else int(seed)
-        self.rng = np.random.default_rng(self.seed)
+        self.training_state = TrainerState(int(np.random.SeedSequence().entropy % 2**63) if seed is None else seed)
         self._batch_check = BatchCheck(self.dtype, model.input_shape, model.output_shape)
         self.cluster = None  # a DataParallel trainer's job of several processes
+
+    @property
+    def step_count(self) -> int:
+        """The number of updates applied."""
+        return self.training_state.step_count
+
+    @property
+    def skipped_steps(self) -> int:
+        """The number of updates skipped for non-finite values (``nan_policy="skip"``)."""
+        return self.training_state.skipped_steps
+
+    @property
+    def epoch_count(self) -> int:
+        """The number of epochs ``fit`` has completed (restored with a checkpoint): the next ``fit``'s first epoch."""
+        return self.training_state.epoch_count
+
+    @property
+    def rng(self) -> np.random.Generator:
+        """The ``numpy.random.Generator`` seeded with :attr:`seed`: it draws the initial parameters; use it for
+        shuffling too, and a restored checkpoint replays the same order."""
+        return self.training_state.rng
+
+    @property
+    def seed(self) -> int:
+        """The seed: with the step number and an example's index, it makes each example's random key (dropout), so
+        the same seed draws the same noise on every backend and device count. Assigning it changes the keys from
+        the next step on; the RNG is left as it is."""
+        return self.training_state.seed
+
+    @seed.setter
+    def seed(self, value: int) -> None:
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise ArgumentTypeError(f"seed must be an int, got {value!r}")
+        self.training_state.reseed(int(value))
 
     def _loss_and_gradients(self, x: Any, y: Any, micro_batches: int = 1, metrics: tuple = (),
                             weights: Mapping[str, np.ndarray] | None = None
                             ) -> tuple[Any, dict[str, Any], dict[str, Any], dict[str, Any]]:
-        """The sums of the replicas' parts (rules 2 to 4 of :mod:`toolkit.training.step`) over the checked batch:
+        """The sums of the replicas' parts (rules 2 to 4 of :mod:`toolkit.training.rules`) over the checked batch:
         the mean loss, each parameter's gradient on the parameter's home device, the model state's new values (the
         replicas' weighted by their shares) and the mean of each of ``metrics`` on the same training-mode outputs;
         computed ``micro_batches`` rows at a time where the trainer accumulates (:meth:`step`). ``weights``: the
@@ -179,10 +209,15 @@ class Trainer(TrainerVariables, Inference):
         """:meth:`step`, also giving the mean of each of ``metrics`` (:class:`~toolkit.metrics.Metric`) over the
         batch, as :meth:`train_step`."""
         x, y = self.check_batch(x, y)
-        weights = self._weights(sample_weight, count(y), metrics)
+        return self._composed_step(x, y, micro_batches, metrics, self._weights(sample_weight, count(y), metrics))
+
+    def _composed_step(self, x: Any, y: Any, micro_batches: int, metrics: tuple,
+                       weights: Mapping[str, np.ndarray] | None) -> tuple[float, dict[str, float]]:
+        """The step composed per device (:meth:`_loss_and_gradients`, then each home's update) on a checked batch
+        ``(x, y)`` with the examples' ``weights`` (:meth:`_weights`)."""
         loss, grads, model_state, scores = self._loss_and_gradients(x, y, _micro_batches(micro_batches, count(y)),
                                                                     metrics, weights)
-        new_params, new_state, finite = {}, {slot: {} for slot in self._state}, True
+        new_params, new_state, finite = {}, {slot: {} for slot in self.training_state.slots}, True
         checked = [loss, *model_state.values()]  # checked once, with the first home's update
         for home, names in self._by_home().items():
             step = self.backend.place(np.asarray(self.step_count + 1, dtype=self.dtype), home)
@@ -200,13 +235,7 @@ class Trainer(TrainerVariables, Inference):
                 new_state[slot].update(values)
             finite = finite and bool(self.backend.to_numpy(group_finite))
         if finite:  # rule 6: all or nothing
-            for name, var in self._params.items():
-                var.assign(new_params[name])
-            for slot, values in new_state.items():
-                for name, value in values.items():
-                    self._state[slot][name].assign(value)
-            for name, value in model_state.items():
-                self._model_state[name].assign(value)
+            self.training_state.commit(new_params, new_state, model_state)
         return self._finish_step(float(self.backend.to_numpy(loss)), finite), self._floats(scores)
 
     def _weights(self, sample_weight: Any, count: int, metrics: tuple) -> dict[str, np.ndarray] | None:
@@ -218,14 +247,11 @@ class Trainer(TrainerVariables, Inference):
 
     def _finish_step(self, loss: float, written: bool) -> float:
         """Apply the NaN policy to a step whose new values were written only if everything was finite."""
-        if not written:
-            if self.nan_policy == "raise":
-                raise NonFiniteError(
-                    f"step {self.step_count + 1}: the loss ({loss}) or a gradient is NaN or Inf; nothing was updated. "
-                    "Lower the learning rate, check the data, or pass nan_policy='skip' to skip such steps")
-            self.skipped_steps += 1
-            return loss
-        self.step_count += 1
+        if not written and self.nan_policy == "raise":
+            raise NonFiniteError(
+                f"step {self.step_count + 1}: the loss ({loss}) or a gradient is NaN or Inf; nothing was updated. "
+                "Lower the learning rate, check the data, or pass nan_policy='skip' to skip such steps")
+        self.training_state.count_step(written)
         return loss
 
     def fit(self, x: Any, y: Any, epochs: int = 1, batch_size: int = 32, shuffle: bool = True,

@@ -1,9 +1,10 @@
-"""A trainer's variables: the parameters, the optimizer state and the model state, drawn from the model, placed on
-their devices, read back and replaced, every value checked first.
+"""A trainer's variables as the trainer shows them: the parameters, the optimizer state and the model state, drawn
+from the model, placed on their devices, read back and replaced, every value checked first. Their owner, which
+writes them, is :class:`toolkit.training.state.TrainerState`.
 
 :class:`TrainerVariables` is a part of :class:`toolkit.training.trainer.Trainer`, which sets what it reads
-(``model``, ``backend``, ``optimizer``, ``dtype``, ``rng``) and calls :meth:`TrainerVariables._init_params` from its
-subclass's constructor, once the devices are known.
+(``model``, ``backend``, ``optimizer``, ``dtype``, ``training_state``) and calls
+:meth:`TrainerVariables._init_params` from its subclass's constructor, once the devices are known.
 """
 
 from __future__ import annotations
@@ -14,20 +15,22 @@ from typing import Any
 
 import numpy as np
 
-from toolkit.errors import DTypeError, NonFiniteError, ParamsError
+from toolkit.errors import ParamsError
 from toolkit.nn.model import State
-from toolkit.training.batches import count_non_finite
-from toolkit.training.step import constrained
+from toolkit.training.rules import constrained
+from toolkit.training.state import TrainerState, check_finite
 
 
 class TrainerVariables:
     """The parameters (mirrored on their devices; the first is each one's home), the optimizer state at the
     parameters' homes and the model state (mirrored like the parameters), with their readers and checked writers."""
 
+    training_state: TrainerState
+
     def _init_params(self, replicas: Callable[[str], Sequence[Any]] | Sequence[Any]) -> None:
         """Draw the initial parameters and place them: ``replicas(name)`` gives a parameter's devices (the first is
         its home, where its optimizer state lives and its update runs), or ``replicas`` is one device list for all."""
-        made = self.model.init(self.rng)
+        made = self.model.init(self.training_state.rng)
         if not isinstance(made, Mapping) or not made:
             raise ParamsError(f"model.init must return a non-empty dict of arrays, got {type(made).__name__}")
         initial = {name: np.asarray(value, dtype=self.dtype) for name, value in made.items()
@@ -36,16 +39,17 @@ class TrainerVariables:
                        if isinstance(value, State)}
         if not initial:
             raise ParamsError("model.init marks every entry as toolkit.State; a model needs parameters to train")
-        self._check_finite_params({**initial, **model_state}, "model.init")
+        check_finite({**initial, **model_state}, "model.init")
         devices = {name: replicas(name) if callable(replicas) else replicas for name in made}
-        self._params = {name: self.backend.mirrored_variable(value, devices[name], name=name)
+        params = {name: self.backend.mirrored_variable(value, devices[name], name=name)
+                  for name, value in initial.items()}
+        state = {name: self.backend.mirrored_variable(value, devices[name], name=name)
+                 for name, value in model_state.items()}
+        slots = {slot: {name: self.backend.variable(np.zeros_like(value), params[name].devices[0],
+                                                    name=f"{slot}/{name}")
                         for name, value in initial.items()}
-        self._model_state = {name: self.backend.mirrored_variable(value, devices[name], name=name)
-                             for name, value in model_state.items()}
-        homes = self.param_devices()
-        self._state = {slot: {name: self.backend.variable(np.zeros_like(value), homes[name], name=f"{slot}/{name}")
-                              for name, value in initial.items()}
-                       for slot in self.optimizer.state_slots()}
+                 for slot in self.optimizer.state_slots()}
+        self.training_state.place(params, slots, state)
         self._update_fn = self.backend.compile_update(self.optimizer, self.dtype)
         if unknown := sorted(set(self.model.constraints) - set(initial)):
             raise ParamsError(f"model.constraints name {unknown}, which are not parameters of {self.model.name!r}")
@@ -53,12 +57,12 @@ class TrainerVariables:
 
     def params(self) -> dict[str, np.ndarray]:
         """The parameters, as NumPy arrays."""
-        return {name: var.numpy() for name, var in self._params.items()}
+        return {name: var.numpy() for name, var in self.training_state.params.items()}
 
     def state(self) -> dict[str, np.ndarray]:
         """The model state (the ``init`` entries marked :class:`~toolkit.State`), as NumPy arrays; empty for a
         model without state."""
-        return {name: var.numpy() for name, var in self._model_state.items()}
+        return {name: var.numpy() for name, var in self.training_state.model_state.items()}
 
     def set_state(self, state: Mapping[str, Any]) -> None:
         """Replace the model state on every replica. Keys and shapes must match; values are cast to the dtype.
@@ -69,17 +73,17 @@ class TrainerVariables:
         Raises:
             ParamsError: missing or extra keys, or a wrong shape; NonFiniteError: NaN or Inf. Nothing is changed.
         """
-        arrays = self._check_arrays(self._model_state, state, "set_state")
-        for name, array in arrays.items():
-            self._model_state[name].assign(array)
+        self.training_state.commit(model_state=self.training_state.checked("model_state", state, "set_state",
+                                                                           self.dtype))
 
     def param_devices(self) -> dict[str, Any]:
         """Where each parameter lives: its home device (replicas, if any, follow it)."""
-        return {name: var.devices[0] for name, var in self._params.items()}
+        return {name: var.devices[0] for name, var in self.training_state.params.items()}
 
     def optimizer_state(self) -> dict[str, dict[str, np.ndarray]]:
         """The optimizer state, ``{slot: {param: array}}``, as NumPy arrays."""
-        return {slot: {name: var.numpy() for name, var in values.items()} for slot, values in self._state.items()}
+        return {slot: {name: var.numpy() for name, var in values.items()}
+                for slot, values in self.training_state.slots.items()}
 
     def set_params(self, params: Mapping[str, Any]) -> None:
         """Replace every parameter (on every replica). Keys and shapes must match; values are cast to the dtype.
@@ -90,10 +94,7 @@ class TrainerVariables:
         Raises:
             ParamsError: missing or extra keys, or a wrong shape; NonFiniteError: NaN or Inf. Nothing is changed.
         """
-        arrays = self._check_params(params, "set_params")
-        for name, array in arrays.items():
-            self._params[name].assign(array)
-
+        self.training_state.commit(params=self.training_state.checked("params", params, "set_params", self.dtype))
 
     def _by_home(self) -> dict[Any, list[str]]:
         groups: dict[Any, list[str]] = {}
@@ -102,32 +103,6 @@ class TrainerVariables:
         return groups
 
     def _at_home(self, names: Sequence[str]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-        params = {name: self._params[name].replicas[0].value for name in names}
-        return params, {slot: {name: values[name].value for name in names} for slot, values in self._state.items()}
-
-    def _check_params(self, params: Mapping[str, Any], what: str) -> dict[str, np.ndarray]:
-        return self._check_arrays(self._params, params, what)
-
-    def _check_arrays(self, variables: Mapping[str, Any], params: Mapping[str, Any],
-                      what: str) -> dict[str, np.ndarray]:
-        if not isinstance(params, Mapping):
-            raise ParamsError(f"{what} needs a dict of arrays, got {type(params).__name__}")
-        missing, extra = set(variables) - set(params), set(params) - set(variables)
-        if missing or extra:
-            raise ParamsError(f"{what} keys differ from the model's: missing {sorted(missing)}, extra {sorted(extra)}")
-        arrays = {}
-        for name, var in variables.items():
-            array = np.asarray(params[name])
-            if array.shape != var.shape:
-                raise ParamsError(f"{what}[{name!r}]: expected shape {var.shape}, got {array.shape}")
-            if array.dtype.kind not in "biuf":
-                raise DTypeError(f"{what}[{name!r}]: expected numbers, got dtype {array.dtype}")
-            arrays[name] = array.astype(self.dtype)
-        self._check_finite_params(arrays, what)
-        return arrays
-
-    @staticmethod
-    def _check_finite_params(params: Mapping[str, np.ndarray], what: str) -> None:
-        bad = {name: n for name, value in params.items() if (n := count_non_finite(value))}
-        if bad:
-            raise NonFiniteError(f"{what}: NaN or Inf in parameters {bad} (name: count)")
+        params = {name: self.training_state.params[name].replicas[0].value for name in names}
+        return params, {slot: {name: values[name].value for name in names}
+                        for slot, values in self.training_state.slots.items()}

@@ -96,12 +96,12 @@ def make_batches(x: np.ndarray, y: np.ndarray, size: int, count: int, seed: int,
 
 class _ToolkitRunner:
     """The toolkit's trainer on the cycle of batches. ``compiled_s`` adds up the time spent inside the backend's
-    compiled step (:meth:`toolkit.backend.Backend.compile_fused_step`; None where the trainer composes its steps):
+    compiled step (:meth:`toolkit.Backend.compile_fused_step`; None where the trainer composes its steps):
     the rest of a step is the toolkit's own host work (the batch checks, the examples' keys, the split), reported
     beside the step time."""
 
     def __init__(self, trainer, batches: Batches) -> None:
-        self._trainer, self._batches, self._next = trainer, batches, 0
+        self.trainer, self._batches, self._next = trainer, batches, 0
         self.compiled_s = None
 
         def timed(fused):
@@ -119,12 +119,12 @@ class _ToolkitRunner:
 
     def run(self, steps: int) -> float:
         for _ in range(steps):
-            loss = self._trainer.step(*self._batches[self._next])
+            loss = self.trainer.step(*self._batches[self._next])
             self._next = (self._next + 1) % len(self._batches)
         return loss
 
     def params(self) -> dict[str, np.ndarray]:
-        return self._trainer.params()
+        return self.trainer.params()
 
 
 def _relative_diff(values: dict, reference: dict) -> float:
@@ -222,11 +222,11 @@ def _measure(config: dict[str, Any]) -> list[dict[str, Any]]:
             if len(variant.select_devices("all")) >= n:
                 trainer = toolkit.DataParallel(workload.model, variant, n, SGD(lr), dtype=dtype, seed=seed)
                 runners[(name, candidate)] = _ToolkitRunner(trainer, batches)
-        first = runners[(name, "toolkit")]._trainer
+        first = runners[(name, "toolkit")].trainer
         for candidate, runner in native.runners(workload.model, first.params(), first.state(), batches,
                                                 backend.select_devices(n), backend, dtype, lr).items():
             runners[(name, candidate)] = runner
-    first = runners[(config["backends"][0], "toolkit")]._trainer
+    first = runners[(config["backends"][0], "toolkit")].trainer
     _draws_no_noise(workload.model, first, batches[0], dtype)
     found = forward_products(workload.model, first.backend, first.params(), first.state(), *batches[0], dtype, seed)
     gflop = step_flops(sum(p.flops for p in found)) / 1e9
@@ -264,7 +264,7 @@ def _measure(config: dict[str, Any]) -> list[dict[str, Any]]:
     results = []
     for (name, candidate), runner in runners.items():
         toolkit_runner = runners[(name, "toolkit")]
-        reference = {**toolkit_runner.params(), **toolkit_runner._trainer.state()}
+        reference = {**toolkit_runner.params(), **toolkit_runner.trainer.state()}
         results.append({
             "model": config["model"], "batch": config["batch"], "steps": steps, "devices": n,
             "devices_used": getattr(runner, "devices_used", n), "backend": name, "candidate": candidate,
@@ -301,5 +301,5 @@ def _draws_no_noise(model, trainer, batch: tuple[np.ndarray, np.ndarray], dtype:
 def _values(runner: Runner) -> dict[str, np.ndarray]:
     """A runner's parameters and model state (the toolkit's runner gives its parameters; natives give both)."""
     if isinstance(runner, _ToolkitRunner):
-        return {**runner.params(), **runner._trainer.state()}
+        return {**runner.params(), **runner.trainer.state()}
     return runner.params()

@@ -1,4 +1,4 @@
-"""Layers written once with :class:`toolkit.nn.ops.Ops`: the same arithmetic on every backend.
+"""Layers written once with :class:`toolkit.ops.Ops`: the same arithmetic on every backend.
 
 Each layer is an ``*_init(rng, ...)`` returning a dict of NumPy arrays (model state, such as batch normalization's
 moving statistics, marked :class:`~toolkit.State`), with Keras' default initialisers and Keras'

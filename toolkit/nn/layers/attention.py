@@ -6,7 +6,7 @@ import numpy as np
 
 from toolkit.nn.layers.core import glorot_uniform
 from toolkit.nn.layers.regularization import dropout as _dropout
-from toolkit.nn.ops_training import record_layer
+from toolkit.ops.training import record_layer
 
 #: What Keras' ``Softmax`` layer puts in place of a masked score (``keras.layers.Softmax``'s large negative number for
 #: float32 and float64), where attention has dropout and Keras computes the scores itself.
@@ -79,7 +79,7 @@ def multi_head_attention(ops, params, query, value, key=None, attention_mask=Non
     toolkit's per-example masks (reproducible on every backend and device count, not Keras' draws).
 
     Args:
-        ops: the :class:`~toolkit.nn.ops.Ops` running the model.
+        ops: the :class:`~toolkit.ops.Ops` running the model.
         params: the model's parameters, holding :func:`multi_head_attention_init`'s names for ``prefix``.
         query: ``[batch, target, query_dim]``.
         value: ``[batch, source, key_source_dim]``.

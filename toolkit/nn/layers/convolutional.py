@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from toolkit.nn.layers.core import activate, glorot_uniform
-from toolkit.nn.ops_training import record_layer
+from toolkit.ops.training import record_layer
 
 
 def conv2d_init(rng: np.random.Generator, in_channels: int, filters: int, kernel: int | tuple[int, int],
@@ -35,21 +35,21 @@ def conv2d(ops, params, x, prefix: str = "conv", padding: str = "valid", activat
     """``activation(conv(x, kernel) + bias)`` (Keras ``Conv2D``, channels last).
 
     Args:
-        ops: the :class:`~toolkit.nn.ops.Ops` running the model.
+        ops: the :class:`~toolkit.ops.Ops` running the model.
         params: the model's parameters, holding :func:`conv2d_init`'s names for ``prefix``.
         x: ``[batch, height, width, in_channels]``.
         prefix: the layer's name given to :func:`conv2d_init`.
         padding: ``"valid"`` or ``"same"``.
         activation: see :func:`~toolkit.nn.layers.activate` (None: linear).
-        strides: an int or one per spatial axis, as :meth:`~toolkit.nn.ops.Ops.conv` takes them.
-        dilation_rate: an int or one per spatial axis, as :meth:`~toolkit.nn.ops.Ops.conv` takes them.
+        strides: an int or one per spatial axis, as :meth:`~toolkit.ops.Ops.conv` takes them.
+        dilation_rate: an int or one per spatial axis, as :meth:`~toolkit.ops.Ops.conv` takes them.
 
     Returns:
         ``[batch, out_height, out_width, filters]``, recorded as ``prefix`` (``ops.record``).
 
     Raises:
         ArgumentError: strides and dilation_rate both above 1, or a padding, strides or dilation_rate Keras does not
-            accept (:meth:`~toolkit.nn.ops.Ops.conv`).
+            accept (:meth:`~toolkit.ops.Ops.conv`).
         ShapeError: ``x`` not of rank 4, channels that do not match the kernel's, or an input smaller than the
             dilated kernel with ``"valid"`` padding.
     """
@@ -61,7 +61,7 @@ def max_pool2d(ops, x, pool_size=2, strides=None, padding: str = "valid"):
     """The largest value of each window (Keras ``MaxPooling2D``, channels last).
 
     Args:
-        ops: the :class:`~toolkit.nn.ops.Ops` running the model.
+        ops: the :class:`~toolkit.ops.Ops` running the model.
         x: ``[batch, height, width, channels]``.
         pool_size: the window, an int or ``(height, width)``.
         strides: the window's step; None: the pool size.
@@ -78,7 +78,7 @@ def average_pool2d(ops, x, pool_size=2, strides=None, padding: str = "valid"):
     averages only the entries inside the input.
 
     Args:
-        ops: the :class:`~toolkit.nn.ops.Ops` running the model.
+        ops: the :class:`~toolkit.ops.Ops` running the model.
         x: ``[batch, height, width, channels]``.
         pool_size: the window, an int or ``(height, width)``.
         strides: the window's step; None: the pool size.
@@ -94,7 +94,7 @@ def global_max_pool2d(ops, x):
     """The largest value of each channel (Keras ``GlobalMaxPooling2D``).
 
     Args:
-        ops: the :class:`~toolkit.nn.ops.Ops` running the model.
+        ops: the :class:`~toolkit.ops.Ops` running the model.
         x: ``[batch, height, width, channels]``.
 
     Returns:
@@ -107,7 +107,7 @@ def global_average_pool2d(ops, x):
     """The mean of each channel (Keras ``GlobalAveragePooling2D``).
 
     Args:
-        ops: the :class:`~toolkit.nn.ops.Ops` running the model.
+        ops: the :class:`~toolkit.ops.Ops` running the model.
         x: ``[batch, height, width, channels]``.
 
     Returns:

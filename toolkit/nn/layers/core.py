@@ -2,14 +2,14 @@
 
 Each layer is an ``*_init(rng, ...)`` returning a dict of NumPy arrays (Keras' default initialisers and Keras'
 parameter shapes, so weights move between Keras and the toolkit unchanged) and a function ``layer(ops, params, x)``
-written with :class:`~toolkit.nn.ops.Ops`. Parameter dicts are flat; ``prefix`` keeps several layers' names apart.
+written with :class:`~toolkit.ops.Ops`. Parameter dicts are flat; ``prefix`` keeps several layers' names apart.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from toolkit.nn.ops_training import record_layer
+from toolkit.ops.training import record_layer
 
 #: Keras' Embedding initialiser: uniform in this range.
 EMBEDDING_INIT_RANGE = 0.05
@@ -68,7 +68,7 @@ def activate(ops, y, activation: str | None):
     """``y`` through the activation op named ``activation``.
 
     Args:
-        ops: the :class:`~toolkit.nn.ops.Ops` running the model.
+        ops: the :class:`~toolkit.ops.Ops` running the model.
         y: a tensor.
         activation: the name of a one-argument op (``"relu"``, ``"gelu"``, ``"tanh"``, ...), or None for linear.
 
@@ -99,7 +99,7 @@ def dense(ops, params, x, prefix: str = "dense", activation: str | None = None):
     """``activation(x @ kernel + bias)`` over the last axis (Keras ``Dense``, any number of leading axes).
 
     Args:
-        ops: the :class:`~toolkit.nn.ops.Ops` running the model.
+        ops: the :class:`~toolkit.ops.Ops` running the model.
         params: the model's parameters, holding :func:`dense_init`'s names for ``prefix``.
         x: ``[..., inputs]``.
         prefix: the layer's name given to :func:`dense_init`.
@@ -136,7 +136,7 @@ def embedding(ops, params, ids, prefix: str = "embedding"):
     (``ops.take``).
 
     Args:
-        ops: the :class:`~toolkit.nn.ops.Ops` running the model.
+        ops: the :class:`~toolkit.ops.Ops` running the model.
         params: the model's parameters, holding :func:`embedding_init`'s table for ``prefix``.
         ids: integer ids in ``[0, input_dim)``, any shape.
         prefix: the layer's name given to :func:`embedding_init`.
@@ -153,7 +153,7 @@ def flatten(ops, x):
     """Every axis but the batch axis in one (Keras ``Flatten``, channels last).
 
     Args:
-        ops: the :class:`~toolkit.nn.ops.Ops` running the model.
+        ops: the :class:`~toolkit.ops.Ops` running the model.
         x: ``[batch, ...]`` with static trailing axes.
 
     Returns:

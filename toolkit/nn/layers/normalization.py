@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from toolkit.nn.model import State
-from toolkit.nn.ops_training import record_layer
+from toolkit.ops.training import record_layer
 
 #: Keras' LayerNormalization and BatchNormalization epsilon.
 LAYER_NORM_EPSILON = 1e-3
@@ -36,7 +36,7 @@ def layer_norm(ops, params, x, prefix: str = "layer_norm", epsilon: float = LAYE
         y = (x - mean) / sqrt(var + epsilon) * gamma + beta
 
     Args:
-        ops: the :class:`~toolkit.nn.ops.Ops` running the model.
+        ops: the :class:`~toolkit.ops.Ops` running the model.
         params: the model's parameters, holding :func:`layer_norm_init`'s names for ``prefix``.
         x: ``[..., features]``.
         prefix: the layer's name given to :func:`layer_norm_init`.
@@ -84,7 +84,7 @@ def batch_norm(ops, params, x, prefix: str = "batch_norm", momentum: float = BAT
     sums), so N devices train as one. With one device both are Keras' ``BatchNormalization``.
 
     Args:
-        ops: the :class:`~toolkit.nn.ops.Ops` running the model; ``ops.training`` chooses the batch's or the moving
+        ops: the :class:`~toolkit.ops.Ops` running the model; ``ops.training`` chooses the batch's or the moving
             statistics.
         params: the model's parameters and state, holding :func:`batch_norm_init`'s names for ``prefix``.
         x: ``[..., features]``.

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from toolkit.nn.layers.core import glorot_uniform, orthogonal
-from toolkit.nn.ops_training import record_layer
+from toolkit.ops.training import record_layer
 
 
 def lstm_init(rng: np.random.Generator, inputs: int, units: int, prefix: str = "lstm") -> dict[str, np.ndarray]:
@@ -58,11 +58,11 @@ def lstm(ops, params, x, steps: int | None, units: int, prefix: str = "lstm", ma
     ``mask`` (``[batch, time]``, booleans or 0/1; for example ``ids != 0`` for Keras' ``Embedding(mask_zero=True)``)
     skips steps as Keras does: at a masked step ``h`` and ``c`` carry over unchanged, so the result is the state
     after each sequence's last unmasked step. ``steps`` and ``units`` are fixed by the model. The time loop is one
-    :meth:`~toolkit.nn.ops.Ops.scan` (compile time does not grow with ``steps``); ``unroll=True`` (Keras' argument)
+    :meth:`~toolkit.ops.Ops.scan` (compile time does not grow with ``steps``); ``unroll=True`` (Keras' argument)
     unrolls it, which on TensorFlow makes short sequences' steps faster and tracing grow with ``steps``.
 
     Args:
-        ops: the :class:`~toolkit.nn.ops.Ops` running the model.
+        ops: the :class:`~toolkit.ops.Ops` running the model.
         params: the model's parameters, holding :func:`lstm_init`'s names for ``prefix``.
         x: ``[batch, time, inputs]`` with ``time >= steps``; only the first ``steps`` are read.
         steps: the number of time steps run (None: every step of ``x``, whatever its length).
@@ -122,7 +122,7 @@ def gru(ops, params, x, steps: int | None, units: int, prefix: str = "gru", mask
         h_t = z_t * h_{t-1} + (1 - z_t) * n_t  with h_0 = 0
 
     Args:
-        ops: the :class:`~toolkit.nn.ops.Ops` running the model.
+        ops: the :class:`~toolkit.ops.Ops` running the model.
         params: the model's parameters, holding :func:`gru_init`'s names for ``prefix``.
         x: ``[batch, time, inputs]`` with ``time >= steps``; only the first ``steps`` are read.
         steps: the number of time steps run (None: every step of ``x``, whatever its length).

@@ -19,7 +19,7 @@ def dropout(ops, x, rate: float, noise_shape: Sequence[int | None] | None = None
     draw along its axes of size 1, for example ``(None, 1, features)`` for one mask per sequence.
 
     Args:
-        ops: the :class:`~toolkit.nn.ops.Ops` running the model; ``ops.training`` switches dropout on.
+        ops: the :class:`~toolkit.ops.Ops` running the model; ``ops.training`` switches dropout on.
         x: ``[examples, ...]``.
         rate: the probability that an entry is zeroed, in ``[0, 1)``.
         noise_shape: the shape of one draw, broadcast to ``x``'s (None: ``x``'s shape).

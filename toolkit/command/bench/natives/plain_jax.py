@@ -19,8 +19,8 @@ from jax import lax
 from toolkit.command.bench.measure import Batches
 from toolkit.nn.context import MIX32_STEPS, UNIFORM_BITS
 from toolkit.nn.model import batch
-from toolkit.nn.ops import ARGUMENTS, Ops
-from toolkit.nn.shapes import check_conv, check_matmul, window
+from toolkit.ops.interface import ARGUMENTS, Ops
+from toolkit.ops.window_shapes import check_conv, check_matmul, window
 
 
 def matmul(a: np.ndarray, b: np.ndarray):
@@ -111,7 +111,7 @@ class JaxJit:
 class JaxOps(Ops):
     """The neutral ops as single ``jax.numpy`` / ``jax.lax`` calls: what a JAX user writes for each.
 
-    Its methods are :class:`~toolkit.nn.ops.Ops`' (their names, arguments and meanings documented there), only those
+    Its methods are :class:`~toolkit.ops.Ops`' (their names, arguments and meanings documented there), only those
     the bench's models use; any other op raises ``NotImplementedError``.
 
     Args:

@@ -23,10 +23,10 @@ import os
 import numpy as np
 
 import toolkit
+from toolkit.backend.registry import REGISTRY
 from toolkit.command.bench.measure import Batches
 from toolkit.nn import context
 from toolkit.nn.model import batch
-from toolkit.registry import REGISTRY
 
 tf = REGISTRY["tensorflow"].environment().import_framework()  # configured: logical devices, quiet logs
 

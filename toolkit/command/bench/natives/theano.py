@@ -16,11 +16,11 @@ import warnings
 import numpy as np
 
 import toolkit
+from toolkit.backend.registry import REGISTRY
 from toolkit.command.bench.measure import Batches
 from toolkit.command.bench.natives import plain_jax
 from toolkit.command.bench.natives.plain_jax import JaxJit, JaxOps, checked_conv, matmul, on_arrays
 from toolkit.nn.model import batch
-from toolkit.registry import REGISTRY
 
 __all__ = ["PEAK_LIBRARY", "TOOLKIT_OPTIONS", "library", "matmul", "products", "runners"]
 
@@ -34,7 +34,8 @@ PEAK_LIBRARY = "jax"
 def products(found: list, operands: list, cotangents: list, dtype: str):
     """A call that runs a step's matmuls and convolutions alone (:func:`toolkit.command.flops.products_alone`) as the
     family's JAX-linker step computes them: :func:`plain_jax.products` with each convolution lowered by the family's
-    rule (``backends/theano/conv_lowering.py``: oneDNN's passes where they compute the step's float32 convolutions),
+    rule (``backends/theano/kernels/conv_lowering.py``: oneDNN's passes where they compute the step's float32
+    convolutions),
     not XLA's alone. The engine whose modules lower them is the one imported (Aesara or PyTensor: the same rule).
 
     Args:
@@ -54,7 +55,7 @@ class _FamilyConvOps(JaxOps):
 
     @on_arrays
     def conv(self, inputs, kernel, strides=1, padding="valid", data_format=None, dilation_rate=1):
-        from toolkit.nn.shapes import explicit_padding
+        from toolkit.ops.window_shapes import explicit_padding
 
         strides, dilation, padding = checked_conv(inputs, kernel, strides, padding, data_format, dilation_rate)
         pads = explicit_padding(inputs.shape[1:-1], kernel.shape[:-2], strides, dilation, padding)
