@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 import toolkit
-from toolkit.placement.devices import logical_device_count
+from toolkit.backend.logical_devices import logical_device_count
 
 
 def parser(doc: str) -> argparse.ArgumentParser:

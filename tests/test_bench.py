@@ -215,7 +215,7 @@ def test_the_theano_familys_products_alone_convolve_as_its_step(backend_name, mo
     from toolkit.command.flops import Product
 
     toolkit.get_backend(backend_name)  # the engine's package, whose modules lower the convolutions
-    onednn = importlib.import_module(f"toolkit.backends.{backend_name}.onednn")
+    onednn = importlib.import_module(f"toolkit.backends.{backend_name}.kernels.onednn")
     if onednn.library() is None:
         pytest.skip("oneDNN's library is not installed here (the aesara and pytensor extras install it)")
     passes, run = [], onednn.Convolution.run

@@ -14,7 +14,7 @@ from toolkit.errors import ArgumentError
 
 jax = pytest.importorskip("jax")
 
-from toolkit.backends.theano import onednn  # noqa: E402
+from toolkit.backends.theano.kernels import onednn  # noqa: E402
 from toolkit.backends.theano.kernels.conv_lowering import (  # noqa: E402
     MAX_PATCHES_ELEMENTS,
     PASSES,
@@ -277,7 +277,7 @@ def test_devices_sharing_the_cores_split_them_between_their_onednn_calls(monkeyp
     monkeypatch.setattr(lib, "cores", 12)  # a team of 3 below: not this machine's default
     assert onednn.threads_sharing(1) is None  # one device: the library's default, every core
     assert [onednn.threads_sharing(n) for n in (2, 4, 12, 64)] == [6, 3, 1, 1]
-    from toolkit.backends.theano import conv_lowering
+    from toolkit.backends.theano.kernels import conv_lowering
 
     shapes = ((2, 5, 5, 3), (3, 3, 3, 2), (1, 1), ((1, 1),) * 2, (1, 1))
     with conv_lowering.sharing_cores(4):

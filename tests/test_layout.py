@@ -66,32 +66,49 @@ def test_every_public_submodule_gives_its_names():
         assert hasattr(toolkit, name), name
 
 
-def _private_imports(path: Path, name: str, is_package: bool) -> list[str]:
-    """``module.name`` for each private name (one leading underscore) ``path`` imports from another toolkit module."""
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _private_imports(path: Path, name: str, is_package: bool, known=None) -> list[str]:
+    """``module.name`` for each private name (one leading underscore) ``path`` takes from another toolkit module:
+    imported (``from m import _x``), or read from a module it imported (``m._x``)."""
+    known = modules() if known is None else known
     here = name if is_package else name.rpartition(".")[0]
-    found = []
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom):
+    tree = ast.parse(path.read_text())
+    found, bound = [], {}  # bound: local names of imported toolkit modules
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            bound.update({alias.asname: alias.name for alias in node.names if alias.asname and alias.name in known})
+        elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
                 anchor = here.rsplit(".", node.level - 1)[0] if node.level > 1 else here
                 base = f"{anchor}.{base}" if base else anchor
             if base.split(".")[0] == "toolkit":
-                found += [f"{base}.{a.name}:{node.lineno}" for a in node.names
-                          if a.name.startswith("_") and not a.name.startswith("__")]
+                found += [f"{base}.{a.name}:{node.lineno}" for a in node.names if _private(a.name)]
+                bound.update({a.asname or a.name: f"{base}.{a.name}" for a in node.names
+                              if f"{base}.{a.name}" in known})
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and _private(node.attr) \
+                and bound.get(node.value.id, name) != name:
+            found.append(f"{bound[node.value.id]}.{node.attr}:{node.lineno}")
     return found
 
 
 def test_no_module_imports_another_modules_private_name():
-    found = {name: hits for name, (path, is_package) in modules().items()
-             if (hits := _private_imports(path, name, is_package))}
+    known = modules()
+    found = {name: hits for name, (path, is_package) in known.items()
+             if (hits := _private_imports(path, name, is_package, known))}
     assert not found, f"private names imported from other modules (make them public, or move them): {found}"
 
 
 def test_the_private_import_check_finds_one(tmp_path):
     source = tmp_path / "m.py"
-    source.write_text("from toolkit.keras.translation import Call, _Hidden\nfrom .ops import __all__\n")
-    assert _private_imports(source, "toolkit.keras.m", False) == ["toolkit.keras.translation._Hidden:1"]
+    source.write_text("from toolkit.keras.translation import Call, _Hidden\nfrom .ops import __all__\n"
+                      "from toolkit.keras import losses as kl\nkl.compile_config(m), kl._private_one(m)\n")
+    assert _private_imports(source, "toolkit.keras.m", False) == ["toolkit.keras.translation._Hidden:1",
+                                                                  "toolkit.keras.losses._private_one:4"]
 
 
 #: The trainer's state (its parameters, optimizer and model state, counts, RNG, fit progress) is written by
@@ -149,6 +166,53 @@ def test_the_state_write_check_finds_one(tmp_path):
     assert len(_state_writes(source, trainer_class=True)) == 7  # self.rng too; the owner made in __init__ is not
 
 
+#: The variables' write primitives, and the modules that define them (there they are the variables' own).
+WRITE_PRIMITIVES = ("store", "hold", "defer", "_write")
+VARIABLE_MODULES = {REPO / "toolkit" / "placement" / "variables.py", STATE_OWNER,
+                    *(REPO / "backends").glob("*/variables.py")}
+
+
+def _primitive_writes(path: Path) -> list[str]:
+    """Each call in ``path`` of a variable's write primitive (``v.store(x)``, ``v.hold(x)``, ``v.defer(f)``, a traced
+    ``v.value.assign(x)``) or assignment of its value (``v._value = x``) outside a function the module hands to
+    the state's commit as its ``write=`` primitive."""
+    tree = ast.parse(path.read_text())
+    writers = {keyword.value.id for node in ast.walk(tree) if isinstance(node, ast.Call)
+               for keyword in node.keywords if keyword.arg == "write" and isinstance(keyword.value, ast.Name)}
+    found = []
+
+    def visit(node, function: str | None) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            function = node.name
+        call = isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+        primitive = call and ast.unparse(node.func.value) != "self" and (node.func.attr in WRITE_PRIMITIVES or (
+            node.func.attr == "assign" and isinstance(node.func.value, ast.Attribute)
+            and node.func.value.attr == "value"))
+        assigned = isinstance(node, ast.Assign) and any(
+            isinstance(target, ast.Attribute) and target.attr in ("_value", "_pending")
+            and ast.unparse(target.value) != "self" for target in node.targets)  # an object's own: not a variable
+        if (primitive or assigned) and function not in writers:
+            found.append(f"{path.name}:{node.lineno}: {ast.unparse(node)[:60]}")
+        for child in ast.iter_child_nodes(node):
+            visit(child, function)
+
+    visit(tree, None)
+    return found
+
+
+def test_variables_are_written_only_through_the_state_owner():
+    writes = [hit for path, _ in modules().values() if path not in VARIABLE_MODULES for hit in _primitive_writes(path)]
+    assert not writes, f"variables written outside TrainerState.commit's write primitives: {writes}"
+
+
+def test_the_primitive_write_check_finds_one(tmp_path):
+    source = tmp_path / "m.py"
+    source.write_text("def put(v, x):\n    v.store(x)\n\nstate.commit(p, write=put)\nv.hold(1)\nv._value = 2\n"
+                      "def other(r, x):\n    r.value.assign(x)\n    self._write(x)\n")
+    assert [hit.split(": ")[1] for hit in _primitive_writes(source)] == ["v.hold(1)", "v._value = 2",
+                                                                         "r.value.assign(x)"]
+
+
 def test_no_source_file_is_longer_than_the_limit():
     long = {str(path.relative_to(REPO)): n for path, _ in modules().values()
             if (n := len(path.read_text().splitlines())) > MAX_LINES}
@@ -157,7 +221,7 @@ def test_no_source_file_is_longer_than_the_limit():
 
 def test_backend_docstrings_keep_no_timings():
     """Timings and their history belong on the benchmarks page: a backend's docstrings say why, not how fast."""
-    timing = re.compile(r"\b\d+(\.\d+)?\s?(ms|µs|us)\b")
+    timing = re.compile(r"\b\d+(\.\d+)?\s?(ms\b|µs\b|us\b|% (more|less|faster|slower)|x (faster|slower))")
     found = []
     for path in sorted((REPO / "backends").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import toolkit
-from toolkit import registry
+from toolkit.backend import registry
 
 
 def test_available_backends_are_those_whose_modules_are_all_installed_in_registry_order(monkeypatch):

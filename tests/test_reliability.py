@@ -106,8 +106,26 @@ def test_failure_on_one_device_leaves_every_replica_unchanged(backend):
     x, y = batch(6)
     trainer.step(x, y)  # 3 + 3 rows: fine
     before = snapshot(trainer)
-    with pytest.raises(toolkit.ComputeError, match=r"failed on cpu:1 \(shard x \(2, 5\)"):
+    with pytest.raises(toolkit.ComputeError, match=r"failed on cpu:1 \(shard x \(2, 5\)") as raised:
         trainer.step(*batch(5))  # 3 + 2 rows: device 1 fails after device 0 succeeded
+    assert not isinstance(raised.value.__cause__, toolkit.ComputeError)  # the device's own error is the cause
+    assert_unchanged(trainer, before)
+
+
+def test_a_failed_fused_step_reports_its_own_error_not_the_composed_paths(backend):
+    """A model whose replicas must run together (a cross-replica sum) and that then fails: the step reports the
+    model's own error, not the ModelStateError that composing the step per device to locate it meets first."""
+    def forward(ops, params, x):
+        total = ops.cross_replica_sum(ops.sum(x, axis=0))
+        raise ArithmeticError(f"the model's own failure, after a sum of shape {ops.shape(total)}")
+
+    model = toolkit.Model(lambda rng: {"w": rng.normal(size=(FEATURES, 3))}, forward,
+                          lambda ops, out, y: ops.sum(out, axis=1))
+    trainer = toolkit.DataParallel(model, backend, 2, toolkit.optim.SGD(0.1), dtype="float64")
+    before = snapshot(trainer)
+    with pytest.raises(toolkit.ComputeError, match="ArithmeticError: the model's own failure") as raised:
+        trainer.step(*batch(6))
+    assert isinstance(raised.value.__cause__, ArithmeticError) and trainer.last_step_path is None
     assert_unchanged(trainer, before)
 
 

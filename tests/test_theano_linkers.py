@@ -56,7 +56,7 @@ def test_float32_convolutions_through_onednn_train_like_xlas_on_both_linkers(mon
     calls."""
     import importlib
 
-    onednn = importlib.import_module(f"toolkit.backends.{THEANO}.onednn")
+    onednn = importlib.import_module(f"toolkit.backends.{THEANO}.kernels.onednn")
     if onednn.library() is None:
         pytest.skip("oneDNN's library is not installed here (the engines' extras install it on x86-64 Linux)")
     rng = np.random.default_rng(0)
@@ -177,7 +177,7 @@ def test_c_linker_selects_without_branches_and_the_same_bits(dtype):
     import importlib
 
     compiling = importlib.import_module(f"toolkit.backends.{THEANO}.compiling")
-    c_kernels = importlib.import_module(f"toolkit.backends.{THEANO}.c_kernels")
+    c_kernels = importlib.import_module(f"toolkit.backends.{THEANO}.kernels.c_kernels")
     tt = compiling.tt
     x, g = tt.tensor(dtype=dtype, shape=(3, 4, 5)), tt.tensor(dtype=dtype, shape=(3, 4, 5))
     relu = tt.switch(tt.le(x, 0), 0, x)
@@ -233,7 +233,7 @@ def test_c_linker_row_loops_compute_what_the_engines_loops_do(dtype):
     import importlib
 
     compiling = importlib.import_module(f"toolkit.backends.{THEANO}.compiling")
-    c_kernels = importlib.import_module(f"toolkit.backends.{THEANO}.c_kernels")
+    c_kernels = importlib.import_module(f"toolkit.backends.{THEANO}.kernels.c_kernels")
     tt = compiling.tt
     x, wide = tt.tensor(dtype=dtype, shape=(None, 3, 5, 7)), tt.tensor(dtype=dtype, shape=(3, 300))
     v, w, plane = tt.vector(dtype=dtype), tt.vector(dtype=dtype), tt.matrix(dtype=dtype)
@@ -301,7 +301,7 @@ def test_c_linker_row_loop_raises_the_engines_errors():
     import importlib
 
     compiling = importlib.import_module(f"toolkit.backends.{THEANO}.compiling")
-    c_kernels = importlib.import_module(f"toolkit.backends.{THEANO}.c_kernels")
+    c_kernels = importlib.import_module(f"toolkit.backends.{THEANO}.kernels.c_kernels")
     tt = compiling.tt
     a, b = tt.tensor(dtype="int32", shape=(3, 300)), tt.tensor(dtype="int32", shape=(3, 300))
     ours = compiling.Function([a, b], [a // b + 1], "c")

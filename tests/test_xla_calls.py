@@ -13,7 +13,7 @@ import pytest
 
 jax = pytest.importorskip("jax")
 
-from toolkit.backends.theano import xla_calls  # noqa: E402
+from toolkit.backends.theano.kernels import xla_calls  # noqa: E402
 
 _NAMES = itertools.count()
 pytestmark = pytest.mark.skipif(not xla_calls.available(), reason="a JAX whose typed FFI xla_calls does not speak "

@@ -37,7 +37,7 @@ def rules():
     """The rules a candidate may trace its convolutions with, by name: ``rule`` (the lowering's), ``xla`` (XLA's
     convolution in every pass), ``float32`` (the lowering's choice for a float32 convolution of the same shapes),
     ``no-onednn`` (the lowering's choice where oneDNN is not installed)."""
-    from toolkit.backends.theano import conv_lowering
+    from toolkit.backends.theano.kernels import conv_lowering
 
     def xla(platform, dtype, *shapes):
         return dict.fromkeys(conv_lowering.PASSES, "xla")
@@ -77,7 +77,7 @@ def main(argv=None) -> None:
     backend = toolkit.get_backend(args.backend, **({"linker": "c"} if args.linker == "c" else {}))
     # The family's modules load as the engine's package's (backends/theano/__init__.py says why).
     # The rules are the family's own module's (rules()), so patching the engine's copy does not reach them.
-    engine_lowering = importlib.import_module(f"toolkit.backends.{args.backend}.conv_lowering")
+    engine_lowering = importlib.import_module(f"toolkit.backends.{args.backend}.kernels.conv_lowering")
 
     traced = engine_lowering.lowering
     trainers, first = {}, {}

@@ -108,9 +108,12 @@ class HostStep:
 class SharedStep:
     """A one-device step with the C linker as Theano users wrote it: the parameters and optimizer state in
     ``aesara.shared`` variables, one ``aesara.function(updates=...)`` per batch signature, each update under
-    ``switch(finite, new, old)`` so a non-finite step changes nothing. The variables hold the shared variables'
-    arrays; one written from outside (``set_params``, ``restore``) is given back to its shared variable before the
-    next step. Passing parameters in and out of the function instead cost 25% more than the native step."""
+    ``switch(finite, new, old)`` so a non-finite step changes nothing. After a written step the trainer's
+    variables hold the shared variables' arrays (committed through the trainer's state); before each step, a shared
+    variable whose array is not its variable's (one written from outside: ``set_params``, ``restore``; or the
+    engine's array of a skipped step, which holds the same values) is given its variable's array. The parameters
+    live in shared variables rather than passing in and out of the function, which was slower (the benchmarks
+    page)."""
 
     def __init__(self, backend, model, optimizer, dtype, training_state, metrics) -> None:
         self._model, self._optimizer, self._dtype, self._ops = model, optimizer, dtype, backend.ops(dtype)

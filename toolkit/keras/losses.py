@@ -214,8 +214,14 @@ def _per_example(ops, values):
     return ops.mean(values, axis=tuple(range(1, rank))) if rank > 1 else values
 
 
-def _compile_config(keras_model) -> dict:
-    config = getattr(keras_model, "_compile_config", None)
+def compile_config(keras_model) -> dict:
+    """The arguments ``keras_model.compile`` was given (``loss``, ``metrics``, ...), or ``{}`` if it was not
+    compiled.
+
+    Args:
+        keras_model: a Keras model.
+    """
+    config = getattr(keras_model, "_compile_config", None)  # Keras keeps what compile() was given there
     return dict(getattr(config, "config", None) or {})
 
 
@@ -226,7 +232,7 @@ def compiled_loss(keras_model, loss: Any = None) -> Callable:
         KerasImportError: no loss, one that is not translated, ``loss_weights``, or outputs with a Keras mask
             (Keras weighs a loss by it).
     """
-    config = _compile_config(keras_model)
+    config = compile_config(keras_model)
     if loss is None:
         loss = config.get("loss")
         if config.get("loss_weights") is not None:
@@ -251,7 +257,7 @@ def compiled_metrics(keras_model) -> tuple[Metric, ...]:
     """
     from toolkit.training import metrics as metrics_module
 
-    config = _compile_config(keras_model)
+    config = compile_config(keras_model)
     found = []
     for key in ("metrics", "weighted_metrics"):
         given = config.get(key) or ()

@@ -81,7 +81,7 @@ def compiled_loss(keras_model, loss: Any = None) -> Callable:
         KerasImportError: no loss, one loss for all the outputs, losses or weights not one per output, a loss not
             translated, metrics not one entry per output (or one name twice), or an output carrying a Keras mask.
     """
-    config = keras_losses._compile_config(keras_model)
+    config = keras_losses.compile_config(keras_model)
     names = list(keras_model.output_names)
     if any(getattr(output, "_keras_mask", None) is not None for output in keras_model.outputs):
         raise KerasImportError("an output of the model carries a Keras mask, which Keras' loss weighs its values by; "

@@ -77,13 +77,14 @@ class DataParallel(Trainer):
         # function and the fused step (None: every step composed, with the sum between processes a step of its own).
         self._gradient_fns = {(): self.backend.compile_gradient(model, self.dtype)}
         self._fused_steps = {(): self._compile_fused_step(())}
-        # The path chosen for each (metrics, padded shards) layout once a step has run in it; the last step's path.
-        self._paths: dict[tuple, str] = {}
+        # The path chosen for each batch layout (padded shards or not) once a step has run in it; the last step's.
+        self._paths: dict[bool, str] = {}
         self._last_path: str | None = None
 
     def _step(self, x, y, micro_batches, metrics, sample_weight=None):
         # Accumulating over micro-batches composes the step; so do fused = False and a backend without a fused
         # step for these metrics.
+        self._last_path = None  # until this step has run
         fused = None
         if self._fused_steps is not None and micro_batches == 1 and type(micro_batches) is int:
             if metrics not in self._fused_steps:
@@ -94,9 +95,9 @@ class DataParallel(Trainer):
         x, y = self.check_batch(x, y)
         weights = self._weights(sample_weight, count(y), metrics)
         layout = self._layout(count(y))
-        # The path is decided once per batch layout (padded shards or not) and these metrics: where the model
-        # refused padded shards as its step was traced, every step of that layout is composed from then on.
-        key = (metrics, layout.pad_to is not None)
+        # The path is decided once per batch layout, padded shards or not: where the model refused padded shards
+        # as its step was traced (whatever the metrics: the model's rows decide), every padded step is composed.
+        key = layout.pad_to is not None
         if self._paths.get(key) == COMPOSED:
             return self._composed(self._composed_step(x, y, 1, metrics, weights))
         indices, _, xs, ys = zip(*self._shards(x, y, layout, weights))
@@ -109,7 +110,10 @@ class DataParallel(Trainer):
         except ComputeError:
             raise
         except Exception as error:
-            raise self._fused_error(x, y, metrics, weights, error) from error
+            if (located := self._device_error(x, y, metrics, weights, error)) is not None:
+                raise located from located.__cause__  # the failing device's own error stays its cause
+            raise self._compute_error(", ".join(map(str, self.devices)), f"x {_shapes(x)}, y {_shapes(y)}",
+                                      error) from error
         self._paths[key] = self._last_path = FUSED
         self._accept_input_spec()
         return (self._finish_step(float(self.backend.to_numpy(loss)), bool(self.backend.to_numpy(written))),
@@ -120,19 +124,20 @@ class DataParallel(Trainer):
         self._last_path = COMPOSED
         return result
 
-    def _fused_error(self, x, y, metrics: tuple, weights, error: Exception) -> ComputeError:
-        """The error of a fused step that failed (nothing was written). Its parts are computed again device by
-        device (nothing is written either): where one device's part fails, that error names the device and its
-        shard. Otherwise the fused step's own error is reported, naming every device: where the parts compute,
-        where the model's own state rules failed (a ModelStateError: composing would not say more), or where the
-        model cannot be composed per device (its ModelStateError there, which is not the failure)."""
-        if not isinstance(error, ModelStateError):
-            try:
-                self._loss_and_gradients(x, y, 1, metrics, weights)
-            except ComputeError as composed:
-                if not isinstance(composed.__cause__, ModelStateError):
-                    return composed
-        return self._compute_error(", ".join(map(str, self.devices)), f"x {_shapes(x)}, y {_shapes(y)}", error)
+    def _device_error(self, x, y, metrics: tuple, weights, error: Exception) -> ComputeError | None:
+        """Where a fused step failed (nothing was written), the error of the device that fails when the step's
+        parts are computed again device by device (nothing is written either), naming the device and its shard; or
+        None, and the fused step's own error is the one to report: where the parts compute, where the model's own
+        state rules failed (a ModelStateError: composing would not say more), or where the model cannot be
+        composed per device (its ModelStateError there, which is not the failure)."""
+        if isinstance(error, ModelStateError):
+            return None
+        try:
+            self._loss_and_gradients(x, y, 1, metrics, weights)
+        except ComputeError as composed:
+            if not isinstance(composed.__cause__, ModelStateError):
+                return composed
+        return None
 
     @property
     def last_step_path(self) -> str | None:

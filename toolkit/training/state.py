@@ -82,7 +82,10 @@ class TrainerState:
     def commit(self, params: Mapping[str, Any] | None = None, slots: Mapping[str, Mapping[str, Any]] | None = None,
                model_state: Mapping[str, Any] | None = None, write: Write | None = None) -> None:
         """Write new values, all or nothing: each group given (parameters, optimizer state, model state) must hold a
-        value for every variable of the group, and every value is checked before any is written.
+        value for every variable of the group (checked first, always), and without ``write`` every value is checked
+        for its variable's shape and dtype before any is written. With ``write`` the path vouches for the values (a
+        compiled step's outputs, made in the variables' shapes and dtypes) and its primitive writes each in turn;
+        a traced write (TensorFlow's) commits inside the step's graph, under its finiteness condition.
 
         Args:
             params: ``{name: value}`` for every parameter, or None (unchanged).

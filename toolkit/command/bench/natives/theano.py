@@ -59,7 +59,7 @@ class _FamilyConvOps(JaxOps):
 
         strides, dilation, padding = checked_conv(inputs, kernel, strides, padding, data_format, dilation_rate)
         pads = explicit_padding(inputs.shape[1:-1], kernel.shape[:-2], strides, dilation, padding)
-        lowering = importlib.import_module(f"toolkit.backends.{_engine_name()}.conv_lowering")
+        lowering = importlib.import_module(f"toolkit.backends.{_engine_name()}.kernels.conv_lowering")
         return lowering.traced_conv(inputs, kernel, strides, pads, dilation)
 
 
@@ -90,7 +90,7 @@ def library(name: str, candidate: str) -> str:
     """
     framework, _ = _engine(name)
     # Every candidate but plain JAX builds the toolkit's convolution op, oneDNN's for float32 where it is installed.
-    onednn = importlib.import_module(f"toolkit.backends.{name}.onednn").library() is not None
+    onednn = importlib.import_module(f"toolkit.backends.{name}.kernels.onednn").library() is not None
     convolutions = ", oneDNN float32 convolutions" if onednn and candidate != "jax-jit" else ""
     if candidate.endswith("-c") or "-c-" in candidate:
         flags = framework.config.blas__ldflags.strip()
