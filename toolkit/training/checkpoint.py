@@ -261,8 +261,8 @@ def restore_trainer(trainer: Any, checkpoint: Checkpoint) -> None:
         raise CheckpointError(f"checkpoint metadata 'seed' must be an int, got {seed!r}")
     owner = trainer.training_state
     try:
-        params = owner.checked("params", checkpoint.params, "checkpoint", trainer.dtype)
-        model_state = owner.checked("model_state", checkpoint.model_state, "checkpoint model state", trainer.dtype)
+        params = owner.checked(owner.params, checkpoint.params, "checkpoint", trainer.dtype)
+        model_state = owner.checked(owner.model_state, checkpoint.model_state, "checkpoint model state", trainer.dtype)
     except ToolkitError as error:
         raise CheckpointError(str(error)) from error
     expected = {slot: {name: p.shape for name, p in params.items()} for slot in trainer.optimizer.state_slots()}

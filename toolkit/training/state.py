@@ -125,12 +125,13 @@ class TrainerState:
             raise ParamsError(f"a commit of {what} needs a value for each: missing {missing}, extra {extra}")
         return [(variable, values[name]) for name, variable in variables.items()]
 
-    def checked(self, group: str, arrays: Any, what: str, dtype: str) -> dict[str, np.ndarray]:
-        """``arrays`` as a commit of ``group`` takes them from a user or a file: a dict with exactly the group's
+    @staticmethod
+    def checked(variables: Mapping[str, Any], arrays: Any, what: str, dtype: str) -> dict[str, np.ndarray]:
+        """``arrays`` as a commit of ``variables`` takes them from a user or a file: a dict with exactly their
         names, each an array of numbers of the variable's shape, cast to ``dtype``, all finite.
 
         Args:
-            group: ``"params"`` or ``"model_state"``.
+            variables: the group written (:attr:`params` or :attr:`model_state`).
             arrays: ``{name: array}``.
             what: who gives them, for the messages (``"set_params"``, ``"checkpoint"``).
             dtype: the trainer's dtype.
@@ -139,7 +140,6 @@ class TrainerState:
             ParamsError: not a dict, missing or extra names, or a wrong shape; DTypeError: not numbers;
                 NonFiniteError: NaN or Inf.
         """
-        variables = self.params if group == "params" else self.model_state
         if not isinstance(arrays, Mapping):
             raise ParamsError(f"{what} needs a dict of arrays, got {type(arrays).__name__}")
         missing, extra = set(variables) - set(arrays), set(arrays) - set(variables)

@@ -73,8 +73,8 @@ class TrainerVariables:
         Raises:
             ParamsError: missing or extra keys, or a wrong shape; NonFiniteError: NaN or Inf. Nothing is changed.
         """
-        self.training_state.commit(model_state=self.training_state.checked("model_state", state, "set_state",
-                                                                           self.dtype))
+        owner = self.training_state
+        owner.commit(model_state=owner.checked(owner.model_state, state, "set_state", self.dtype))
 
     def param_devices(self) -> dict[str, Any]:
         """Where each parameter lives: its home device (replicas, if any, follow it)."""
@@ -94,7 +94,8 @@ class TrainerVariables:
         Raises:
             ParamsError: missing or extra keys, or a wrong shape; NonFiniteError: NaN or Inf. Nothing is changed.
         """
-        self.training_state.commit(params=self.training_state.checked("params", params, "set_params", self.dtype))
+        owner = self.training_state
+        owner.commit(params=owner.checked(owner.params, params, "set_params", self.dtype))
 
     def _by_home(self) -> dict[Any, list[str]]:
         groups: dict[Any, list[str]] = {}
