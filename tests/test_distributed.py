@@ -278,7 +278,7 @@ def test_processes_with_different_part_sizes_are_refused_by_fit(backend_name, jo
     job = jobs.ran(backend_name, REFUSED_FIT)
     for k in range(2):  # every process refuses alike, before any step
         refusal = job.read(REFUSED_FIT, REFUSED_FIT, k)
-        assert refusal.startswith("ShapeError: fit across processes needs the same number of examples"), refusal
+        assert refusal.startswith("ShapeError: fit across processes needs the same number of examples, batch"), refusal
         assert "8 examples / batch 3 / 2 epochs, 7 examples / batch 3 / 2 epochs" in refusal
 
 

@@ -163,13 +163,15 @@ def test_refusals_change_nothing(backend):
             toolkit.callbacks.BackupAndRestore(**options)
 
 
-def test_a_failed_fit_changes_nothing(backend):
-    """A fit that fails at its first step (the wrong feature count on a new trainer: found by the framework) or at
-    any later one (a raising callback) leaves the trainer as it was, RNG included: a retry with corrected data
-    trains as a new trainer does."""
+def test_a_failed_fit_keeps_the_steps_it_completed(backend):
+    """As Keras: a fit that fails at its first step (the wrong feature count on a new trainer: found by the
+    framework) leaves the trainer as it was, RNG included; one that fails later (a callback raising after step 5:
+    epoch 1's second of batches of 8) keeps its steps and its completed epoch: the trainer is the one that took
+    those steps by hand (parameters, optimizer state, counts, RNG), and fitting on continues from there."""
     trainer, fresh = _trainer(backend), _trainer(backend)
     with pytest.raises(toolkit.ComputeError):
         trainer.fit(X[:, :4], Y, epochs=2, batch_size=8, verbose=0)
+    assert trainer.step_count == 0 and trainer.rng.bit_generator.state == fresh.rng.bit_generator.state
 
     class FailAt(toolkit.callbacks.Callback):
         def on_step_end(self, step, logs):
@@ -178,13 +180,45 @@ def test_a_failed_fit_changes_nothing(backend):
 
     with pytest.raises(RuntimeError, match="a callback failed"):
         trainer.fit(X, Y, epochs=3, batch_size=8, verbose=0, callbacks=[FailAt()])
-    assert trainer.step_count == trainer.epoch_count == 0
+    assert (trainer.step_count, trainer.epoch_count) == (5, 1)
+    fresh.fit(X, Y, epochs=1, batch_size=8, verbose=0)
+    order = fresh.rng.permutation(len(Y))
+    for start in (0, 8):
+        fresh.step(X[order[start:start + 8]], Y[order[start:start + 8]])
     assert trainer.rng.bit_generator.state == fresh.rng.bit_generator.state
+    assert max_abs_diff(trainer.params(), fresh.params()) == 0.0
     assert all(max_abs_diff(values, fresh.optimizer_state()[slot]) == 0.0
                for slot, values in trainer.optimizer_state().items())
-    retried = trainer.fit(X, Y, epochs=2, batch_size=8, verbose=0)
-    assert retried.history == fresh.fit(X, Y, epochs=2, batch_size=8, verbose=0).history
-    assert max_abs_diff(trainer.params(), fresh.params()) == 0.0
+    assert trainer.fit(X, Y, verbose=0).history == fresh.fit(X, Y, verbose=0).history
+
+
+class _InfiniteAtStep(toolkit.optim.schedules.Schedule):
+    """Finite, then 0.05 / 0 = Inf where the schedule's step (0-based) is ``step`` (a schedule gone wrong; the
+    gradients stay finite)."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def __call__(self, ops, step):
+        return 0.05 / (float(self.step) - step)
+
+    def peak(self):
+        return float("inf")
+
+
+def test_a_fit_that_turns_non_finite_keeps_the_epochs_before(backend):
+    """nan_policy="raise": the step that would write Inf writes nothing and raises NonFiniteError; the steps and the
+    epochs before it are kept, as Keras keeps them (step 7 of batches of 8, 3 an epoch: the third epoch's first)."""
+    def sgd():
+        return toolkit.DataParallel(MODEL, backend, 1, toolkit.optim.SGD(_InfiniteAtStep(6)), dtype="float64", seed=4,
+                                    nan_policy="raise")
+
+    trainer, by_hand = sgd(), sgd()
+    with pytest.raises(toolkit.NonFiniteError, match="step 7"):
+        trainer.fit(X, Y, epochs=3, batch_size=8, verbose=0)
+    by_hand.fit(X, Y, epochs=2, batch_size=8, verbose=0)
+    assert (trainer.step_count, trainer.epoch_count) == (6, 2)
+    assert max_abs_diff(trainer.params(), by_hand.params()) == 0.0
 
 
 def test_model_checkpoint_names_files_with_any_logged_value(backend, tmp_path):

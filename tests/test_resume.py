@@ -79,8 +79,8 @@ class _RaiseAt(toolkit.callbacks.Callback):
 
 @pytest.mark.parametrize("devices", [1, 2], ids=["1dev", "2dev"])
 def test_a_fit_interrupted_anywhere_resumes_equal_to_an_uninterrupted_one(backend, devices, tmp_path):
-    """Each interruption raises after a step (mid-epoch ones included); the failed fit changes nothing in memory,
-    and the same call again resumes from the backup on disk, until a run finishes. After the first interruption a
+    """Each interruption raises after a step (mid-epoch ones included); the failed fit keeps the steps it took, and
+    the same call again resumes from the backup on disk, until a run finishes. After the first interruption a
     new trainer runs the fit: its first step is an epoch's last, smaller batch, a shape it traces first."""
     expected = outcome(straight := trainer(backend, devices), fit(straight, tmp_path / "straight", examples=UNEVEN))
     assert not (tmp_path / "straight").exists()  # delete_checkpoint: gone once the fit finished
@@ -88,7 +88,7 @@ def test_a_fit_interrupted_anywhere_resumes_equal_to_an_uninterrupted_one(backen
     for point in _points(RAISES, seed=devices):
         with pytest.raises(RuntimeError, match=f"interrupted after step {point}"):
             fit(resumed, backup, [_RaiseAt(point)], UNEVEN)
-        assert resumed.step_count == 0  # the failed fit put the trainer back; the backup stays for the rerun
+        assert resumed.step_count == point  # the failed fit kept its steps (Keras'); the rerun restores the backup
         if point == BEFORE_LAST_BATCH:
             assert _resumes_at_the_last_batch(backup)
             resumed = trainer(backend, devices)

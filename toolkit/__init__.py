@@ -34,6 +34,7 @@ from toolkit.errors import (
     BackendUnavailableError,
     CheckpointError,
     ComputeError,
+    DataError,
     DeviceNotFoundError,
     DeviceParseError,
     DeviceSpecError,
@@ -59,7 +60,8 @@ from toolkit.training.model_parallel import ModelParallel, Part, PartedModel
 from toolkit.version import __version__ as __version__
 
 #: The public submodules: ``toolkit.<name>`` is a module; as an attribute of ``toolkit`` it is imported on first use.
-SUBMODULES = ("callbacks", "checkpoint", "datasets", "distributed", "layers", "metrics", "models", "ops", "optim",
+SUBMODULES = ("callbacks", "checkpoint", "data", "datasets", "distributed", "layers", "metrics", "models", "ops",
+              "optim",
               "registry", "tolerances", "workloads")
 
 
@@ -81,6 +83,7 @@ __all__ = [
     "Checkpoint",
     "CheckpointError",
     "ComputeError",
+    "DataError",
     "DTypeError",
     "DataParallel",
     "Device",

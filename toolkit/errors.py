@@ -84,6 +84,12 @@ class ArgumentTypeError(ToolkitError, TypeError):
     callable). The message names the argument, the type given and the type expected."""
 
 
+class DataError(ToolkitError, RuntimeError):
+    """A source of batches (a ``tf.data`` dataset, a generator, a ``keras.utils.PyDataset``, an iterable) failed
+    while ``fit``, ``evaluate`` or ``predict`` read it: the message names the source and the batch it was reading, and
+    the source's own exception is the cause. The steps taken before it are kept."""
+
+
 class DistributedError(ToolkitError, ValueError):
     """A job of several processes that cannot work: a process id out of range, a malformed address, a conflicting
     setting, or a trainer on another backend than the one the process joined the job with."""

@@ -223,11 +223,21 @@ class BatchCheck:
         return x, y
 
     def _cast(self, array: np.ndarray, what: str) -> np.ndarray:
-        if array.dtype.kind == "f":
-            return array.astype(self.dtype, copy=False)
-        if array.dtype.kind in "iub":
-            return array.astype(LABEL_DTYPE, copy=False)
-        raise DTypeError(f"{what} must hold numbers, got dtype {array.dtype}")
+        return cast(array, self.dtype, what)
+
+
+def cast(array: np.ndarray, dtype: str, what: str) -> np.ndarray:
+    """``array`` as a batch's array is computed on: floats in ``dtype`` (the trainer's), integers and booleans as
+    :data:`LABEL_DTYPE`; no copy where it already is.
+
+    Raises:
+        DTypeError: not numbers (``what`` names the array).
+    """
+    if array.dtype.kind == "f":
+        return array.astype(dtype, copy=False)
+    if array.dtype.kind in "iub":
+        return array.astype(LABEL_DTYPE, copy=False)
+    raise DTypeError(f"{what} must hold numbers, got dtype {array.dtype}")
 
 
 def sample_weights(sample_weight: Any, count: int, dtype: str, what: str = "sample_weight") -> np.ndarray:

@@ -16,9 +16,11 @@ from typing import Any
 import numpy as np
 import optree
 
+from toolkit.data.feed import Feed
 from toolkit.errors import ShapeError
 from toolkit.training import metrics as metrics_module
 from toolkit.training.batches import count, rows, sample_weights, shapes
+from toolkit.training.inputs import in_context, is_batches, optional_count, refuse_for_source, source_feed
 
 
 class Inference:
@@ -42,52 +44,106 @@ class Inference:
         """evaluate's compiled scores, per tuple of metrics (the backend compiles a function once per object)."""
         return {}
 
-    def predict(self, x: Any, batch_size: int | None = None) -> Any:
-        """The model's outputs for ``x`` (an array or a dict of arrays) in inference mode: batch normalization
-        uses its moving statistics, dropout is off. Each batch of ``batch_size`` examples (default: all at once)
-        runs as a training batch would: split over the devices (DataParallel) or part by part on the parts'
-        devices (ModelParallel); the outputs come back as NumPy arrays, in order.
+    def predict(self, x: Any, batch_size: int | None = None, steps: int | None = None) -> Any:
+        """The model's outputs for ``x`` (an array, a dict of arrays, or a source of batches: :mod:`toolkit.data`,
+        whose elements' ``y`` and weights are ignored, as Keras' ``predict`` ignores them) in inference mode: batch
+        normalization uses its moving statistics, dropout is off. Each batch of ``batch_size`` examples (default:
+        all at once; a source's as they come) runs as a training batch would: split over the devices
+        (DataParallel) or part by part on the parts' devices (ModelParallel); the outputs come back as NumPy
+        arrays, in order.
 
         Args:
-            x: an array, or a dict of arrays by input name.
-            batch_size: examples per batch; None: all at once.
+            x: an array, a dict of arrays by input name, or a source of batches.
+            batch_size: examples per batch of arrays; None: all at once (and with a source).
+            steps: the batches of a source to predict (needed for one that never ends); None: all.
 
         Returns:
             The outputs, NumPy arrays (a pytree as the model's forward returns).
 
         Raises:
             ShapeError, DTypeError, NonFiniteError: bad input, or ``batch_size`` < 1 (nothing runs).
-            ComputeError: the framework failed on a device.
+            ArgumentError: ``batch_size`` with a source, or an endless source without ``steps``.
+            ComputeError: the framework failed on a device; DataError: a source that raised while read.
         """
-        x, _ = self.check_batch(x, None)
+        steps = optional_count(steps, "steps")
+        if is_batches(x):
+            parts = []
+            for _, batch, _, _ in self._stream(x, steps, False, batch_size=batch_size):
+                parts.append(self._predict(batch))
+        else:
+            x, _ = self.check_batch(x, None)
+            if steps is not None and batch_size is not None:
+                x = rows(x, slice(0, steps * int(batch_size)))
+            parts = [self._predict(x, batch_size)]
+        if not parts:
+            raise ShapeError("x gave no batch: it is empty")
+        return optree.tree_map(lambda *pieces: np.concatenate(pieces), *parts)
+
+    def _predict(self, x: Any, batch_size: int | None = None) -> Any:
         outputs = [optree.tree_map(self.backend.to_numpy, out)
                    for _, out, _, _ in self._inference(x, self._batches(count(x), batch_size))]
         return optree.tree_map(lambda *parts: np.concatenate(parts), *outputs)
 
-    def evaluate(self, x: Any, y: Any, batch_size: int | None = None,
-                 metrics: Sequence[str | metrics_module.Metric] = (), sample_weight: Any = None) -> dict[str, float]:
+    def _stream(self, data: Any, steps: int | None, targets: bool, **given: Any) -> Iterator[tuple]:
+        """``(where, x, y, weights)`` of each batch of a source (or of fit's validation feed), checked."""
+        feed = data if isinstance(data, Feed) else source_feed(self, data, steps, targets, "x")
+        refuse_for_source(feed.source, **given)
+        try:
+            for x, y, weights in feed.epoch():
+                where = f"batch {feed.pass_batch - 1} of {feed.source.kind}"
+                x, y = in_context(where, lambda x=x, y=y: self.check_batch(x, y))
+                yield where, x, y, weights
+        finally:
+            if feed is not data:
+                feed.close()
+
+    def evaluate(self, x: Any, y: Any = None, batch_size: int | None = None,
+                 metrics: Sequence[str | metrics_module.Metric] = (), sample_weight: Any = None,
+                 steps: int | None = None) -> dict[str, float]:
         """The mean loss and ``metrics`` (names from :data:`toolkit.metrics.NAMED`, or
-        :class:`~toolkit.metrics.Metric` objects) over every example of ``x, y`` in inference mode, batched like
-        :meth:`predict`. Each device's per-example values are summed and counted in float64, over every batch and
-        (when training across processes) every process, and divided once: the mean over all examples, whatever the
-        split. Returns ``{"loss": ..., name: ...}``; nothing is updated. With ``sample_weight`` (one weight per
-        example), as Keras' ``evaluate``: the loss ``sum(loss * weight) / N``, a weighted metric
-        (:attr:`toolkit.metrics.Metric.weighted`) ``sum(value * weight) / sum(weight)``, the others unweighted.
+        :class:`~toolkit.metrics.Metric` objects) over every example of ``x, y`` (arrays, or a source of batches:
+        :mod:`toolkit.data`) in inference mode, batched like :meth:`predict`. Each device's per-example values are
+        summed and counted in float64, over every batch and (when training across processes) every process, and
+        divided once: the mean over all examples, whatever the split. Returns ``{"loss": ..., name: ...}``; nothing
+        is updated. With ``sample_weight`` (one weight per example, or a source's batches' third entry), as Keras'
+        ``evaluate``: the loss ``sum(loss * weight) / N``, a weighted metric (:attr:`toolkit.metrics.Metric.weighted`)
+        ``sum(value * weight) / sum(weight)``, the others unweighted.
 
         Args:
-            x: an array, or a dict of arrays by input name.
-            y: the targets.
-            batch_size: examples per batch; None: all at once.
+            x: an array, a dict of arrays by input name, or a source of batches (or fit's validation
+                :class:`~toolkit.data.feed.Feed`, whose next epoch's batches it scores).
+            y: the targets; None with a source.
+            batch_size: examples per batch of arrays; None: all at once (and with a source).
             metrics: names or :class:`~toolkit.metrics.Metric` objects; default: the model's.
-            sample_weight: one weight per example (Keras'), or None.
+            sample_weight: one weight per example of arrays (Keras'), or None.
+            steps: the batches scored (arrays: the first ``steps`` batches of ``batch_size``; a source: needed for
+                one that never ends); None: all.
 
         Raises:
-            ArgumentError: an unknown metric; ShapeError, DTypeError, NonFiniteError: bad input, weights or batch size.
-            ComputeError: the framework failed on a device.
+            ArgumentError: an unknown metric; ``y``, ``sample_weight`` or ``batch_size`` with a source.
+            ShapeError, DTypeError, NonFiniteError: bad input, weights or batch size.
+            ComputeError: the framework failed on a device; DataError: a source that raised while read.
         """
         chosen = metrics_module.get(metrics or self.model.metrics)  # none given: the model's
-        x, y = self.check_batch(x, y)
-        weights = None if sample_weight is None else sample_weights(sample_weight, count(y), "float64")
+        steps = optional_count(steps, "steps")
+        if is_batches(x):
+            found = [self._sums(batch, targets, weights, chosen, None) for _, batch, targets, weights
+                     in self._stream(x, steps, True, y=y, sample_weight=sample_weight, batch_size=batch_size)]
+            if not found:
+                raise ShapeError("x gave no batch: it is empty")
+            sums = np.concatenate(found)
+        else:
+            x, y = self.check_batch(x, y)
+            weights = None if sample_weight is None else sample_weights(sample_weight, count(y), "float64")
+            if steps is not None and batch_size is not None:  # Keras' steps over arrays: the first batches
+                x, y = rows(x, slice(0, steps * int(batch_size))), rows(y, slice(0, steps * int(batch_size)))
+                weights = None if weights is None else weights[:steps * int(batch_size)]
+            sums = self._sums(x, y, weights, chosen, batch_size)
+        return self._scores(sums, chosen)
+
+    def _sums(self, x: Any, y: Any, weights: np.ndarray | None, chosen: tuple,
+              batch_size: int | None) -> np.ndarray:
+        """Per batch of checked ``x, y``: each score's (weighed) sum, the example count and the weights' sum."""
         scorer = self._scorers.get(chosen)
         if scorer is None:
             def scorer(ops, outputs, y):
@@ -109,9 +165,20 @@ class Inference:
             totals[:-2] += [np.sum(np.asarray(self.backend.to_numpy(scores[k]), np.float64) * (w if use else 1.0))
                             for k, use in zip(names, weighed)]
             totals[-2:] += hi - lo, np.sum(w) if weights is not None else hi - lo
+        return sums
+
+    def _scores(self, sums: np.ndarray, chosen: tuple) -> dict[str, float]:
+        """The scores from every batch's sums (:meth:`_sums`), summed over the processes first."""
         if self.cluster is not None:
+            batches = np.zeros(self.cluster.num_processes)
+            batches[self.cluster.process_id] = len(sums)
+            batches = self.backend.all_reduce_sum(batches, f"the evaluation's batches after step {self.step_count}")
+            if np.any(batches != batches[0]):
+                raise ShapeError(f"evaluate across processes needs the same number of batches in every process; got "
+                                 f"{[int(n) for n in batches]} (pass steps)")
             sums = self.backend.all_reduce_sum(sums.ravel(), f"the evaluation after step {self.step_count}"
                                                ).reshape(sums.shape)
+        names = ("loss", *(m.name for m in chosen))
         totals = sums.sum(axis=0)
         # Keras' loss divides the weighted sum by the example count, a weighted metric by the weights' sum (0 where
         # that is 0: Keras' divide_no_nan); an output's loss is the plain mean of its batches' (Keras' trackers of

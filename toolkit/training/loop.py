@@ -1,43 +1,62 @@
-"""``trainer.fit``: Keras' training loop over a dataset in memory, written once for every trainer.
+"""``trainer.fit``: Keras' training loop, written once for every trainer, over arrays in memory or a source of
+batches (a ``tf.data`` dataset, a PyDataset, a generator: :mod:`toolkit.data`).
 
-Each epoch draws an order of the examples from ``trainer.rng`` (so a trainer restored from a checkpoint draws the
-orders the original would have), takes batches of ``batch_size`` in that order, the last one smaller when the
-size does not divide (it is trained on, not dropped), and calls ``trainer.step`` on each: ``fit`` is exactly those
-``step`` calls. The epoch's ``loss`` and each metric's value are the means of the steps' values weighted by batch
-size (Keras' running means); a step scores the metrics on its own training-mode outputs, before its update (dropout
-on, batch statistics), as Keras does. With ``validation_data`` each epoch ends with ``trainer.evaluate`` on it,
-logged as ``val_loss`` and ``val_<metric>``. Across processes each process fits on its own part (the same number
-of examples in each, checked); losses and scores are the global batch's, so every process gets the same history.
+Over arrays, each epoch draws an order of the examples from ``trainer.rng`` (so a trainer restored from a checkpoint
+draws the orders the original would have), takes batches of ``batch_size`` in that order, the last one smaller when
+the size does not divide (it is trained on, not dropped), and calls ``trainer.step`` on each: ``fit`` is exactly those
+``step`` calls. A source's batches are taken as they come, each split over the devices as an array batch is, so a fit
+from a source equals the fit from arrays giving the same batches. With ``steps_per_epoch`` an epoch is that many
+batches, as Keras takes them (:mod:`toolkit.data.feed`). The epoch's ``loss`` and each metric's value are the means
+of the steps' values weighted by batch size (Keras' running means); a step scores the metrics on its own
+training-mode outputs, before its update (dropout on, batch statistics), as Keras does. With ``validation_data``
+(arrays, or a source) or ``validation_split`` an epoch ends with ``trainer.evaluate``, logged as ``val_loss`` and
+``val_<metric>``. Across processes each process fits on its own part (the same number of steps in each, checked);
+losses and scores are the global batch's, so every process gets the same history.
+
+A fit that raises keeps the steps it completed, as Keras' does: the trainer (parameters, optimizer and model state,
+counts, RNG) is at the last completed step, where a BackupAndRestore backup or a ModelCheckpoint of it would put
+it; one that raises before its first step completes changes nothing.
 """
 
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from toolkit.data.feed import Feed
 from toolkit.errors import ArgumentError, ArgumentTypeError, CheckpointError, DTypeError, ShapeError
 from toolkit.training import metrics as metrics_module
+from toolkit.training import reports
 from toolkit.training.batches import (
     class_weights,
     declared_shapes,
     free_axes,
     keeps,
     named,
-    rows,
     sample_weights,
     several,
     step_weights,
 )
 from toolkit.training.batches import count as batch_count  # fit's own ``count`` is the examples there
 from toolkit.training.callbacks import Callback
+from toolkit.training.inputs import (
+    DEFAULT_BATCH_SIZE,
+    array_feed,
+    in_context,
+    is_batches,
+    optional_count,
+    refuse_for_source,
+    source_feed,
+    split_validation,
+    validation_arrays,
+)
 
-#: ``verbose`` values: 0 silent, 1 a progress bar (rich) per epoch, 2 one line per epoch; "auto": 1 on a terminal.
-VERBOSITY = (0, 1, 2, "auto")
+#: ``verbose`` values (:mod:`toolkit.training.reports`).
+VERBOSITY = reports.VERBOSITY
 
 #: The entry of an epoch's running sums that adds up the examples' weights: a weighted metric's divisor (Keras'
 #: weighted metrics are means weighed by sample_weight over the epoch; the loss and the others, by batch size).
@@ -59,95 +78,60 @@ def _count(value: Any, what: str, low: int) -> int:
     return int(value)
 
 
-class _Lines:
-    """verbose=2: one line per epoch."""
+def _check_processes_agree(trainer, what: str, sizes: dict[str, int | None]) -> None:
+    """Across processes every step is a collective, so every process must take the same steps: the same ``sizes``
+    (``{format: value}``; example count, batch size and epochs over arrays; steps per epoch and epochs over a source;
+    each process fits on its own part, the global batch is the parts' batches together; ``what`` names them).
+    Refused in every process alike (they all see the same reduced numbers), before any step.
 
-    def __init__(self, epochs: int, steps: int) -> None:
-        self.epochs, self.steps = epochs, steps
-
-    def begin(self, epoch: int) -> None:
-        self.started = time.perf_counter()
-
-    def step(self, done: int, logs: dict) -> None:
-        pass
-
-    def end(self, epoch: int, logs: dict) -> None:
-        seconds = time.perf_counter() - self.started
-        values = " - ".join(f"{k} {v:.6g}" for k, v in logs.items())
-        print(f"epoch {epoch + 1}/{self.epochs} - {self.steps} steps - {seconds:.2f}s "
-              f"({1000 * seconds / self.steps:.1f} ms/step) - {values}", flush=True)
-
-    def close(self) -> None:
-        pass
-
-
-class _Bar(_Lines):
-    """verbose=1: a rich progress bar per epoch with the running loss and metrics and the time per step."""
-
-    def begin(self, epoch: int) -> None:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        super().begin(epoch)
-        self.progress = Progress(TextColumn(f"epoch {epoch + 1}/{self.epochs}"), BarColumn(), MofNCompleteColumn(),
-                                 TimeElapsedColumn(), TextColumn("{task.fields[info]}"), transient=True)
-        self.progress.start()
-        self.task = self.progress.add_task("fit", total=self.steps, info="")
-
-    def step(self, done: int, logs: dict) -> None:
-        ms = 1000 * (time.perf_counter() - self.started) / done
-        values = " - ".join(f"{k} {v:.4g}" for k, v in logs.items())
-        self.progress.update(self.task, completed=done, info=f"{values} - {ms:.1f} ms/step")
-
-    def end(self, epoch: int, logs: dict) -> None:
-        self.close()
-        super().end(epoch, logs)
-
-    def close(self) -> None:
-        if getattr(self, "progress", None) is not None:
-            self.progress.stop()
-            self.progress = None
-
-
-class _Silent(_Lines):
-    def end(self, epoch: int, logs: dict) -> None:
-        pass
-
-
-def _check_processes_agree(trainer, count: int, batch_size: int, epochs: int) -> None:
-    """Across processes every step is a collective, so every process must take the same steps: the same example
-    count, batch size and epochs (each fits on its own part; the global batch is the parts' batches together).
-    Refused in every process alike (they all see the same reduced numbers), before any step."""
+    Raises:
+        ArgumentError: a source whose steps per epoch are not known in advance; ShapeError: processes that differ.
+    """
+    if any(value is None for value in sizes.values()):
+        raise ArgumentError("fit across processes from a source of unknown length needs steps_per_epoch: every "
+                            "process must take the same steps, known before the first")
     cluster = trainer.cluster
-    table = np.zeros((cluster.num_processes, 3))
-    table[cluster.process_id] = (count, batch_size, epochs)
-    table = trainer.backend.all_reduce_sum(table.ravel(), "the sizes of fit").reshape(cluster.num_processes, 3)
+    table = np.zeros((cluster.num_processes, len(sizes)))
+    table[cluster.process_id] = list(sizes.values())
+    table = trainer.backend.all_reduce_sum(table.ravel(), "the sizes of fit").reshape(cluster.num_processes,
+                                                                                      len(sizes))
     if np.any(table != table[0]):
-        raise ShapeError("fit across processes needs the same number of examples, batch size and epochs in every "
-                         "process (each step is taken by all of them); got, per process, "
-                         + ", ".join(f"{int(n)} examples / batch {int(b)} / {int(e)} epochs" for n, b, e in table))
+        raise ShapeError(f"fit across processes needs the same {what} in every process (each step is taken by all "
+                         "of them); got, per process, "
+                         + ", ".join(" / ".join(form.format(int(v)) for form, v in zip(sizes, row)) for row in table))
 
 
 @dataclass
 class Progress:
-    """Where a fit is: the epoch running (its number), the batches of it done, the RNG state the epoch's order was
-    drawn from, the epoch's running sums (batch-size-weighted) and example count, and the history of the epochs
-    done; plus what the fit is (example count, batch size, shuffle) so that a resume can check it is the same fit.
+    """Where a fit is: the epoch running (its number), the batches of it done, the RNG state the current pass's
+    order was drawn from and the batches of that pass taken (a pass is an epoch but with ``steps_per_epoch``), the
+    epoch's running sums (batch-size-weighted) and example count, and the history of the epochs done; plus what the
+    fit is (example count, batch size, shuffle, steps per epoch; None for a source's count and batch size) so that a
+    resume can check it is the same fit; and the epoch it ends before (``end``) and the one it began at (``first``):
+    a fit of ``epochs`` more epochs (``relative``, no ``initial_epoch``) that resumes runs to the backed-up fit's
+    first epoch plus ``epochs``, whatever the trainer had counted when it was called.
     :class:`~toolkit.callbacks.BackupAndRestore` writes it into its checkpoints and gives it back on a resume, which
-    then draws the same order and skips the batches done."""
+    then draws the same order and skips the batches done (a source's are read again from a new pass and dropped)."""
 
     epoch: int
-    count: int
-    batch_size: int
+    count: int | None
+    batch_size: int | None
     shuffle: bool
+    steps_per_epoch: int | None = None
+    end: int = 0
+    relative: bool = True
+    first: int = 0
     batch: int = 0
     epoch_rng: dict | None = None
+    pass_batch: int = 0
     totals: dict[str, float] = field(default_factory=dict)
     seen: int = 0
     history: History = field(default_factory=History)
 
     def to_json(self) -> dict:
         return {"epoch": self.epoch, "count": self.count, "batch_size": self.batch_size, "shuffle": self.shuffle,
-                "batch": self.batch, "epoch_rng": self.epoch_rng, "totals": self.totals, "seen": self.seen,
+                "steps_per_epoch": self.steps_per_epoch, "first": self.first, "batch": self.batch,
+                "epoch_rng": self.epoch_rng, "pass_batch": self.pass_batch, "totals": self.totals, "seen": self.seen,
                 "history": self.history.history, "epochs": self.history.epoch}
 
     def resume(self, saved: Any) -> None:
@@ -156,25 +140,30 @@ class Progress:
         Raises:
             CheckpointError: ``saved`` is malformed or was written by a fit over other data or batches.
         """
-        mine = {"count": self.count, "batch_size": self.batch_size, "shuffle": self.shuffle}
+        mine = {"count": self.count, "batch_size": self.batch_size, "shuffle": self.shuffle,
+                "steps_per_epoch": self.steps_per_epoch}
         try:
-            theirs = {key: saved[key] for key in mine}
+            theirs = {key: saved.get(key) for key in mine}  # a backup from before steps_per_epoch: None
             if theirs != mine:
                 raise CheckpointError(f"the backup was written by a fit with {theirs}; this fit has {mine}: pass "
                                       "the same data and arguments to resume, or another backup_dir to start over")
             epoch, batch, seen = (_count(saved[k], k, 0) for k in ("epoch", "batch", "seen"))
+            pass_batch = _count(saved.get("pass_batch", batch), "pass_batch", 0)
+            first = _count(saved.get("first", self.first), "first", 0)
             totals = {str(k): float(v) for k, v in saved["totals"].items()}
             history = History({str(k): [float(v) for v in values] for k, values in saved["history"].items()},
                               [int(e) for e in saved["epochs"]])
             epoch_rng = saved["epoch_rng"]
-            if batch:  # the epoch's order is drawn again from it
+            if pass_batch and epoch_rng is not None:  # the pass's order is drawn again from it
                 np.random.default_rng().bit_generator.state = epoch_rng
         except CheckpointError:
             raise
         except Exception as error:  # a malformed entry: KeyError, TypeError, ValueError, ... by entry and field
             raise CheckpointError(f"the backup's fit progress is malformed: {type(error).__name__}: {error}") from error
         self.epoch, self.batch, self.seen, self.totals, self.history = epoch, batch, seen, totals, history
-        self.epoch_rng = epoch_rng
+        self.epoch_rng, self.pass_batch = epoch_rng, pass_batch
+        if self.relative:
+            self.first, self.end = first, first + (self.end - self.first)
 
 
 def _examples(x: Any, y: Any) -> dict[str, tuple]:
@@ -182,17 +171,16 @@ def _examples(x: Any, y: Any) -> dict[str, tuple]:
     return {what: (a.shape[1:], a.dtype.kind) for what, a in named(x, y).items()}
 
 
-def _check_validation_data(trainer, validation_data: Any, training: dict[str, tuple]) -> None:
-    """Validation data is checked like a batch and must hold examples like the training data's (but on the axes the
-    model declares free): on a new trainer too, where no step has fixed the model's input shapes yet; its weights
-    (a third entry, as Keras takes ``(x, y, sample_weight)``) like ``sample_weight``."""
-    if not isinstance(validation_data, (tuple, list)) or len(validation_data) not in (2, 3):
-        raise ArgumentError(f"validation_data must be a pair (x, y) or (x, y, sample_weight), got "
-                            f"{type(validation_data).__name__}"
-                            + (f" of {len(validation_data)}" if isinstance(validation_data, (tuple, list)) else ""))
-    checked = trainer.check_batch(*validation_data[:2])
-    if len(validation_data) == 3 and validation_data[2] is not None:
-        sample_weights(validation_data[2], batch_count(checked[1]), trainer.dtype, "validation_data's sample_weight")
+def _check_validation_data(trainer, vx: Any, vy: Any, weight: Any, training: dict[str, tuple] | None) -> None:
+    """Validation arrays are checked like a batch and must hold examples like the training data's (but on the axes
+    the model declares free; ``training`` None: the training data is a stream, read only as it runs): on a new
+    trainer too, where no step has fixed the model's input shapes yet; its weights (a third entry, as Keras takes
+    ``(x, y, sample_weight)``) like ``sample_weight``."""
+    checked = trainer.check_batch(vx, vy)
+    if weight is not None:
+        sample_weights(weight, batch_count(checked[1]), trainer.dtype, "validation_data's sample_weight")
+    if training is None:
+        return
     found = _examples(*checked)
     free = {what: free_axes(shape) for what, shape in
             declared_shapes(trainer.model.input_shape, trainer.model.output_shape, *checked).items()}
@@ -233,11 +221,53 @@ def _means(totals: dict[str, float], seen: int, weighted: set[str], per_step: se
             else total / seen for name, total in totals.items() if name != _WEIGHT}
 
 
-def fit(trainer, x: Any, y: Any, epochs: int, batch_size: int, shuffle: bool, validation_data: Any,
-        callbacks: Sequence[Callback], verbose: Any, metrics: Sequence, initial_epoch: int | None = None,
-        sample_weight: Any = None, class_weight: Any = None) -> History:
+def _validation_freq(value: Any) -> Any:
+    """Keras' ``validation_freq``: validate every ``value``-th epoch (an int), or at the (1-based) epochs listed."""
+    if isinstance(value, (list, tuple, set, frozenset)) and all(
+            isinstance(e, (int, np.integer)) and not isinstance(e, bool) and e >= 1 for e in value):
+        return frozenset(int(e) for e in value)
+    return _count(value, "validation_freq (an int, or a list of 1-based epochs)", 1)
+
+
+def _validates(epoch: int, freq: Any) -> bool:
+    return (epoch + 1) in freq if isinstance(freq, frozenset) else (epoch + 1) % freq == 0
+
+
+def _validation(trainer, validation_data: Any, steps: int | None, batch_size: int, epochs: int,
+                training: dict | None) -> tuple[Feed | None, Any]:
+    """What scores an epoch's validation: ``(feed, score)``, ``score(metrics)`` the scores, ``feed`` the source's
+    feed when the validation data is a source (each validation a new pass of its first ``steps`` batches, as Keras
+    resets its evaluation iterator; a generator's go on where the last validation stopped), else None.
+
+    Raises:
+        ArgumentError: a source of one pass without ``steps`` for a fit of several epochs; and what the validation
+            data's checks raise.
+    """
+    if is_batches(validation_data):
+        feed = source_feed(trainer, validation_data, steps, True, "validation_data", steps_name="validation_steps")
+        if not feed.source.reiterable and steps is None and epochs > 1:
+            raise ArgumentError(f"validation_data is {feed.source.kind}, which gives its batches once, and the fit "
+                                f"runs {epochs} epochs: pass validation_steps (each epoch validates on the next "
+                                "batches) or a source that can start again (a tf.data.Dataset, a PyDataset)")
+        def score(metrics: tuple) -> dict[str, float]:
+            feed.restart()
+            return trainer.evaluate(feed, metrics=metrics)
+
+        return feed, score
+    vx, vy, weight = validation_arrays(validation_data)
+    _check_validation_data(trainer, vx, vy, weight, training)
+    return None, lambda metrics: trainer.evaluate(vx, vy, batch_size=batch_size, metrics=metrics,
+                                                  sample_weight=weight, steps=steps)
+
+
+def fit(trainer, x: Any, y: Any = None, epochs: int = 1, batch_size: int | None = None, shuffle: bool = True,
+        validation_data: Any = None, callbacks: Sequence[Callback] = (), verbose: Any = "auto",
+        metrics: Sequence = (), initial_epoch: int | None = None, sample_weight: Any = None,
+        class_weight: Any = None, steps_per_epoch: int | None = None, validation_split: float = 0.0,
+        validation_steps: int | None = None, validation_batch_size: int | None = None,
+        validation_freq: Any = 1) -> History:
     """See :meth:`toolkit.training.trainer.Trainer.fit`."""
-    epochs, batch_size = _count(epochs, "epochs", 1), _count(batch_size, "batch_size", 1)
+    epochs = _count(epochs, "epochs", 1)
     if initial_epoch is None:  # epochs keep counting from the trainer's (restored) count; ``epochs`` more run
         first, end = trainer.epoch_count, trainer.epoch_count + epochs
     else:  # Keras: run epochs initial_epoch .. epochs - 1
@@ -249,91 +279,127 @@ def fit(trainer, x: Any, y: Any, epochs: int, batch_size: int, shuffle: bool, va
         raise ArgumentError(f"verbose must be one of {VERBOSITY}, got {verbose!r}")
     if not isinstance(shuffle, (bool, np.bool_)):
         raise ArgumentTypeError(f"shuffle must be True or False, got {shuffle!r}")
+    steps_per_epoch = optional_count(steps_per_epoch, "steps_per_epoch")
+    validation_steps = optional_count(validation_steps, "validation_steps")
+    validation_batch_size = optional_count(validation_batch_size, "validation_batch_size")
+    freq = _validation_freq(validation_freq)
     callbacks = list(callbacks)
     for callback in callbacks:
         if not isinstance(callback, Callback):
             raise ArgumentTypeError(f"callbacks must be toolkit.callbacks.Callback objects, got "
                                     f"{type(callback).__name__}")
-    x, y = trainer.check_batch(x, y)
-    weights = _fit_weights(trainer, y, sample_weight, class_weight)
     metrics = metrics_module.get(metrics or trainer.model.metrics)  # none given: the model's (Keras' compiled)
-    if weights is not None:
-        # what a step would refuse (weighted metrics across processes)
-        step_weights(weights[:1], 1, metrics, trainer.dtype, trainer.cluster is not None)
+    streamed = is_batches(x)
+    if streamed:
+        feed = source_feed(trainer, x, steps_per_epoch, True, "x", bool(shuffle), class_weight, "steps_per_epoch")
+        refuse_for_source(feed.source, y=y, sample_weight=sample_weight, batch_size=batch_size,
+                          validation_split=validation_split)
+        count, training = None, None
+    else:
+        batch_size = optional_count(batch_size, "batch_size") or DEFAULT_BATCH_SIZE
+        x, y, sample_weight, validation_data = split_validation(x, y, sample_weight, validation_split,
+                                                                validation_data)
+        x, y = trainer.check_batch(x, y)
+        weights = _fit_weights(trainer, y, sample_weight, class_weight)
+        if weights is not None:
+            # what a step would refuse (weighted metrics across processes)
+            step_weights(weights[:1], 1, metrics, trainer.dtype, trainer.cluster is not None)
+        feed = array_feed(x, y, weights, batch_size, bool(shuffle), steps_per_epoch, trainer)
+        count, training = batch_count(y), _examples(x, y)
     names = ["loss", *(m.name for m in metrics)]
+    validation_feed, validate = None, None
     if validation_data is not None:
-        _check_validation_data(trainer, validation_data, _examples(x, y))
+        validation_feed, validate = _validation(trainer, validation_data, validation_steps,
+                                                validation_batch_size or batch_size or DEFAULT_BATCH_SIZE,
+                                                end - first, training)
         names += ["val_loss", *(f"val_{m.name}" for m in metrics)]
     for callback in callbacks:
         callback.check_logs(names)
-    count = batch_count(y)
     if trainer.cluster is not None:
-        _check_processes_agree(trainer, count, batch_size, end - first)
-    steps = -(-count // batch_size)
+        if streamed:
+            _check_processes_agree(trainer, "number of steps per epoch and epochs",
+                                   {"{} steps per epoch": feed.steps_per_epoch, "{} epochs": end - first})
+        else:
+            _check_processes_agree(trainer, "number of examples, batch size, epochs and steps_per_epoch",
+                                   {"{} examples": count, "batch {}": batch_size, "{} epochs": end - first,
+                                    **({"{} steps per epoch": steps_per_epoch} if steps_per_epoch else {})})
     if verbose == "auto":
         verbose = 1 if sys.stdout.isatty() else 2
-    progress = Progress(first, count, batch_size, bool(shuffle))
+    progress = Progress(first, count, None if streamed else batch_size, bool(shuffle), steps_per_epoch, end,
+                        initial_epoch is None, first)
     logs = None
     try:
-        # A failed fit changes nothing: the trainer goes back to where it was before (RNG and counts included),
-        # whatever step failed; stopping a fit by hand keeps its steps, as in Keras.
-        with trainer.all_or_nothing():
+        with trainer.steps_kept():
             trainer.training_state.track_fit(progress)  # what BackupAndRestore writes into its backups
             for callback in callbacks:
                 callback.trainer, callback.stop_training = trainer, False
-                callback.params = {"epochs": end, "steps": steps, "verbose": verbose}
+                callback.params = {"epochs": end, "steps": feed.steps_per_epoch, "verbose": verbose}
                 callback.on_train_begin()
-            _epochs(trainer, x, y, progress, end, metrics, names, validation_data, callbacks,
-                    {0: _Silent, 1: _Bar, 2: _Lines}[verbose](end, steps), weights)
+            _epochs(trainer, feed, progress, metrics, names, validate, freq, callbacks,
+                    reports.REPORTS[verbose](progress.end, feed.steps_per_epoch), streamed)
             logs = {name: values[-1] for name, values in progress.history.history.items()}
     finally:
+        for opened in (feed, validation_feed):
+            if opened is not None:
+                opened.close()
         trainer.training_state.track_fit(None)
         for callback in callbacks:
             callback.on_train_end(logs)
     return progress.history
 
 
-def _epochs(trainer, x, y, progress: Progress, end: int, metrics: tuple, names: list[str], validation_data: Any,
-            callbacks: list[Callback], report: _Lines, weights: np.ndarray | None = None) -> None:
-    """The epochs of a fit from ``progress`` (the first, or a resumed one) to ``end``, the examples weighed by
-    ``weights`` (or not)."""
-    count, batch_size = progress.count, progress.batch_size
+def _epochs(trainer, feed: Feed, progress: Progress, metrics: tuple, names: list[str], validate: Any, freq: Any,
+            callbacks: list[Callback], report: reports.Lines, streamed: bool) -> None:
+    """The epochs of a fit from ``progress`` (the first, or a resumed one) to its end, their batches from
+    ``feed`` (``streamed``: a source's, checked here as they come), validated by ``validate`` on the epochs
+    ``freq`` says."""
     weighted = {metric.name for metric in metrics if metric.weighted}
     # Keras' fit logs each output's loss as the plain mean of its steps' values (its trackers get no batch size:
     # the batch axis of its traced step is unknown), where the loss is weighed by batch size
     per_step = {metric.name for metric in metrics if metric.as_loss}
+    taken = 0  # steps this call took
     try:
-        while progress.epoch < end:
+        if progress.pass_batch:  # resumed inside a pass: draw its order again, skip the batches taken
+            feed.resume(progress.epoch_rng, progress.pass_batch)
+        while progress.epoch < progress.end:
             epoch = progress.epoch
+            if feed.exhausted:  # a source of one pass gave everything: the fit ends, as its data has
+                if not feed.ran_out:
+                    feed.warn_ran_out()
+                break
             if progress.batch == 0:
-                progress.epoch_rng = trainer.rng.bit_generator.state
                 progress.totals, progress.seen = dict.fromkeys([*names[:1 + len(metrics)], _WEIGHT], 0.0), 0
-            else:  # resumed mid-epoch: draw the epoch's order again, then skip the batches done
-                trainer.training_state.set_rng_state(progress.epoch_rng)
-            order = trainer.rng.permutation(count) if progress.shuffle else np.arange(count)
             for callback in callbacks:
                 callback.on_epoch_begin(epoch)
             report.begin(epoch)
-            for done, start in enumerate(range(progress.batch * batch_size, count, batch_size),
-                                         start=progress.batch + 1):
-                taken = order[start:start + batch_size]
-                step_weights = None if weights is None else weights[taken]
-                step_logs = trainer.train_step(rows(x, taken), rows(y, taken), metrics, step_weights)
-                weight = len(taken) if step_weights is None else float(np.sum(step_weights, dtype=np.float64))
+            for x, y, weights in feed.epoch():
+                if streamed:
+                    where = f"batch {feed.pass_batch - 1} of {feed.source.kind}"
+                    x, y = in_context(where, lambda x=x, y=y: trainer.check_batch(x, y))
+                step_logs = trainer.train_step(x, y, metrics, weights)
+                n = batch_count(y)
+                weight = n if weights is None else float(np.sum(weights, dtype=np.float64))
                 for name, value in step_logs.items():
-                    progress.totals[name] += value * (weight if name in weighted else 1 if name in per_step
-                                                      else len(taken))
+                    progress.totals[name] += value * (weight if name in weighted else 1 if name in per_step else n)
                 progress.totals[_WEIGHT] = progress.totals.get(_WEIGHT, 0.0) + weight
-                progress.seen += len(taken)
-                progress.batch = done
+                progress.seen += n
+                progress.batch += 1
+                taken += 1
+                progress.epoch_rng, progress.pass_batch = feed.pass_rng, feed.position
                 for callback in callbacks:
                     callback.on_step_end(trainer.step_count, step_logs)
-                report.step(done, _means(progress.totals, progress.seen, weighted, per_step, done))
-            logs = _means(progress.totals, count, weighted, per_step, progress.batch)
-            if validation_data is not None:
-                scores = trainer.evaluate(*validation_data[:2], batch_size=batch_size, metrics=metrics,
-                                          sample_weight=validation_data[2] if len(validation_data) == 3 else None)
-                logs.update({f"val_{name}": value for name, value in scores.items()})
+                report.step(progress.batch, _means(progress.totals, progress.seen, weighted, per_step,
+                                                   progress.batch))
+            if progress.batch == 0:  # nothing came
+                if not taken:
+                    raise ShapeError(f"x ({feed.source.kind}) gave no batch: it is empty")
+                if not feed.ran_out:
+                    feed.warn_ran_out()
+                break
+            progress.pass_batch = feed.position
+            logs = _means(progress.totals, progress.seen, weighted, per_step, progress.batch)
+            if validate is not None and _validates(epoch, freq):
+                logs.update({f"val_{name}": value for name, value in validate(metrics).items()})
             for name, value in logs.items():
                 progress.history.history.setdefault(name, []).append(value)
             progress.history.epoch.append(epoch)

@@ -194,7 +194,7 @@ class Trainer(TrainerVariables, Inference):
     def all_or_nothing(self) -> Iterator[None]:
         """A block of training that changes nothing if it raises: parameters, optimizer and model state, step,
         skipped step and epoch counts, RNG state and the input shapes the trainer has accepted go back to where they
-        were (``fit`` runs in one). A KeyboardInterrupt keeps what the block did, as stopping a Keras fit by hand
+        were. A KeyboardInterrupt keeps what the block did, as stopping a Keras fit by hand
         keeps its steps."""
         before, spec = trainer_checkpoint(self), self._batch_check.spec
         try:
@@ -202,6 +202,22 @@ class Trainer(TrainerVariables, Inference):
         except Exception:
             restore_trainer(self, before)
             self._batch_check.spec = spec
+            raise
+
+    @contextlib.contextmanager
+    def steps_kept(self) -> Iterator[None]:
+        """A block of training that keeps the steps it completed if it raises, as a Keras fit does, and changes
+        nothing if it raises before its first step completes (``fit`` runs in one): the trainer is then at its last
+        completed step (each step is all or nothing: a step that raised wrote nothing), parameters, optimizer and
+        model state, counts and RNG; or, with no step completed, where it was before the block (the input shapes it
+        had accepted too)."""
+        before, spec, counts = trainer_checkpoint(self), self._batch_check.spec, self.training_state.counts
+        try:
+            yield
+        except Exception:
+            if self.training_state.counts == counts:
+                restore_trainer(self, before)
+                self._batch_check.spec = spec
             raise
 
     def _step(self, x: Any, y: Any, micro_batches: int, metrics: tuple,
@@ -254,58 +270,80 @@ class Trainer(TrainerVariables, Inference):
         self.training_state.count_step(written)
         return loss
 
-    def fit(self, x: Any, y: Any, epochs: int = 1, batch_size: int = 32, shuffle: bool = True,
+    def fit(self, x: Any, y: Any = None, epochs: int = 1, batch_size: int | None = None, shuffle: bool = True,
             validation_data: Any = None, callbacks: Sequence[Any] = (), verbose: Any = "auto",
             metrics: Sequence[Any] = (), initial_epoch: int | None = None, sample_weight: Any = None,
-            class_weight: Any = None):
-        """Train on ``x, y`` for ``epochs`` epochs of batches of ``batch_size``, as Keras' ``model.fit``: exactly the
-        :meth:`step` calls on each epoch's batches, in an order drawn from :attr:`rng` when ``shuffle`` (the last
-        batch smaller when the size does not divide). Returns a :class:`~toolkit.training.loop.History` with each
-        epoch's ``loss`` and ``metrics`` (names from :data:`toolkit.metrics.NAMED`, or
-        :class:`~toolkit.metrics.Metric` objects; each the batch-size-weighted mean of its steps' values, scored on
-        each step's training-mode outputs before its update, as Keras) and, with ``validation_data=(x, y)``,
-        ``val_loss`` and ``val_<metric>`` from :meth:`evaluate` (``(x, y, sample_weight)``: weighed). ``callbacks``:
-        :mod:`toolkit.callbacks` objects. ``verbose``: 0 silent, 1 a progress bar, 2 one line per epoch, "auto"
-        (1 on a terminal, else 2). ``sample_weight`` (one weight per example) or ``class_weight`` (``{class: weight}``,
-        converted as Keras converts it: a class it does not name weighs 1) weigh each example's loss as Keras does
-        (:meth:`step`), and the weighted metrics (:attr:`toolkit.metrics.Metric.weighted`, Keras'
-        ``weighted_metrics``): their epoch value is ``sum(value * weight) / sum(weight)``.
+            class_weight: Any = None, steps_per_epoch: int | None = None, validation_split: float = 0.0,
+            validation_steps: int | None = None, validation_batch_size: int | None = None,
+            validation_freq: Any = 1):
+        """Train on ``x, y`` for ``epochs`` epochs, as Keras' ``model.fit``: exactly the :meth:`step` calls on each
+        epoch's batches. From arrays, batches of ``batch_size`` (default 32) in an order drawn from :attr:`rng` when
+        ``shuffle`` (the last batch smaller when the size does not divide); from a source of batches (a batched
+        ``tf.data.Dataset``, a ``keras.utils.PyDataset``, a generator or any iterable of batches ``x``, ``(x, y)``
+        or ``(x, y, sample_weight)``: :mod:`toolkit.data`), its batches as they come, each split over the devices as
+        an array batch is, read ahead on a thread while the step runs. Returns a
+        :class:`~toolkit.training.loop.History` with each epoch's ``loss`` and ``metrics`` (names from
+        :data:`toolkit.metrics.NAMED`, or :class:`~toolkit.metrics.Metric` objects; each the batch-size-weighted
+        mean of its steps' values, scored on each step's training-mode outputs before its update, as Keras) and,
+        with ``validation_data`` (``(x, y)``, ``(x, y, sample_weight)`` or a source) or ``validation_split``,
+        ``val_loss`` and ``val_<metric>`` from :meth:`evaluate`. ``sample_weight`` (one weight per example) or
+        ``class_weight`` (``{class: weight}``, converted as Keras converts it: a class it does not name weighs 1)
+        weigh each example's loss as Keras does (:meth:`step`), and the weighted metrics
+        (:attr:`toolkit.metrics.Metric.weighted`, Keras' ``weighted_metrics``): their epoch value is
+        ``sum(value * weight) / sum(weight)``.
 
         Epochs are numbered on from :attr:`epoch_count` (restored with a checkpoint), ``epochs`` more of them; with
-        ``initial_epoch`` (Keras), epochs ``initial_epoch`` to ``epochs - 1`` run. Everything is checked before the
-        first step, and a fit that raises leaves the trainer as it was before the fit (parameters, optimizer and
-        model state, counts, RNG), whatever step failed; a KeyboardInterrupt keeps the steps taken.
+        ``initial_epoch`` (Keras), epochs ``initial_epoch`` to ``epochs - 1`` run. Arrays and their validation data
+        are checked before the first step; a source's batches as they come. A fit that raises keeps the steps it
+        completed, as Keras': the trainer is at its last completed step (parameters, optimizer and model state,
+        counts, RNG); one that raises before its first step completes leaves the trainer as it was.
 
         Args:
-            x: an array, or a dict of arrays by input name.
-            y: the targets.
+            x: an array, a dict of arrays by input name, or a source of batches (:mod:`toolkit.data`).
+            y: the targets (arrays); None when ``x`` is a source (its batches carry them).
             epochs: how many epochs (from :attr:`epoch_count` on, or up to ``epochs - 1`` with ``initial_epoch``).
-            batch_size: the global batch size of each step (the last batch of an epoch may be smaller).
-            shuffle: whether each epoch's order is drawn from :attr:`rng`.
-            validation_data: ``(x, y)`` scored by :meth:`evaluate` after each epoch, or None.
+            batch_size: the global batch size of each step from arrays (default 32; the last batch of an epoch may
+                be smaller); None with a source.
+            shuffle: whether each epoch's order of arrays (or of a finite PyDataset's batches) is drawn from
+                :attr:`rng`; a dataset or a generator keeps its own order (warned, as Keras warns).
+            validation_data: ``(x, y)``, ``(x, y, sample_weight)`` or a source, scored by :meth:`evaluate` after
+                each epoch ``validation_freq`` says, or None.
             callbacks: :mod:`toolkit.callbacks` objects.
             verbose: 0 silent, 1 a progress bar, 2 one line per epoch, "auto" (1 on a terminal, else 2).
             metrics: names from :data:`toolkit.metrics.NAMED` or :class:`~toolkit.metrics.Metric` objects;
                 default: the model's.
             initial_epoch: Keras' ``initial_epoch``, or None.
-            sample_weight: one weight per example, or None.
+            sample_weight: one weight per example of arrays, or None.
             class_weight: ``{class index: weight}`` (a class it does not name weighs 1), or None; not with
                 ``sample_weight``.
+            steps_per_epoch: the batches of an epoch (Keras': the data goes on from one epoch into the next where
+                the last stopped); needed for a source that never ends (``dataset.repeat()``). None: a pass.
+            validation_split: the last fraction of the arrays (before any shuffling) held out for validation, as
+                Keras; not with a source.
+            validation_steps: the batches of each validation (a source's first ones, each time: a generator's go on
+                where the last validation stopped); None: all of them.
+            validation_batch_size: the batch size of validation arrays (default: ``batch_size``).
+            validation_freq: validate every ``validation_freq``-th epoch, or at the 1-based epochs of a list.
 
         Returns:
             The :class:`~toolkit.training.loop.History`.
 
         Raises:
-            ShapeError, DTypeError, NonFiniteError: bad data, validation data, epochs, initial_epoch or batch size.
+            ShapeError, DTypeError, NonFiniteError: bad data, validation data, epochs, initial_epoch, batch size or
+                steps (a source's batch: naming it; an empty source).
             ArgumentError, ArgumentTypeError: bad verbose, shuffle, callbacks (a monitor or file name field the
                 fit does not log), validation data, metrics, sample_weight or class_weight (both given, a key not
-                a class index, a weight not finite). All of these before any step.
+                a class index, a weight not finite); with a source, ``y``, ``sample_weight``, ``batch_size`` or
+                ``validation_split`` given (Keras' refusals), an endless one without ``steps_per_epoch``. Before any
+                step.
+            DataError: a source that raised while read (the steps before it kept).
             CheckpointError: a BackupAndRestore backup that cannot be read or is another fit's (before any step).
         """
         from toolkit.training.loop import fit
 
         return fit(self, x, y, epochs, batch_size, shuffle, validation_data, callbacks, verbose, metrics,
-                   initial_epoch, sample_weight, class_weight)
+                   initial_epoch, sample_weight, class_weight, steps_per_epoch, validation_split, validation_steps,
+                   validation_batch_size, validation_freq)
 
     def gradients(self, x: Any, y: Any) -> dict[str, np.ndarray]:
         """The gradient of the mean loss over the global batch; nothing is updated.
