@@ -4,7 +4,8 @@ asked for, in this order (each job of two processes costs 10-20 s of CPU to star
 1. ``--fit-rows N``: fit SMALL_MLP (Adam, float64, every device of the process) on this process's part of N rows:
    OUT/history_<id>.json and OUT/params_<id>.npz; with ``--backup DIR`` through BackupAndRestore(DIR), ``--kill-at S``
    SIGKILLing process 1 after step S, ``--reference`` fitting without a backup first, then restoring the trainer's
-   start (OUT/history_ref_<id>.json, OUT/params_ref_<id>.npz).
+   start (OUT/history_ref_<id>.json, OUT/params_ref_<id>.npz), and the same from this process's part of a source
+   of global batches (:func:`global_batches`, through toolkit.data.ProcessPart: OUT/*_stream_<id>.*).
 2. ``--checks A,B``: the step-path checks of :data:`STEP_CHECKS` named, each on a trainer of its own taking
    :data:`STEPS` steps of a new global batch of which this process reads its part: OUT/params_<check>_<id>.npz and
    OUT/state_<check>_<id>.npz, or OUT/error_<check>_<id>.txt where the check raised; :data:`REFUSED_FIT` fits on
@@ -50,6 +51,20 @@ FIT = {"epochs": 2, "batch_size": 3, "metrics": ["accuracy"], "verbose": 0}
 def fit_data(rows: int):
     """The training and validation rows a --fit-rows job splits between its processes."""
     return batch(rows, seed=5), batch(rows, seed=6)
+
+
+def global_batches(x, y, size: int):
+    """A source of the global batches of ``size`` rows of ``x, y`` in order (a new pass each epoch), of known length
+    (across processes the steps must be known before the first), as every process of a job reads it."""
+
+    class Batches:
+        def __iter__(self):
+            return iter([(x[i:i + size], y[i:i + size]) for i in range(0, len(y), size)])
+
+        def __len__(self):
+            return -(-len(y) // size)
+
+    return Batches()
 
 
 #: BackupAndRestore's save_freq in the --backup job: 3 steps an epoch (8 rows per process), so step 4's is mid-epoch.
@@ -103,6 +118,12 @@ def run_fit(args, process_id: int) -> None:
         start = args.out / f"start_{process_id}.npz"
         trainer.save(start)
         write(trainer, fit(trainer), "_ref")
+        trainer.restore(start)
+        size = FIT["batch_size"] * trainer.cluster.num_processes
+        streamed = trainer.fit(toolkit.data.ProcessPart(global_batches(x, y, size)), epochs=FIT["epochs"],
+                               metrics=FIT["metrics"], verbose=0, shuffle=False,
+                               validation_data=toolkit.data.ProcessPart(global_batches(vx, vy, size)))
+        write(trainer, streamed, "_stream")
         trainer.restore(start)
     write(trainer, fit(trainer, callbacks), "")
 

@@ -18,7 +18,17 @@ import pytest
 
 import toolkit
 from tests.conftest import THEANO, needs_backend
-from tests.distributed_worker import FIT, LR, MODELS, REFUSED_FIT, SMALL_MLP, STEP_CHECKS, fit_data, train
+from tests.distributed_worker import (
+    FIT,
+    LR,
+    MODELS,
+    REFUSED_FIT,
+    SMALL_MLP,
+    STEP_CHECKS,
+    fit_data,
+    global_batches,
+    train,
+)
 from tests.helpers import max_abs_diff
 from toolkit.command.main import main
 from toolkit.processes.distributed import Cluster, DistributedError, process_slice, resolve
@@ -280,6 +290,27 @@ def test_processes_with_different_part_sizes_are_refused_by_fit(backend_name, jo
         refusal = job.read(REFUSED_FIT, REFUSED_FIT, k)
         assert refusal.startswith("ShapeError: fit across processes needs the same number of examples, batch"), refusal
         assert "8 examples / batch 3 / 2 epochs, 7 examples / batch 3 / 2 epochs" in refusal
+
+
+def test_two_processes_fit_from_their_parts_of_a_source_like_one(backend_name, jobs):
+    """Both processes fitting on their ProcessPart of the same source of global batches (6 rows, 3 each; 16 rows:
+    the last batch of 4) got the same history and parameters, equal to one process of one device fitting on the
+    global batches themselves, with validation from a source too."""
+    out = jobs.killed(backend_name).out
+    histories = [json.loads((out / f"history_stream_{k}.json").read_text()) for k in range(2)]
+    assert histories[0] == histories[1]
+    params = [dict(np.load(out / f"params_stream_{k}.npz")) for k in range(2)]
+    assert max_abs_diff(params[0], params[1]) == 0.0
+    (x, y), (vx, vy) = fit_data(FIT_ROWS)
+    size = 2 * FIT["batch_size"]
+    one = toolkit.DataParallel(SMALL_MLP, backend_name, 1, toolkit.optim.Adam(LR), dtype="float64")
+    expected = one.fit(global_batches(x, y, size), epochs=FIT["epochs"], metrics=FIT["metrics"], verbose=0,
+                       shuffle=False,
+                       validation_data=global_batches(vx, vy, size)).history
+    assert histories[0].keys() == expected.keys()
+    for name, values in expected.items():
+        np.testing.assert_allclose(histories[0][name], values, rtol=0, atol=FLOAT64_ATOL, err_msg=name)
+    assert max_abs_diff(params[0], one.params()) <= FLOAT64_ATOL
 
 
 def test_two_processes_fit_like_one(backend_name, jobs):

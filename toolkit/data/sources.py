@@ -24,6 +24,7 @@ import optree
 
 from toolkit.data.files import NpyBatches
 from toolkit.errors import ArgumentError, ArgumentTypeError, DTypeError, ShapeError
+from toolkit.processes.distributed import process_slice
 from toolkit.training.batches import rows
 
 #: The structures an element (a batch) may have, for messages.
@@ -58,8 +59,8 @@ def is_source(x: Any) -> bool:
     if isinstance(x, (np.ndarray, Mapping, list, tuple, str, bytes)) or hasattr(x, "__array__"):
         return False
     dataset = _tf_dataset_type()
-    return (dataset is not None and isinstance(x, dataset)) or _is_py_dataset(x) or isinstance(x, NpyBatches) \
-        or hasattr(x, "__iter__")
+    return (dataset is not None and isinstance(x, dataset)) or _is_py_dataset(x) \
+        or isinstance(x, (NpyBatches, ProcessPart)) or hasattr(x, "__iter__")
 
 
 def unpack(element: Any, where: str) -> tuple[Any, Any, Any]:
@@ -240,6 +241,52 @@ def _read_ahead(data: Any, indices: Iterator[Any], workers: int, depth: int) -> 
                 future.cancel()
 
 
+class ProcessPart:
+    """This process's rows of each global batch of ``data`` (a source of global batches), cut as
+    :func:`toolkit.distributed.process_slice` cuts an array batch (contiguous, uneven where the batch does not
+    divide): every process reads the same global batches and trains on its part, so a fit across processes from it
+    equals one process's fit on the global batches. Each process reads every batch whole and keeps its rows: where
+    reading is the cost, give each process its own files (or ``dataset.shard`` them) instead.
+
+    Args:
+        data: the source of global batches (any kind :func:`source` reads).
+        cluster: the job; default: the one this process joined.
+
+    Raises:
+        ArgumentTypeError, ShapeError, ArgumentError: what :func:`source` raises for ``data``.
+    """
+
+    def __init__(self, data: Any, cluster: Any = None) -> None:
+        self.inner, self.cluster = source(data), cluster
+
+    def __repr__(self) -> str:
+        return f"ProcessPart({self.inner.kind})"
+
+
+class _PartSource(Source):
+    """A :class:`ProcessPart`: its source's passes, each element cut to this process's rows."""
+
+    def __init__(self, part: ProcessPart) -> None:
+        self.part, inner = part, part.inner
+        self.kind = f"this process's part of {inner.kind}"
+        self.num_batches, self.infinite, self.reiterable = inner.num_batches, inner.infinite, inner.reiterable
+        self.shuffles, self.threaded, self.workers, self.queue_size = (inner.shuffles, inner.threaded, inner.workers,
+                                                                       inner.queue_size)
+
+    def new_pass(self, rng: np.random.Generator | None) -> Iterator[Any]:
+        def cut(element: Any) -> Any:
+            rows = process_slice(len(optree.tree_leaves(element)[0]), self.part.cluster)
+            return optree.tree_map(lambda a: np.asarray(a)[rows], element)
+
+        return (cut(element) for element in self.part.inner.new_pass(rng))
+
+    def on_epoch_begin(self) -> None:
+        self.part.inner.on_epoch_begin()
+
+    def on_epoch_end(self) -> None:
+        self.part.inner.on_epoch_end()
+
+
 def _positive(value: Any, what: str, low: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
         raise ArgumentError(f"{what} must be an int >= {low}, got {value!r}")
@@ -254,6 +301,8 @@ def source(data: Any) -> Source:
             ArgumentError: a PyDataset's settings the toolkit does not take.
     """
     dataset = _tf_dataset_type()
+    if isinstance(data, ProcessPart):
+        return _PartSource(data)
     if dataset is not None and isinstance(data, dataset):
         return TFDatasetSource(data)
     if _is_py_dataset(data) or isinstance(data, NpyBatches):
@@ -264,5 +313,5 @@ def source(data: Any) -> Source:
     return Source(data)
 
 
-__all__ = ["ELEMENTS", "PREFETCH_BATCHES", "ArraySource", "IndexedSource", "Source", "TFDatasetSource", "is_source",
-           "source", "unpack"]
+__all__ = ["ELEMENTS", "PREFETCH_BATCHES", "ArraySource", "IndexedSource", "ProcessPart", "Source", "TFDatasetSource",
+           "is_source", "source", "unpack"]
