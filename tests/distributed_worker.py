@@ -9,7 +9,8 @@ asked for, in this order (each job of two processes costs 10-20 s of CPU to star
 2. ``--checks A,B``: the step-path checks of :data:`STEP_CHECKS` named, each on a trainer of its own taking
    :data:`STEPS` steps of a new global batch of which this process reads its part: OUT/params_<check>_<id>.npz and
    OUT/state_<check>_<id>.npz, or OUT/error_<check>_<id>.txt where the check raised; :data:`REFUSED_FIT` fits on
-   parts of different sizes and writes fit's refusal to OUT/refused-fit_<id>.txt.
+   parts of different sizes (arrays; sources of one row a batch, of unknown length and of different lengths) and
+   writes fit's refusals to OUT/refused-fit_<id>.txt, one a line.
 3. ``--die-step S``: the last check's trainer (a new SMALL_MLP one where no check stepped) takes those steps again,
    and process 1 SIGKILLs itself before the S-th (OUT/killed.json: ``time.time()`` of the kill and the trainer's
    step the others wait in); the others raise PeerLostError naming it.
@@ -141,10 +142,15 @@ def run_checks(backend: str, process_id: int, names: list[str], out: Path) -> to
             if name == REFUSED_FIT:
                 (x, y), _ = fit_data(REFUSED_ROWS)
                 part = distributed.process_slice(REFUSED_ROWS)
-                try:
-                    _trainer(backend).fit(x[part], y[part], **FIT)
-                except toolkit.ShapeError as error:
-                    (out / f"{name}_{process_id}.txt").write_text(f"ShapeError: {error}")
+                refusals, trainer = [], _trainer(backend)
+                for data, options in (((x[part], y[part]), FIT),  # 8 and 7 examples
+                                      ((iter(global_batches(x[part], y[part], 1)),), {"verbose": 0}),
+                                      ((global_batches(x[part], y[part], 1),), {"steps_per_epoch": 2, "verbose": 0})):
+                    try:
+                        trainer.fit(*data, **options)
+                    except (toolkit.ShapeError, toolkit.ArgumentError) as error:
+                        refusals.append(f"{type(error).__name__}: {error}")
+                (out / f"{name}_{process_id}.txt").write_text("\n".join(refusals))
                 continue
             model, devices = STEP_CHECKS[name]
             trainer = _trainer(backend, MODELS[model], devices)

@@ -145,8 +145,9 @@ def test_bad_sources_are_refused_and_the_steps_taken_kept(backend):
         (dict(x=iter([(X[:5, :4], Y[:5])])), toolkit.ComputeError, r"\S"),  # the framework's refusal, first batch
         (dict(x=iter([(X[0], Y[0])])), toolkit.ShapeError, "batch 0 of an iterator: x and y need a batch axis"),
         (dict(x=iter([X[:5]])), toolkit.ShapeError, "batch 0 of an iterator has no targets"),
-        (dict(x=iter([])), toolkit.ShapeError, "gave no batch: it is empty"),
+        (dict(x=iter([])), toolkit.ShapeError, r"x \(an iterator\) gave no batch: it is empty"),
         (dict(x=3), toolkit.ShapeError, "x and y need a batch axis"),
+        (dict(x=_batches(X, Y)), toolkit.ShapeError, r"is array data.*iter\(batches\)"),
     ]
     for arguments, error, message in refusals:
         with pytest.raises(error, match=message):
@@ -165,6 +166,37 @@ def test_bad_sources_are_refused_and_the_steps_taken_kept(backend):
     for batch in _batches(X, Y)[:2]:
         by_hand.step(*batch)
     assert trainer.step_count == 2 and max_abs_diff(trainer.params(), by_hand.params()) == 0.0
+    # a validation iterator that runs out in epoch 2 (3 batches, 3 a validation): named, epoch 1's steps kept
+    with pytest.warns(UserWarning, match="ran out of data"), \
+            pytest.raises(toolkit.DataError, match=r"validation_data \(an iterator\) has run out: it gave 3 batches"):
+        trainer.fit(X, Y, epochs=2, batch_size=BATCH, shuffle=False, verbose=0,
+                    validation_data=iter(_batches(VX, VY, size=3)), validation_steps=3)
+    assert trainer.step_count == 2 + 2 * 5
+
+
+class _NoLength(Batches):
+    """An iterable whose ``__len__`` raises, as a torch IterableDataset's does: a pass of unknown length."""
+
+    def __len__(self):
+        raise TypeError("this dataset has no length")
+
+
+def test_counts_and_lengths_as_keras_reads_them(backend):
+    """evaluate and predict of arrays with ``steps`` and no batch_size take that many batches of Keras' 32; an
+    iterable whose len() raises is read as one of unknown length (steps_per_epoch None: the pass)."""
+    x, y = np.concatenate([X] * 4), np.concatenate([Y] * 4)  # 92 examples: 2 steps of 32 score the first 64
+    trainer = _trainer(backend)
+    assert trainer.evaluate(x, y, steps=2) == trainer.evaluate(x[:64], y[:64])
+    assert len(trainer.predict(x, steps=2)) == 64
+    source = _NoLength(_batches(X, Y))
+    params = []
+
+    class Steps(toolkit.callbacks.Callback):
+        def on_train_begin(self):
+            params.append(self.params["steps"])
+
+    trainer.fit(source, shuffle=False, verbose=0, callbacks=[Steps()])
+    assert params == [None] and trainer.step_count == 5
 
 
 def test_validation_split_is_keras(backend):
@@ -179,6 +211,53 @@ def test_validation_split_is_keras(backend):
     for fraction, error in ((0.99, toolkit.ShapeError), (1.0, toolkit.ArgumentError), ("0.2", toolkit.ArgumentError)):
         with pytest.raises(error, match="validation_split"):
             split.fit(X, Y, validation_split=fraction, verbose=0)
+    # validation_data overrides the split (Keras' precedence): every example trains, on arrays and a source alike
+    for x, y, batch_size in ((X, Y, BATCH), (Batches(_batches(X, Y)), None, None)):
+        overridden, whole = _trainer(backend), _trainer(backend)
+        got = overridden.fit(x, y, batch_size=batch_size, shuffle=False, validation_split=0.25,
+                             validation_data=(VX, VY), validation_batch_size=BATCH, verbose=0).history
+        assert got == whole.fit(X, Y, batch_size=BATCH, shuffle=False, validation_data=(VX, VY), verbose=0).history
+        assert overridden.step_count == 5 and max_abs_diff(overridden.params(), whole.params()) == 0.0
+
+
+def test_a_fit_of_steps_per_epoch_resumed_inside_an_epoch_takes_that_epochs_steps(backend, tmp_path):
+    """Interrupted after step 3 (the second of epoch 1, 2 steps an epoch), the same fit again resumes from its
+    backup and takes the one step left of that epoch: 4 steps in all, equal to the fit never interrupted."""
+
+    class Interrupt(toolkit.callbacks.Callback):
+        def on_step_end(self, step, logs):
+            if step == 3:
+                raise RuntimeError("interrupted")
+
+    def fit(trainer, *callbacks):
+        return trainer.fit(Batches(_batches(X, Y)), epochs=2, steps_per_epoch=2, shuffle=False, verbose=0,
+                           callbacks=[toolkit.callbacks.BackupAndRestore(tmp_path / "backup", save_freq=1),
+                                      *callbacks])
+
+    straight, resumed = _trainer(backend), _trainer(backend)
+    expected = fit(straight).history
+    with pytest.raises(RuntimeError, match="interrupted"):
+        fit(resumed, Interrupt())
+    assert fit(resumed).history == expected
+    assert resumed.step_count == 4 and max_abs_diff(resumed.params(), straight.params()) == 0.0
+
+
+def test_a_blocked_source_does_not_hang_the_end_of_a_fit(backend, monkeypatch):
+    """A generator blocked in reading (a network read, say) after the fit's last step: the fit ends after
+    CLOSE_TIMEOUT_S, warned, its reading thread left to finish."""
+    monkeypatch.setattr(toolkit.data.feed, "CLOSE_TIMEOUT_S", 0.2)
+    release = threading.Event()
+
+    def generator():
+        yield from _batches(X, Y)[:2]
+        release.wait(60)
+        yield from _batches(X, Y)[2:]
+
+    trainer = _trainer(backend)
+    with pytest.warns(RuntimeWarning, match="still being read 0.2 s after its run ended"):
+        trainer.fit(generator(), steps_per_epoch=2, shuffle=False, verbose=0)
+    release.set()
+    assert trainer.step_count == 2
 
 
 @pytest.fixture(scope="module")

@@ -23,12 +23,17 @@ from typing import Any
 import numpy as np
 
 from toolkit.data.sources import Source
-from toolkit.errors import DataError, ToolkitError
+from toolkit.errors import DataError, ShapeError, ToolkitError
 
 #: Keras' warning when the data ends before the steps asked for (keras/src/trainers/epoch_iterator.py).
 RAN_OUT = ("Your input ran out of data; interrupting training. Make sure that your dataset or generator can generate "
            "at least `steps_per_epoch * epochs` batches. You may need to use the `.repeat()` function when building "
            "your dataset.")
+
+#: How long closing a read-ahead thread waits for the element it may be reading (a source blocked on a network
+#: read, say), in seconds: after that the thread is left to finish on its own (it is a daemon, so it does not keep
+#: the process alive) and a warning says so; the run does not hang on its data.
+CLOSE_TIMEOUT_S = 10.0
 
 _END = object()
 
@@ -145,7 +150,10 @@ class Prefetch:
             except queue.Empty:
                 break
         if self._thread is not threading.current_thread():
-            self._thread.join()
+            self._thread.join(CLOSE_TIMEOUT_S)
+            if self._thread.is_alive():
+                warnings.warn(f"{self._kind} was still being read {CLOSE_TIMEOUT_S:g} s after its run ended; the "
+                              "reading thread is left to finish in the background", RuntimeWarning, stacklevel=3)
 
 
 class Feed:
@@ -158,21 +166,23 @@ class Feed:
         rng: the trainer's RNG (asked for at each pass: a restore replaces it) where the source's order is drawn
             from it; None: in order.
         set_rng_state: how a resumed pass sets the trainer's RNG back to the state its order was drawn from.
+        name: the argument the source was given as ("x", "validation_data"), for messages.
 
     Attributes:
         pass_rng: the RNG state the current pass's order was drawn from (None: no pass yet, or no RNG).
         pass_batch: the batches of the current pass taken.
+        taken: the batches taken over every pass.
         exhausted: a source of one pass has given everything.
         ran_out: Keras' warning that the data ran out has been given.
     """
 
     def __init__(self, source: Source, steps: int | None, convert: Callable[[Any, int], Any],
                  rng: Callable[[], np.random.Generator] | None = None,
-                 set_rng_state: Callable[[dict], None] | None = None) -> None:
-        self.source, self.steps, self.convert = source, steps, convert
+                 set_rng_state: Callable[[dict], None] | None = None, name: str = "x") -> None:
+        self.source, self.steps, self.convert, self.name = source, steps, convert, name
         self.rng, self.set_rng_state = rng, set_rng_state
         self.pass_rng: dict | None = None
-        self.pass_batch, self.exhausted, self.ran_out, self.passes = 0, False, False, 0
+        self.pass_batch, self.taken, self.exhausted, self.ran_out, self.passes = 0, 0, False, False, 0
         self._current: Prefetch | Inline | None = None
 
     @property
@@ -228,11 +238,30 @@ class Feed:
         if not self.source.reiterable:
             self.exhausted = True
 
-    def epoch(self) -> Iterator[Any]:
-        """The batches of one epoch (converted)."""
+    def nothing_given(self) -> Exception:
+        """The error of a run that got no batch: the source is empty, or (a source of one pass that gave batches
+        before, such as a validation generator) it has run out.
+
+        Returns:
+            A :class:`~toolkit.errors.DataError` for a source that ran out, a :class:`~toolkit.errors.ShapeError` for
+            an empty one.
+        """
+        if self.taken:
+            return DataError(f"{self.name} ({self.source.kind}) has run out: it gave {self.taken} batches and has "
+                             "no more; give a source that can start again (a tf.data.Dataset, a PyDataset) or one "
+                             "that gives every batch the run asks for")
+        return ShapeError(f"{self.name} ({self.source.kind}) gave no batch: it is empty")
+
+    def epoch(self, done: int = 0) -> Iterator[Any]:
+        """The batches of one epoch (converted).
+
+        Args:
+            done: the epoch's batches already taken (a fit resumed inside the epoch): with ``steps``, the epoch
+                takes ``steps - done`` more.
+        """
         self.source.on_epoch_begin()
         try:
-            taken = 0
+            taken = done
             while self.steps is None or taken < self.steps:
                 current = self._current or self._start()
                 if current is None:
@@ -249,6 +278,7 @@ class Feed:
                         self.warn_ran_out()
                     break
                 self.pass_batch += 1
+                self.taken += 1
                 taken += 1
                 yield batch
             else:  # the epoch's steps taken: a pass that ended with them ends here, as Keras starts a new one
@@ -270,4 +300,4 @@ class Feed:
             self._current = None
 
 
-__all__ = ["RAN_OUT", "Feed", "Inline", "Prefetch"]
+__all__ = ["CLOSE_TIMEOUT_S", "RAN_OUT", "Feed", "Inline", "Prefetch"]

@@ -1,7 +1,8 @@
 """The kinds of input ``fit``, ``evaluate`` and ``predict`` take besides arrays, read as Keras 3's data adapters read
 them (``keras/src/trainers/data_adapters``): a batched ``tf.data.Dataset``, a ``keras.utils.PyDataset``, a Python
-generator or iterator, and any other iterable of batches (a torch ``DataLoader``, a Grain dataset, a list of
-batches... anything that is not itself an array: a list or tuple of arrays is array data, as in Keras).
+generator or iterator, and any other iterable of batches (a torch ``DataLoader``, a Grain dataset... anything that
+is not itself array data: a list or a tuple is array data, as in Keras, so a list of batches is given as
+``iter(batches)``).
 
 Each element is one batch: ``x``, ``(x,)``, ``(x, y)`` or ``(x, y, sample_weight)`` (a list is taken as a tuple),
 ``x`` and ``y`` arrays or dicts of arrays by input and output name. A source gives *passes* over its batches: a
@@ -30,9 +31,9 @@ from toolkit.training.batches import rows
 #: The structures an element (a batch) may have, for messages.
 ELEMENTS = "x, (x,), (x, y) or (x, y, sample_weight)"
 
-#: How many batches are read ahead of the step by default: one is enough to hide the reading behind a step as long as
-#: reading a batch takes less than a step; more would only hold memory. A PyDataset's ``max_queue_size`` sets it for
-#: that dataset.
+#: How many batches wait, read, for the step by default (the reading thread holds one more as it reads the next):
+#: one hides the reading behind a step where reading a batch takes less than a step, a second absorbs a batch that
+#: reads slowly; more would only hold memory. A PyDataset's ``max_queue_size`` sets it for that dataset.
 PREFETCH_BATCHES = 2
 
 
@@ -115,7 +116,12 @@ class Source:
     def __init__(self, data: Any) -> None:
         self.data = data
         self.reiterable = not hasattr(data, "__next__")  # an iterator (a generator) is its own one pass
-        self.num_batches = len(data) if self.reiterable and hasattr(data, "__len__") else None
+        self.num_batches = None
+        if self.reiterable and hasattr(data, "__len__"):
+            try:
+                self.num_batches = len(data)
+            except TypeError:  # a length it does not have (a torch IterableDataset's __len__ raises)
+                pass
         self.infinite = False
         if not self.reiterable:
             self.kind = "a generator" if type(data).__name__ == "generator" else "an iterator"

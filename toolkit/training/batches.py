@@ -157,12 +157,12 @@ class BatchCheck:
             if known is not None:
                 return known
         named_x = isinstance(x, Mapping)
-        xs = {k: np.asarray(v) for k, v in x.items()} if named_x else {"x": np.asarray(x)}
+        xs = {k: _array(v, f"x[{k!r}]") for k, v in x.items()} if named_x else {"x": _array(x, "x")}
         if not xs:
             raise ShapeError("x is an empty dict; expected at least one input array")
         if isinstance(y, Mapping) and not y:
             raise ShapeError("y is an empty dict; expected the targets of at least one output")
-        ys = None if y is None else optree.tree_map(np.asarray, y) if several(y) else np.asarray(y)
+        ys = None if y is None else optree.tree_map(lambda a: _array(a, "y"), y) if several(y) else _array(y, "y")
         arrays = named(xs if named_x else xs["x"], ys)
         for what, array in arrays.items():
             if array.ndim == 0:
@@ -224,6 +224,20 @@ class BatchCheck:
 
     def _cast(self, array: np.ndarray, what: str) -> np.ndarray:
         return cast(array, self.dtype, what)
+
+
+def _array(value: Any, what: str) -> np.ndarray:
+    """``value`` as a NumPy array.
+
+    Raises:
+        ShapeError: ``value`` is not one (a ragged list, a list of batches), saying so.
+    """
+    try:
+        return np.asarray(value)
+    except (TypeError, ValueError) as error:
+        hint = (" (a list or a tuple is array data, as in Keras: give a list of batches as iter(batches))"
+                if isinstance(value, (list, tuple)) else "")
+        raise ShapeError(f"{what} is a {type(value).__name__} that is not an array{hint}: {error}") from error
 
 
 def cast(array: np.ndarray, dtype: str, what: str) -> np.ndarray:

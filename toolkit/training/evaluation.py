@@ -20,7 +20,25 @@ from toolkit.data.feed import Feed
 from toolkit.errors import ShapeError
 from toolkit.training import metrics as metrics_module
 from toolkit.training.batches import count, rows, sample_weights, shapes
-from toolkit.training.inputs import in_context, is_batches, optional_count, refuse_for_source, source_feed
+from toolkit.training.inputs import (
+    DEFAULT_BATCH_SIZE,
+    count_argument,
+    in_context,
+    is_batches,
+    refuse_for_source,
+    source_feed,
+)
+
+
+def _batch_size(batch_size: Any, steps: int | None) -> int | None:
+    """The batch size of an evaluation of arrays: ``batch_size``; with ``steps`` and none given, Keras' default (the
+    first ``steps`` batches of it are scored); None: all at once.
+
+    Raises:
+        ShapeError: not an int >= 1 or None.
+    """
+    batch_size = count_argument(batch_size, "batch_size", optional=True)
+    return DEFAULT_BATCH_SIZE if batch_size is None and steps is not None else batch_size
 
 
 class Inference:
@@ -54,8 +72,10 @@ class Inference:
 
         Args:
             x: an array, a dict of arrays by input name, or a source of batches.
-            batch_size: examples per batch of arrays; None: all at once (and with a source).
-            steps: the batches of a source to predict (needed for one that never ends); None: all.
+            batch_size: examples per batch of arrays; None: all at once (32 with ``steps``, Keras' default), and
+                with a source.
+            steps: the batches predicted (arrays: the first ``steps`` batches of ``batch_size``; a source: needed
+                for one that never ends); None: all.
 
         Returns:
             The outputs, NumPy arrays (a pytree as the model's forward returns).
@@ -63,20 +83,21 @@ class Inference:
         Raises:
             ShapeError, DTypeError, NonFiniteError: bad input, or ``batch_size`` < 1 (nothing runs).
             ArgumentError: ``batch_size`` with a source, or an endless source without ``steps``.
-            ComputeError: the framework failed on a device; DataError: a source that raised while read.
+            ComputeError: the framework failed on a device; DataError: a source that raised while read, or a source of
+                one pass that has run out.
         """
-        steps = optional_count(steps, "steps")
+        steps = count_argument(steps, "steps", optional=True)
         if is_batches(x):
-            parts = []
-            for _, batch, _, _ in self._stream(x, steps, False, batch_size=batch_size):
-                parts.append(self._predict(batch))
+            feed = self._feed(x, steps, False, batch_size=batch_size)
+            parts = [self._predict(batch) for _, batch, _, _ in self._stream(feed, x)]
+            if not parts:
+                raise feed.nothing_given()
         else:
             x, _ = self.check_batch(x, None)
-            if steps is not None and batch_size is not None:
-                x = rows(x, slice(0, steps * int(batch_size)))
+            batch_size = _batch_size(batch_size, steps)
+            if steps is not None:
+                x = rows(x, slice(0, steps * batch_size))
             parts = [self._predict(x, batch_size)]
-        if not parts:
-            raise ShapeError("x gave no batch: it is empty")
         return optree.tree_map(lambda *pieces: np.concatenate(pieces), *parts)
 
     def _predict(self, x: Any, batch_size: int | None = None) -> Any:
@@ -84,10 +105,16 @@ class Inference:
                    for _, out, _, _ in self._inference(x, self._batches(count(x), batch_size))]
         return optree.tree_map(lambda *parts: np.concatenate(parts), *outputs)
 
-    def _stream(self, data: Any, steps: int | None, targets: bool, **given: Any) -> Iterator[tuple]:
-        """``(where, x, y, weights)`` of each batch of a source (or of fit's validation feed), checked."""
+    def _feed(self, data: Any, steps: int | None, targets: bool, **given: Any) -> Feed:
+        """The feed of a source given to evaluate or predict (``data`` itself where it is fit's validation feed),
+        the arguments a source carries itself refused."""
         feed = data if isinstance(data, Feed) else source_feed(self, data, steps, targets, "x")
         refuse_for_source(feed.source, **given)
+        return feed
+
+    def _stream(self, feed: Feed, data: Any) -> Iterator[tuple]:
+        """``(where, x, y, weights)`` of each batch of an epoch of ``feed`` (made for ``data``: closed at the end
+        unless it is ``data``, fit's validation feed), checked."""
         try:
             for x, y, weights in feed.epoch():
                 where = f"batch {feed.pass_batch - 1} of {feed.source.kind}"
@@ -113,7 +140,8 @@ class Inference:
             x: an array, a dict of arrays by input name, or a source of batches (or fit's validation
                 :class:`~toolkit.data.feed.Feed`, whose next epoch's batches it scores).
             y: the targets; None with a source.
-            batch_size: examples per batch of arrays; None: all at once (and with a source).
+            batch_size: examples per batch of arrays; None: all at once (32 with ``steps``, Keras' default), and
+                with a source.
             metrics: names or :class:`~toolkit.metrics.Metric` objects; default: the model's.
             sample_weight: one weight per example of arrays (Keras'), or None.
             steps: the batches scored (arrays: the first ``steps`` batches of ``batch_size``; a source: needed for
@@ -122,22 +150,25 @@ class Inference:
         Raises:
             ArgumentError: an unknown metric; ``y``, ``sample_weight`` or ``batch_size`` with a source.
             ShapeError, DTypeError, NonFiniteError: bad input, weights or batch size.
-            ComputeError: the framework failed on a device; DataError: a source that raised while read.
+            ComputeError: the framework failed on a device; DataError: a source that raised while read, or a source of
+                one pass that has run out.
         """
         chosen = metrics_module.get(metrics or self.model.metrics)  # none given: the model's
-        steps = optional_count(steps, "steps")
+        steps = count_argument(steps, "steps", optional=True)
         if is_batches(x):
+            feed = self._feed(x, steps, True, y=y, sample_weight=sample_weight, batch_size=batch_size)
             found = [self._sums(batch, targets, weights, chosen, None) for _, batch, targets, weights
-                     in self._stream(x, steps, True, y=y, sample_weight=sample_weight, batch_size=batch_size)]
+                     in self._stream(feed, x)]
             if not found:
-                raise ShapeError("x gave no batch: it is empty")
+                raise feed.nothing_given()
             sums = np.concatenate(found)
         else:
             x, y = self.check_batch(x, y)
             weights = None if sample_weight is None else sample_weights(sample_weight, count(y), "float64")
-            if steps is not None and batch_size is not None:  # Keras' steps over arrays: the first batches
-                x, y = rows(x, slice(0, steps * int(batch_size))), rows(y, slice(0, steps * int(batch_size)))
-                weights = None if weights is None else weights[:steps * int(batch_size)]
+            batch_size = _batch_size(batch_size, steps)
+            if steps is not None:  # Keras' steps over arrays: the first batches
+                taken = slice(0, steps * batch_size)
+                x, y, weights = rows(x, taken), rows(y, taken), None if weights is None else weights[taken]
             sums = self._sums(x, y, weights, chosen, batch_size)
         return self._scores(sums, chosen)
 
@@ -193,11 +224,8 @@ class Inference:
     @staticmethod
     def _batches(count: int, batch_size: int | None) -> list[tuple[int, int]]:
         """``(first row, end row)`` of each batch of ``batch_size`` rows (default: one batch) of ``count`` rows."""
-        if batch_size is None:
-            batch_size = max(count, 1)
-        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
-            raise ShapeError(f"batch_size must be an int >= 1 or None, got {batch_size!r}")
-        return [(start, min(start + int(batch_size), count)) for start in range(0, count, int(batch_size))]
+        batch_size = count_argument(batch_size, "batch_size", optional=True) or max(count, 1)
+        return [(start, min(start + batch_size, count)) for start in range(0, count, batch_size)]
 
     def _inference(self, x: Any, batches: list[tuple[int, int]]) -> Iterator[tuple[Any, Any, int, int]]:
         """``(device, outputs, first row, end row)`` for each piece of the ``batches`` of ``x`` in inference mode:

@@ -21,16 +21,23 @@ from toolkit.training.batches import cast, class_weights, count, sample_weights,
 DEFAULT_BATCH_SIZE = 32
 
 
-def optional_count(value: Any, what: str, low: int = 1) -> int | None:
-    """``value`` (an int >= ``low``) or None.
+def count_argument(value: Any, what: str, low: int = 1, optional: bool = False) -> int | None:
+    """A run's count argument (``epochs``, ``batch_size``, ``steps``, ...): ``value``, an int >= ``low`` (or None
+    where ``optional``), as an int.
+
+    Args:
+        value: what was given.
+        what: its name, for the message.
+        low: the least value taken.
+        optional: whether None is taken (and returned).
 
     Raises:
-        ShapeError: anything else.
+        ShapeError: anything else, saying what was given.
     """
-    if value is None:
+    if value is None and optional:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-        raise ShapeError(f"{what} must be an int >= {low} or None, got {value!r}")
+        raise ShapeError(f"{what} must be an int >= {low}{' or None' if optional else ''}, got {value!r}")
     return int(value)
 
 
@@ -38,11 +45,13 @@ def refuse_for_source(src: Source, **given: Any) -> None:
     """Keras' refusals of arguments that the elements of a source of batches carry themselves.
 
     Raises:
-        ArgumentError: ``y``, ``sample_weight``, ``batch_size`` or ``validation_split`` given with a source.
+        ArgumentError: ``y``, ``sample_weight``, ``batch_size`` or ``validation_split`` (where no
+            ``validation_data`` overrides it) given with a source. Keras ignores a ``batch_size`` given with a
+            source; the toolkit refuses it, as every setting it would not use.
     """
     carried = {"y": "the targets", "sample_weight": "the sample weights", "batch_size": "the batch size"}
     for name, value in given.items():
-        if name == "validation_split" and value:
+        if name == "validation_split" and value and given.get("validation_data") is None:
             raise ArgumentError(f"validation_split is only supported for arrays (as in Keras); x is {src.kind}: "
                                 "pass validation_data")
         if name in carried and value is not None:
@@ -79,18 +88,38 @@ def element_reader(trainer: Any, src: Source, targets: bool, class_weight: Any =
         if not targets:
             return x, None, None
         y = in_context(where, lambda: optree.tree_map(lambda a: cast(a, dtype, "y"), y))
-        if weight is not None and class_weight is not None:
-            raise ArgumentError(f"{where} carries sample weights and class_weight was given: pass one (Keras "
-                                "refuses both too)")
-        if class_weight is not None:
-            if several(y):
-                raise ArgumentError("class_weight is only supported for a model of one output (as in Keras)")
-            weight = class_weights(y, class_weight, dtype)
-        elif weight is not None:
-            weight = in_context(where, lambda: sample_weights(weight, count(y), dtype))
-        return x, y, weight
+        return x, y, in_context(where, lambda: example_weights(y, weight, class_weight, dtype, where))
 
     return read
+
+
+def example_weights(y: Any, sample_weight: Any, class_weight: Any, dtype: str,
+                    where: str | None = None) -> np.ndarray | None:
+    """The examples' weights of a fit's batch (or of all its arrays): ``sample_weight``, or ``class_weight``
+    converted from ``y`` (Keras' rules), or None.
+
+    Args:
+        y: the targets.
+        sample_weight: one weight per example, or None.
+        class_weight: ``{class: weight}``, or None.
+        dtype: the weights' dtype.
+        where: the batch of a source whose element carried ``sample_weight``; None: fit's argument.
+
+    Raises:
+        ArgumentError: both given, or class_weight for several outputs or a bad class_weight; ShapeError,
+            DTypeError, NonFiniteError: bad weights.
+    """
+    if sample_weight is not None and class_weight is not None:
+        given = f"{where} carries sample weights and class_weight was given" if where else \
+            "sample_weight and class_weight were both given"
+        raise ArgumentError(f"{given}: pass one, not both (Keras refuses both too): fold the class weights into the "
+                            "sample weights")
+    if class_weight is not None:
+        if several(y):
+            raise ArgumentError("class_weight is only supported for a model of one output (as in Keras): weigh the "
+                                "examples of a model of several outputs with sample_weight")
+        return class_weights(y, class_weight, dtype)
+    return None if sample_weight is None else sample_weights(sample_weight, count(y), dtype)
 
 
 def _split(x: Any, y: Any, sample_weight: Any, fraction: Any) -> tuple[tuple, tuple]:
@@ -113,23 +142,29 @@ def _split(x: Any, y: Any, sample_weight: Any, fraction: Any) -> tuple[tuple, tu
 
 def split_validation(x: Any, y: Any, sample_weight: Any, validation_split: Any,
                      validation_data: Any) -> tuple[Any, Any, Any, Any]:
-    """``x, y, sample_weight, validation_data`` after Keras' ``validation_split`` (when given and no
-    ``validation_data``: Keras' order of precedence) of arrays.
+    """``x, y, sample_weight, validation_data`` after Keras' ``validation_split`` of arrays: taken where no
+    ``validation_data`` is given (Keras' documented precedence: ``validation_data`` overrides the split, and every
+    example trains).
 
     Raises:
         ArgumentError: a fraction outside [0, 1); ShapeError: too few examples to split.
     """
+    check_fraction(validation_split)
+    if validation_split == 0 or validation_data is not None:
+        return x, y, sample_weight, validation_data
+    (x, y, weight), held_out = _split(x, y, sample_weight, validation_split)
+    return x, y, weight, held_out if held_out[2] is not None else held_out[:2]
+
+
+def check_fraction(validation_split: Any) -> None:
+    """Refuse a ``validation_split`` that is not a fraction (whether or not it is used).
+
+    Raises:
+        ArgumentError: not a number in [0, 1).
+    """
     if isinstance(validation_split, bool) or not isinstance(validation_split, (int, float, np.integer, np.floating)) \
             or not 0 <= validation_split < 1:
         raise ArgumentError(f"validation_split must be a float in [0, 1), got {validation_split!r}")
-    if validation_split == 0:
-        return x, y, sample_weight, validation_data
-    (x, y, weight), held_out = _split(x, y, sample_weight, validation_split)
-    if validation_data is not None:
-        held_out = validation_data
-    elif held_out[2] is None:
-        held_out = held_out[:2]
-    return x, y, weight, held_out
 
 
 def array_feed(x: Any, y: Any, weights: np.ndarray | None, batch_size: int, shuffle: bool,
@@ -160,7 +195,7 @@ def source_feed(trainer: Any, data: Any, steps: int | None, targets: bool, what:
         class_weights(np.zeros(1, np.int32), class_weight, trainer.dtype)  # a bad dict refused before any step
     draws = shuffle and src.shuffles
     return Feed(src, steps, element_reader(trainer, src, targets, class_weight),
-                (lambda: trainer.rng) if draws else None, trainer.training_state.set_rng_state)
+                (lambda: trainer.rng) if draws else None, trainer.training_state.set_rng_state, what)
 
 
 def is_batches(data: Any) -> bool:
@@ -182,5 +217,5 @@ def validation_arrays(validation_data: Any) -> tuple[Any, Any, Any]:
     return (*validation_data, None)[:3]
 
 
-__all__ = ["DEFAULT_BATCH_SIZE", "array_feed", "element_reader", "in_context", "is_batches", "optional_count",
-           "refuse_for_source", "source_feed", "split_validation", "validation_arrays"]
+__all__ = ["DEFAULT_BATCH_SIZE", "array_feed", "check_fraction", "count_argument", "element_reader", "example_weights",
+           "in_context", "is_batches", "refuse_for_source", "source_feed", "split_validation", "validation_arrays"]

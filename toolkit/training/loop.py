@@ -14,8 +14,9 @@ training-mode outputs, before its update (dropout on, batch statistics), as Kera
 losses and scores are the global batch's, so every process gets the same history.
 
 A fit that raises keeps the steps it completed, as Keras' does: the trainer (parameters, optimizer and model state,
-counts, RNG) is at the last completed step, where a BackupAndRestore backup or a ModelCheckpoint of it would put
-it; one that raises before its first step completes changes nothing.
+counts) is at the last completed step, where a BackupAndRestore backup or a ModelCheckpoint of it would put it (its
+RNG may also have drawn the order of the pass it failed in); one that raises before its first step completes changes
+nothing.
 """
 
 from __future__ import annotations
@@ -31,24 +32,24 @@ from toolkit.data.feed import Feed
 from toolkit.errors import ArgumentError, ArgumentTypeError, CheckpointError, DTypeError, ShapeError
 from toolkit.training import metrics as metrics_module
 from toolkit.training import reports
+from toolkit.training.batches import count as batch_count  # fit's own ``count`` is the examples there
 from toolkit.training.batches import (
-    class_weights,
     declared_shapes,
     free_axes,
     keeps,
     named,
     sample_weights,
-    several,
     step_weights,
 )
-from toolkit.training.batches import count as batch_count  # fit's own ``count`` is the examples there
 from toolkit.training.callbacks import Callback
 from toolkit.training.inputs import (
     DEFAULT_BATCH_SIZE,
     array_feed,
+    check_fraction,
+    count_argument,
+    example_weights,
     in_context,
     is_batches,
-    optional_count,
     refuse_for_source,
     source_feed,
     split_validation,
@@ -72,33 +73,38 @@ class History:
     epoch: list[int] = field(default_factory=list)
 
 
-def _count(value: Any, what: str, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-        raise ShapeError(f"{what} must be an int >= {low}, got {value!r}")
-    return int(value)
-
-
-def _check_processes_agree(trainer, what: str, sizes: dict[str, int | None]) -> None:
+def _check_processes_agree(trainer, what: str, sizes: dict[str, int], unknown: str | None = None) -> None:
     """Across processes every step is a collective, so every process must take the same steps: the same ``sizes``
-    (``{format: value}``; example count, batch size and epochs over arrays; steps per epoch and epochs over a source;
-    each process fits on its own part, the global batch is the parts' batches together; ``what`` names them).
-    Refused in every process alike (they all see the same reduced numbers), before any step.
+    (example count, batch size and epochs over arrays; steps per epoch, batches a pass and epochs over a source;
+    each process fits on its own part, the global batch is the parts' batches together). Refused in every process
+    alike (they all see the same reduced numbers, so none waits in a collective the others left), before any step.
+
+    Args:
+        trainer: the fit's trainer.
+        what: the sizes, for the message.
+        sizes: ``{format: value}``, -1 where a value is not known.
+        unknown: the refusal where the first size is not known in some process (None: it is always known).
 
     Raises:
-        ArgumentError: a source whose steps per epoch are not known in advance; ShapeError: processes that differ.
+        ArgumentError: ``unknown``; ShapeError: processes that differ.
     """
-    if any(value is None for value in sizes.values()):
-        raise ArgumentError("fit across processes from a source of unknown length needs steps_per_epoch: every "
-                            "process must take the same steps, known before the first")
     cluster = trainer.cluster
     table = np.zeros((cluster.num_processes, len(sizes)))
     table[cluster.process_id] = list(sizes.values())
     table = trainer.backend.all_reduce_sum(table.ravel(), "the sizes of fit").reshape(cluster.num_processes,
                                                                                       len(sizes))
+    if unknown is not None and np.any(table[:, 0] < 0):
+        raise ArgumentError(unknown)
     if np.any(table != table[0]):
         raise ShapeError(f"fit across processes needs the same {what} in every process (each step is taken by all "
                          "of them); got, per process, "
-                         + ", ".join(" / ".join(form.format(int(v)) for form, v in zip(sizes, row)) for row in table))
+                         + ", ".join(" / ".join(form.format(int(v) if v >= 0 else "unknown") for form, v
+                                                    in zip(sizes, row)) for row in table))
+
+
+def _or_unknown(value: int | None) -> int:
+    """A size for :func:`_check_processes_agree`: -1 where it is not known (printed "unknown")."""
+    return -1 if value is None else value
 
 
 @dataclass
@@ -106,10 +112,11 @@ class Progress:
     """Where a fit is: the epoch running (its number), the batches of it done, the RNG state the current pass's
     order was drawn from and the batches of that pass taken (a pass is an epoch but with ``steps_per_epoch``), the
     epoch's running sums (batch-size-weighted) and example count, and the history of the epochs done; plus what the
-    fit is (example count, batch size, shuffle, steps per epoch; None for a source's count and batch size) so that a
-    resume can check it is the same fit; and the epoch it ends before (``end``) and the one it began at (``first``):
-    a fit of ``epochs`` more epochs (``relative``, no ``initial_epoch``) that resumes runs to the backed-up fit's
-    first epoch plus ``epochs``, whatever the trainer had counted when it was called.
+    fit is (example count, batch size, shuffle, steps per epoch; for a source, None for the count and batch size, and
+    its kind and batches a pass as ``data``) so that a resume can check it is the same fit; and the epoch it ends
+    before (``end``) and the one it began at (``first``): a fit of ``epochs`` more epochs (``relative``, no
+    ``initial_epoch``) that resumes runs to the backed-up fit's first epoch plus ``epochs``, whatever the trainer had
+    counted when it was called.
     :class:`~toolkit.callbacks.BackupAndRestore` writes it into its checkpoints and gives it back on a resume, which
     then draws the same order and skips the batches done (a source's are read again from a new pass and dropped)."""
 
@@ -121,6 +128,7 @@ class Progress:
     end: int = 0
     relative: bool = True
     first: int = 0
+    data: str | None = None
     batch: int = 0
     epoch_rng: dict | None = None
     pass_batch: int = 0
@@ -130,7 +138,7 @@ class Progress:
 
     def to_json(self) -> dict:
         return {"epoch": self.epoch, "count": self.count, "batch_size": self.batch_size, "shuffle": self.shuffle,
-                "steps_per_epoch": self.steps_per_epoch, "first": self.first, "batch": self.batch,
+                "steps_per_epoch": self.steps_per_epoch, "data": self.data, "first": self.first, "batch": self.batch,
                 "epoch_rng": self.epoch_rng, "pass_batch": self.pass_batch, "totals": self.totals, "seen": self.seen,
                 "history": self.history.history, "epochs": self.history.epoch}
 
@@ -141,15 +149,15 @@ class Progress:
             CheckpointError: ``saved`` is malformed or was written by a fit over other data or batches.
         """
         mine = {"count": self.count, "batch_size": self.batch_size, "shuffle": self.shuffle,
-                "steps_per_epoch": self.steps_per_epoch}
+                "steps_per_epoch": self.steps_per_epoch, "data": self.data}
         try:
-            theirs = {key: saved.get(key) for key in mine}  # a backup from before steps_per_epoch: None
+            theirs = {key: saved.get(key) for key in mine}  # a backup from before an entry was kept: None
             if theirs != mine:
                 raise CheckpointError(f"the backup was written by a fit with {theirs}; this fit has {mine}: pass "
                                       "the same data and arguments to resume, or another backup_dir to start over")
-            epoch, batch, seen = (_count(saved[k], k, 0) for k in ("epoch", "batch", "seen"))
-            pass_batch = _count(saved.get("pass_batch", batch), "pass_batch", 0)
-            first = _count(saved.get("first", self.first), "first", 0)
+            epoch, batch, seen = (count_argument(saved[k], k, 0) for k in ("epoch", "batch", "seen"))
+            pass_batch = count_argument(saved.get("pass_batch", batch), "pass_batch", 0)
+            first = count_argument(saved.get("first", self.first), "first", 0)
             totals = {str(k): float(v) for k, v in saved["totals"].items()}
             history = History({str(k): [float(v) for v in values] for k, values in saved["history"].items()},
                               [int(e) for e in saved["epochs"]])
@@ -195,23 +203,6 @@ def _check_validation_data(trainer, vx: Any, vy: Any, weight: Any, training: dic
                              f"got {kinds[kind]}")
 
 
-def _fit_weights(trainer, y: np.ndarray, sample_weight: Any, class_weight: Any) -> np.ndarray | None:
-    """The examples' weights of a fit: ``sample_weight``, or ``class_weight`` converted (Keras' rules), or None.
-
-    Raises:
-        ArgumentError: both given, or a bad class_weight; ShapeError, DTypeError, NonFiniteError: bad weights.
-    """
-    if sample_weight is not None and class_weight is not None:
-        raise ArgumentError("pass sample_weight or class_weight, not both (Keras refuses both too): fold the class "
-                            "weights into sample_weight")
-    if class_weight is not None:
-        if several(y):
-            raise ArgumentError("class_weight is only supported for a model of one output (as in Keras): weigh the "
-                                "examples of a model of several outputs with sample_weight")
-        return class_weights(y, class_weight, trainer.dtype)
-    return None if sample_weight is None else sample_weights(sample_weight, batch_count(y), trainer.dtype)
-
-
 def _means(totals: dict[str, float], seen: int, weighted: set[str], per_step: set[str] = frozenset(),
            steps: int = 1) -> dict[str, float]:
     """An epoch's logs from its running sums: each weighted metric over the weights' sum (0 where that is 0, as
@@ -226,7 +217,7 @@ def _validation_freq(value: Any) -> Any:
     if isinstance(value, (list, tuple, set, frozenset)) and all(
             isinstance(e, (int, np.integer)) and not isinstance(e, bool) and e >= 1 for e in value):
         return frozenset(int(e) for e in value)
-    return _count(value, "validation_freq (an int, or a list of 1-based epochs)", 1)
+    return count_argument(value, "validation_freq (an int, or a list of 1-based epochs)", 1)
 
 
 def _validates(epoch: int, freq: Any) -> bool:
@@ -267,11 +258,11 @@ def fit(trainer, x: Any, y: Any = None, epochs: int = 1, batch_size: int | None 
         validation_steps: int | None = None, validation_batch_size: int | None = None,
         validation_freq: Any = 1) -> History:
     """See :meth:`toolkit.training.trainer.Trainer.fit`."""
-    epochs = _count(epochs, "epochs", 1)
+    epochs = count_argument(epochs, "epochs", 1)
     if initial_epoch is None:  # epochs keep counting from the trainer's (restored) count; ``epochs`` more run
         first, end = trainer.epoch_count, trainer.epoch_count + epochs
     else:  # Keras: run epochs initial_epoch .. epochs - 1
-        first, end = _count(initial_epoch, "initial_epoch", 0), epochs
+        first, end = count_argument(initial_epoch, "initial_epoch", 0), epochs
         if first > end:
             raise ShapeError(f"initial_epoch must be at most epochs (the number after the last epoch, as in Keras); "
                              f"got initial_epoch={first}, epochs={end}")
@@ -279,9 +270,9 @@ def fit(trainer, x: Any, y: Any = None, epochs: int = 1, batch_size: int | None 
         raise ArgumentError(f"verbose must be one of {VERBOSITY}, got {verbose!r}")
     if not isinstance(shuffle, (bool, np.bool_)):
         raise ArgumentTypeError(f"shuffle must be True or False, got {shuffle!r}")
-    steps_per_epoch = optional_count(steps_per_epoch, "steps_per_epoch")
-    validation_steps = optional_count(validation_steps, "validation_steps")
-    validation_batch_size = optional_count(validation_batch_size, "validation_batch_size")
+    steps_per_epoch = count_argument(steps_per_epoch, "steps_per_epoch", optional=True)
+    validation_steps = count_argument(validation_steps, "validation_steps", optional=True)
+    validation_batch_size = count_argument(validation_batch_size, "validation_batch_size", optional=True)
     freq = _validation_freq(validation_freq)
     callbacks = list(callbacks)
     for callback in callbacks:
@@ -292,15 +283,16 @@ def fit(trainer, x: Any, y: Any = None, epochs: int = 1, batch_size: int | None 
     streamed = is_batches(x)
     if streamed:
         feed = source_feed(trainer, x, steps_per_epoch, True, "x", bool(shuffle), class_weight, "steps_per_epoch")
+        check_fraction(validation_split)
         refuse_for_source(feed.source, y=y, sample_weight=sample_weight, batch_size=batch_size,
-                          validation_split=validation_split)
+                          validation_split=validation_split, validation_data=validation_data)
         count, training = None, None
     else:
-        batch_size = optional_count(batch_size, "batch_size") or DEFAULT_BATCH_SIZE
+        batch_size = count_argument(batch_size, "batch_size", optional=True) or DEFAULT_BATCH_SIZE
         x, y, sample_weight, validation_data = split_validation(x, y, sample_weight, validation_split,
                                                                 validation_data)
         x, y = trainer.check_batch(x, y)
-        weights = _fit_weights(trainer, y, sample_weight, class_weight)
+        weights = example_weights(y, sample_weight, class_weight, trainer.dtype)
         if weights is not None:
             # what a step would refuse (weighted metrics across processes)
             step_weights(weights[:1], 1, metrics, trainer.dtype, trainer.cluster is not None)
@@ -317,16 +309,25 @@ def fit(trainer, x: Any, y: Any = None, epochs: int = 1, batch_size: int | None 
         callback.check_logs(names)
     if trainer.cluster is not None:
         if streamed:
-            _check_processes_agree(trainer, "number of steps per epoch and epochs",
-                                   {"{} steps per epoch": feed.steps_per_epoch, "{} epochs": end - first})
+            # the same passes too: where a pass ends (its batches) decides which epochs end early
+            _check_processes_agree(trainer, "number of steps per epoch, batches a pass and epochs",
+                                   {"{} steps per epoch": _or_unknown(feed.steps_per_epoch),
+                                    "{} batches a pass": _or_unknown(feed.source.num_batches),
+                                    "{} epochs": end - first},
+                                   unknown="fit across processes from a source of unknown length needs "
+                                           "steps_per_epoch: every process must take the same steps, known before "
+                                           "the first")
         else:
             _check_processes_agree(trainer, "number of examples, batch size, epochs and steps_per_epoch",
                                    {"{} examples": count, "batch {}": batch_size, "{} epochs": end - first,
                                     **({"{} steps per epoch": steps_per_epoch} if steps_per_epoch else {})})
     if verbose == "auto":
         verbose = 1 if sys.stdout.isatty() else 2
+    # a source is known by its kind and its pass's length (its batches are not read twice to fingerprint them)
+    known = feed.source.num_batches
+    data = f"{feed.source.kind} of {'unknown' if known is None else known} batches a pass" if streamed else None
     progress = Progress(first, count, None if streamed else batch_size, bool(shuffle), steps_per_epoch, end,
-                        initial_epoch is None, first)
+                        initial_epoch is None, first, data)
     logs = None
     try:
         with trainer.steps_kept():
@@ -372,7 +373,7 @@ def _epochs(trainer, feed: Feed, progress: Progress, metrics: tuple, names: list
             for callback in callbacks:
                 callback.on_epoch_begin(epoch)
             report.begin(epoch)
-            for x, y, weights in feed.epoch():
+            for x, y, weights in feed.epoch(done=progress.batch):
                 if streamed:
                     where = f"batch {feed.pass_batch - 1} of {feed.source.kind}"
                     x, y = in_context(where, lambda x=x, y=y: trainer.check_batch(x, y))
@@ -392,7 +393,7 @@ def _epochs(trainer, feed: Feed, progress: Progress, metrics: tuple, names: list
                                                    progress.batch))
             if progress.batch == 0:  # nothing came
                 if not taken:
-                    raise ShapeError(f"x ({feed.source.kind}) gave no batch: it is empty")
+                    raise feed.nothing_given()
                 if not feed.ran_out:
                     feed.warn_ran_out()
                 break

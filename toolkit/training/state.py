@@ -4,10 +4,10 @@ the step, skipped-step and epoch counts, the seed and the RNG, and the running f
 :class:`TrainerState` is the only writer of all of it. Every path that changes the variables asks it to
 :meth:`~TrainerState.commit` (the step composed per device, TensorFlow's fused step inside its traced graph, the
 Theano family's host, C-linker and mesh steps after their call, ``set_params``, ``set_state``, a checkpoint's
-restore, ``all_or_nothing`` and BackupAndRestore through it): one all-or-nothing write, which either writes every
-variable of each group it is given or, having found a value that does not fit, none. A path hands it the values and,
-where the path has its own way of writing (a traced assignment, a deferred read, a buffer the engine already holds),
-the write primitive; the owner decides what is written.
+restore, a failed fit's ``steps_kept`` and BackupAndRestore through it): one all-or-nothing write, which either
+writes every variable of each group it is given or, having found a value that does not fit, none. A path hands it
+the values and, where the path has its own way of writing (a traced assignment, a deferred read, a buffer the
+engine already holds), the write primitive; the owner decides what is written.
 """
 
 from __future__ import annotations
@@ -217,7 +217,7 @@ class TrainerState:
     def restore(self, params: Mapping[str, Any], slots: Mapping[str, Mapping[str, Any]],
                 model_state: Mapping[str, Any], counts: Counts, rng: np.random.Generator, seed: int) -> None:
         """Put a whole saved state back, all or nothing (a checkpoint's, checked by
-        :func:`toolkit.training.checkpoint.restore_trainer`, or the one ``all_or_nothing`` saved).
+        :func:`toolkit.training.checkpoint.restore_trainer`, or the one a failed fit's ``steps_kept`` saved).
 
         Args:
             params: every parameter's value.

@@ -191,20 +191,6 @@ class Trainer(TrainerVariables, Inference):
         return {"loss": loss, **scores}
 
     @contextlib.contextmanager
-    def all_or_nothing(self) -> Iterator[None]:
-        """A block of training that changes nothing if it raises: parameters, optimizer and model state, step,
-        skipped step and epoch counts, RNG state and the input shapes the trainer has accepted go back to where they
-        were. A KeyboardInterrupt keeps what the block did, as stopping a Keras fit by hand
-        keeps its steps."""
-        before, spec = trainer_checkpoint(self), self._batch_check.spec
-        try:
-            yield
-        except Exception:
-            restore_trainer(self, before)
-            self._batch_check.spec = spec
-            raise
-
-    @contextlib.contextmanager
     def steps_kept(self) -> Iterator[None]:
         """A block of training that keeps the steps it completed if it raises, as a Keras fit does, and changes
         nothing if it raises before its first step completes (``fit`` runs in one): the trainer is then at its last
@@ -296,7 +282,8 @@ class Trainer(TrainerVariables, Inference):
         ``initial_epoch`` (Keras), epochs ``initial_epoch`` to ``epochs - 1`` run. Arrays and their validation data
         are checked before the first step; a source's batches as they come. A fit that raises keeps the steps it
         completed, as Keras': the trainer is at its last completed step (parameters, optimizer and model state,
-        counts, RNG); one that raises before its first step completes leaves the trainer as it was.
+        counts; its RNG may have drawn the order of the pass it failed in); one that raises before its first step
+        completes leaves the trainer as it was.
 
         Args:
             x: an array, a dict of arrays by input name, or a source of batches (:mod:`toolkit.data`).
@@ -319,7 +306,7 @@ class Trainer(TrainerVariables, Inference):
             steps_per_epoch: the batches of an epoch (Keras': the data goes on from one epoch into the next where
                 the last stopped); needed for a source that never ends (``dataset.repeat()``). None: a pass.
             validation_split: the last fraction of the arrays (before any shuffling) held out for validation, as
-                Keras; not with a source.
+                Keras; not with a source; ``validation_data`` overrides it (Keras' precedence).
             validation_steps: the batches of each validation (a source's first ones, each time: a generator's go on
                 where the last validation stopped); None: all of them.
             validation_batch_size: the batch size of validation arrays (default: ``batch_size``).
@@ -335,8 +322,10 @@ class Trainer(TrainerVariables, Inference):
                 fit does not log), validation data, metrics, sample_weight or class_weight (both given, a key not
                 a class index, a weight not finite); with a source, ``y``, ``sample_weight``, ``batch_size`` or
                 ``validation_split`` given (Keras' refusals), an endless one without ``steps_per_epoch``. Before any
-                step.
-            DataError: a source that raised while read (the steps before it kept).
+                step, but for a source's batch that carries sample weights with ``class_weight`` given (found as
+                it is read; the steps before it kept).
+            DataError: a source that raised while read, or a validation source of one pass that ran out (the steps
+                before it kept).
             CheckpointError: a BackupAndRestore backup that cannot be read or is another fit's (before any step).
         """
         from toolkit.training.loop import fit
