@@ -9,8 +9,8 @@ asked for, in this order (each job of two processes costs 10-20 s of CPU to star
 2. ``--checks A,B``: the step-path checks of :data:`STEP_CHECKS` named, each on a trainer of its own taking
    :data:`STEPS` steps of a new global batch of which this process reads its part: OUT/params_<check>_<id>.npz and
    OUT/state_<check>_<id>.npz, or OUT/error_<check>_<id>.txt where the check raised; :data:`REFUSED_FIT` fits on
-   parts of different sizes (arrays; sources of one row a batch, of unknown length and of different lengths) and
-   writes fit's refusals to OUT/refused-fit_<id>.txt, one a line.
+   parts of different sizes (arrays; sources of one row a batch: of unknown length in process 0 only, and of
+   different lengths) and writes fit's refusals to OUT/refused-fit_<id>.txt, one a line.
 3. ``--die-step S``: the last check's trainer (a new SMALL_MLP one where no check stepped) takes those steps again,
    and process 1 SIGKILLs itself before the S-th (OUT/killed.json: ``time.time()`` of the kill and the trainer's
    step the others wait in); the others raise PeerLostError naming it.
@@ -143,9 +143,10 @@ def run_checks(backend: str, process_id: int, names: list[str], out: Path) -> to
                 (x, y), _ = fit_data(REFUSED_ROWS)
                 part = distributed.process_slice(REFUSED_ROWS)
                 refusals, trainer = [], _trainer(backend)
+                one_row = global_batches(x[part], y[part], 1)  # 8 and 7 batches a pass
                 for data, options in (((x[part], y[part]), FIT),  # 8 and 7 examples
-                                      ((iter(global_batches(x[part], y[part], 1)),), {"verbose": 0}),
-                                      ((global_batches(x[part], y[part], 1),), {"steps_per_epoch": 2, "verbose": 0})):
+                                      ((iter(one_row) if process_id == 0 else one_row,), {"verbose": 0}),
+                                      ((one_row,), {"steps_per_epoch": 2, "epochs": 4, "verbose": 0})):
                     try:
                         trainer.fit(*data, **options)
                     except (toolkit.ShapeError, toolkit.ArgumentError) as error:

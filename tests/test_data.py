@@ -146,6 +146,7 @@ def test_bad_sources_are_refused_and_the_steps_taken_kept(backend):
         (dict(x=iter([(X[0], Y[0])])), toolkit.ShapeError, "batch 0 of an iterator: x and y need a batch axis"),
         (dict(x=iter([X[:5]])), toolkit.ShapeError, "batch 0 of an iterator has no targets"),
         (dict(x=iter([])), toolkit.ShapeError, r"x \(an iterator\) gave no batch: it is empty"),
+        (dict(x=(b for b in [])), toolkit.ShapeError, r"x \(a generator\) gave no batch: it is empty"),
         (dict(x=3), toolkit.ShapeError, "x and y need a batch axis"),
         (dict(x=_batches(X, Y)), toolkit.ShapeError, r"is array data.*iter\(batches\)"),
     ]
@@ -160,13 +161,16 @@ def test_bad_sources_are_refused_and_the_steps_taken_kept(backend):
         yield from _batches(X, Y)[:2]
         raise OSError("the disk went away")
 
+    generator = failing()
     with pytest.raises(toolkit.DataError, match="generator raised OSError while giving batch 2.*disk went away"):
-        trainer.fit(failing(), shuffle=False, verbose=0)
+        trainer.fit(generator, shuffle=False, verbose=0)
+    with pytest.raises(toolkit.DataError, match=r"x \(a generator\) has run out: it ran out in an earlier run"):
+        trainer.evaluate(generator)
     by_hand = _trainer(backend)
     for batch in _batches(X, Y)[:2]:
         by_hand.step(*batch)
     assert trainer.step_count == 2 and max_abs_diff(trainer.params(), by_hand.params()) == 0.0
-    # a validation iterator that runs out in epoch 2 (3 batches, 3 a validation): named, epoch 1's steps kept
+    # a validation iterator that runs out in epoch 2 (3 batches, 3 a validation): named, both epochs' steps kept
     with pytest.warns(UserWarning, match="ran out of data"), \
             pytest.raises(toolkit.DataError, match=r"validation_data \(an iterator\) has run out: it gave 3 batches"):
         trainer.fit(X, Y, epochs=2, batch_size=BATCH, shuffle=False, verbose=0,
@@ -182,12 +186,15 @@ class _NoLength(Batches):
 
 
 def test_counts_and_lengths_as_keras_reads_them(backend):
-    """evaluate and predict of arrays with ``steps`` and no batch_size take that many batches of Keras' 32; an
-    iterable whose len() raises is read as one of unknown length (steps_per_epoch None: the pass)."""
-    x, y = np.concatenate([X] * 4), np.concatenate([Y] * 4)  # 92 examples: 2 steps of 32 score the first 64
+    """Arrays with ``steps`` and no batch_size are split into that many batches (Keras' array adapter; fit's
+    steps_per_epoch too: tests/test_data.py's Keras fit); with batch_size, the first ``steps`` batches of it, warned
+    where there are fewer; an iterable whose len() raises is read as one of unknown length (a pass an epoch)."""
+    x, y = np.concatenate([X] * 4), np.concatenate([Y] * 4)  # 92 examples: 2 steps are batches of 46
     trainer = _trainer(backend)
-    assert trainer.evaluate(x, y, steps=2) == trainer.evaluate(x[:64], y[:64])
-    assert len(trainer.predict(x, steps=2)) == 64
+    assert trainer.evaluate(x, y, steps=2) == trainer.evaluate(x, y, batch_size=46)
+    assert len(trainer.predict(x, steps=2)) == 92 and len(trainer.predict(x, batch_size=10, steps=3)) == 30
+    with pytest.warns(UserWarning, match="ran out of data"):
+        assert trainer.evaluate(x, y, batch_size=40, steps=4) == trainer.evaluate(x, y, batch_size=40)
     source = _NoLength(_batches(X, Y))
     params = []
 
@@ -221,7 +228,7 @@ def test_validation_split_is_keras(backend):
 
 
 def test_a_fit_of_steps_per_epoch_resumed_inside_an_epoch_takes_that_epochs_steps(backend, tmp_path):
-    """Interrupted after step 3 (the second of epoch 1, 2 steps an epoch), the same fit again resumes from its
+    """Interrupted after step 3 (the first of epoch 1, 2 steps an epoch), the same fit again resumes from its
     backup and takes the one step left of that epoch: 4 steps in all, equal to the fit never interrupted."""
 
     class Interrupt(toolkit.callbacks.Callback):
@@ -284,7 +291,9 @@ def test_a_keras_fit_from_tf_data_equals_keras_own(keras, tf, backend):
     runs = [dict(x=data.repeat(), epochs=2, steps_per_epoch=4, validation_data=validation.repeat(),
                  validation_steps=2),
             dict(x=data, epochs=2, validation_data=validation),
-            dict(x=X, y=Y, epochs=2, batch_size=4, validation_split=0.25, shuffle=False)]
+            dict(x=X, y=Y, epochs=2, batch_size=4, validation_split=0.25, shuffle=False),
+            # no batch_size: batches of ceil(23 / 3) = 8, validated in batches of ceil(9 / 2) = 5 (Keras' adapter)
+            dict(x=X, y=Y, epochs=1, steps_per_epoch=3, validation_data=(VX, VY), validation_steps=2, shuffle=False)]
     for run in runs:
         model = _keras_model(keras)
         trainer = toolkit.DataParallel(toolkit.from_keras(model), backend, 2, toolkit.optim.SGD(LR), dtype="float64")

@@ -285,19 +285,20 @@ def test_synchronized_statistics_span_the_processes(backend_name, check, jobs):
 
 
 def test_processes_with_different_part_sizes_are_refused_by_fit(backend_name, jobs):
-    """Arrays of 8 and 7 examples; a source of unknown length without steps_per_epoch; sources of 8 and 7 batches
-    a pass with 2 steps an epoch (their last epochs would end at different steps): each refused in every process
-    alike, before any step, the counts named."""
+    """Arrays of 8 and 7 examples; a source of unknown length in one process (known in the other) without
+    steps_per_epoch; sources of 8 and 7 batches a pass, 4 epochs of 2 steps (the shorter pass would end the last
+    epoch early): each refused in every process alike (none left waiting in a collective), before any step, the
+    counts named."""
     job = jobs.ran(backend_name, REFUSED_FIT)
     for k in range(2):
         arrays, unknown, passes = job.read(REFUSED_FIT, REFUSED_FIT, k).split("\n")
         assert arrays.startswith("ShapeError: fit across processes needs the same number of examples, batch"), arrays
-        assert "8 examples / batch 3 / 2 epochs, 7 examples / batch 3 / 2 epochs" in arrays
+        assert "8 examples / batch 3 / 2 epochs / steps_per_epoch=None, 7 examples / batch 3 / 2 epochs" in arrays
         assert unknown.startswith("ArgumentError: fit across processes from a source of unknown length needs "
                                   "steps_per_epoch"), unknown
-        assert passes.startswith("ShapeError: fit across processes needs the same number of steps per epoch, "
-                                 "batches a pass and epochs"), passes
-        assert "2 steps per epoch / 8 batches a pass / 1 epochs, 2 steps per epoch / 7 batches a pass" in passes
+        assert passes.startswith("ShapeError: fit across processes needs the same steps_per_epoch, batches a pass "
+                                 "and epochs"), passes
+        assert "steps_per_epoch=2 / batches a pass=8 / 4 epochs, steps_per_epoch=2 / batches a pass=7" in passes
 
 
 def test_two_processes_fit_from_their_parts_of_a_source_like_one(backend_name, jobs):

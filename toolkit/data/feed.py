@@ -14,6 +14,7 @@ runs on the caller's thread.
 
 from __future__ import annotations
 
+import inspect
 import queue
 import threading
 import warnings
@@ -36,6 +37,11 @@ RAN_OUT = ("Your input ran out of data; interrupting training. Make sure that yo
 CLOSE_TIMEOUT_S = 10.0
 
 _END = object()
+
+
+def _spent(data: Any) -> bool:
+    """Whether ``data`` is a generator that has run out (in an earlier run: this one got nothing from it)."""
+    return inspect.isgenerator(data) and inspect.getgeneratorstate(data) == inspect.GEN_CLOSED
 
 
 def _failure(kind: str, error: BaseException, index: int) -> BaseException:
@@ -142,7 +148,9 @@ class Prefetch:
         raise _failure(self._kind, error, index)
 
     def close(self) -> None:
-        """Stop the thread (after the element it may be reading) and drop what it read ahead."""
+        """Stop the thread and drop what it read ahead: the thread stops after the element it may be reading,
+        waited for at most :data:`CLOSE_TIMEOUT_S` (then left to finish it, warned: a generator it is still inside
+        cannot be read again until it does)."""
         self._stop.set()
         while True:
             try:
@@ -153,7 +161,8 @@ class Prefetch:
             self._thread.join(CLOSE_TIMEOUT_S)
             if self._thread.is_alive():
                 warnings.warn(f"{self._kind} was still being read {CLOSE_TIMEOUT_S:g} s after its run ended; the "
-                              "reading thread is left to finish in the background", RuntimeWarning, stacklevel=3)
+                              "reading thread is left to finish in the background (a generator it is inside "
+                              "cannot be read again until it does)", RuntimeWarning, stacklevel=3)
 
 
 class Feed:
@@ -184,6 +193,7 @@ class Feed:
         self.pass_rng: dict | None = None
         self.pass_batch, self.taken, self.exhausted, self.ran_out, self.passes = 0, 0, False, False, 0
         self._current: Prefetch | Inline | None = None
+        self._spent_before = _spent(getattr(source, "data", None))  # known now: this run's reads close it too
 
     @property
     def position(self) -> int:
@@ -246,10 +256,11 @@ class Feed:
             A :class:`~toolkit.errors.DataError` for a source that ran out, a :class:`~toolkit.errors.ShapeError` for
             an empty one.
         """
-        if self.taken:
-            return DataError(f"{self.name} ({self.source.kind}) has run out: it gave {self.taken} batches and has "
-                             "no more; give a source that can start again (a tf.data.Dataset, a PyDataset) or one "
-                             "that gives every batch the run asks for")
+        if self.taken or self._spent_before:
+            gave = f"it gave {self.taken} batches" if self.taken else "it ran out in an earlier run"
+            return DataError(f"{self.name} ({self.source.kind}) has run out: {gave} and has no more; give a "
+                             "source that can start again (a tf.data.Dataset, a PyDataset) or one that gives every "
+                             "batch the run asks for")
         return ShapeError(f"{self.name} ({self.source.kind}) gave no batch: it is empty")
 
     def epoch(self, done: int = 0) -> Iterator[Any]:

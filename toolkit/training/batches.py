@@ -235,7 +235,8 @@ def _array(value: Any, what: str) -> np.ndarray:
     try:
         return np.asarray(value)
     except (TypeError, ValueError) as error:
-        hint = (" (a list or a tuple is array data, as in Keras: give a list of batches as iter(batches))"
+        hint = (" (a list or a tuple is array data, as in Keras: give a list of batches as iter(batches) for one "
+                "pass, or as an object whose __iter__ returns iter(batches) for a pass each epoch)"
                 if isinstance(value, (list, tuple)) else "")
         raise ShapeError(f"{what} is a {type(value).__name__} that is not an array{hint}: {error}") from error
 

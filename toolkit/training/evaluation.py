@@ -10,18 +10,19 @@ from __future__ import annotations
 
 import bisect
 import functools
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 import optree
 
-from toolkit.data.feed import Feed
+from toolkit.data.feed import RAN_OUT, Feed
 from toolkit.errors import ShapeError
 from toolkit.training import metrics as metrics_module
 from toolkit.training.batches import count, rows, sample_weights, shapes
 from toolkit.training.inputs import (
-    DEFAULT_BATCH_SIZE,
+    array_batch_size,
     count_argument,
     in_context,
     is_batches,
@@ -30,15 +31,19 @@ from toolkit.training.inputs import (
 )
 
 
-def _batch_size(batch_size: Any, steps: int | None) -> int | None:
-    """The batch size of an evaluation of arrays: ``batch_size``; with ``steps`` and none given, Keras' default (the
-    first ``steps`` batches of it are scored); None: all at once.
+def _first_batches(batch_size: Any, steps: int | None, examples: int) -> tuple[int | None, slice]:
+    """The batch size of an evaluation of arrays (:func:`~toolkit.training.inputs.array_batch_size`; None: all at
+    once) and the rows its ``steps`` batches take, with Keras' warning where the arrays give fewer.
 
     Raises:
-        ShapeError: not an int >= 1 or None.
+        ShapeError: a ``batch_size`` that is not an int >= 1 or None.
     """
-    batch_size = count_argument(batch_size, "batch_size", optional=True)
-    return DEFAULT_BATCH_SIZE if batch_size is None and steps is not None else batch_size
+    batch_size = array_batch_size(batch_size, steps, examples, None)
+    if steps is None:
+        return batch_size, slice(None)
+    if -(-examples // batch_size) < steps:
+        warnings.warn(RAN_OUT, stacklevel=3)
+    return batch_size, slice(0, steps * batch_size)
 
 
 class Inference:
@@ -72,8 +77,8 @@ class Inference:
 
         Args:
             x: an array, a dict of arrays by input name, or a source of batches.
-            batch_size: examples per batch of arrays; None: all at once (32 with ``steps``, Keras' default), and
-                with a source.
+            batch_size: examples per batch of arrays; None: all at once (with ``steps``, Keras' batch that splits
+                the examples into ``steps``), and with a source.
             steps: the batches predicted (arrays: the first ``steps`` batches of ``batch_size``; a source: needed
                 for one that never ends); None: all.
 
@@ -94,10 +99,8 @@ class Inference:
                 raise feed.nothing_given()
         else:
             x, _ = self.check_batch(x, None)
-            batch_size = _batch_size(batch_size, steps)
-            if steps is not None:
-                x = rows(x, slice(0, steps * batch_size))
-            parts = [self._predict(x, batch_size)]
+            batch_size, taken = _first_batches(batch_size, steps, count(x))
+            parts = [self._predict(rows(x, taken), batch_size)]
         return optree.tree_map(lambda *pieces: np.concatenate(pieces), *parts)
 
     def _predict(self, x: Any, batch_size: int | None = None) -> Any:
@@ -140,8 +143,8 @@ class Inference:
             x: an array, a dict of arrays by input name, or a source of batches (or fit's validation
                 :class:`~toolkit.data.feed.Feed`, whose next epoch's batches it scores).
             y: the targets; None with a source.
-            batch_size: examples per batch of arrays; None: all at once (32 with ``steps``, Keras' default), and
-                with a source.
+            batch_size: examples per batch of arrays; None: all at once (with ``steps``, Keras' batch that splits
+                the examples into ``steps``), and with a source.
             metrics: names or :class:`~toolkit.metrics.Metric` objects; default: the model's.
             sample_weight: one weight per example of arrays (Keras'), or None.
             steps: the batches scored (arrays: the first ``steps`` batches of ``batch_size``; a source: needed for
@@ -165,10 +168,8 @@ class Inference:
         else:
             x, y = self.check_batch(x, y)
             weights = None if sample_weight is None else sample_weights(sample_weight, count(y), "float64")
-            batch_size = _batch_size(batch_size, steps)
-            if steps is not None:  # Keras' steps over arrays: the first batches
-                taken = slice(0, steps * batch_size)
-                x, y, weights = rows(x, taken), rows(y, taken), None if weights is None else weights[taken]
+            batch_size, taken = _first_batches(batch_size, steps, count(y))  # Keras' steps: the first batches
+            x, y, weights = rows(x, taken), rows(y, taken), None if weights is None else weights[taken]
             sums = self._sums(x, y, weights, chosen, batch_size)
         return self._scores(sums, chosen)
 

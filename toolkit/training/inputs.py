@@ -41,8 +41,29 @@ def count_argument(value: Any, what: str, low: int = 1, optional: bool = False) 
     return int(value)
 
 
+def array_batch_size(batch_size: Any, steps: int | None, examples: int, default: int | None) -> int | None:
+    """The batch size of a run over arrays, as Keras' array adapter sets it: ``batch_size``; where none is given,
+    with ``steps``, the batch that splits the examples into that many (``ceil(examples / steps)``), else
+    ``default`` (fit: 32, Keras'; evaluate and predict: None, all at once, the same numbers).
+
+    Args:
+        batch_size: what was given (None: nothing).
+        steps: the run's ``steps`` or ``steps_per_epoch``, or None.
+        examples: the examples of the arrays.
+        default: the batch size without ``steps``.
+
+    Raises:
+        ShapeError: a ``batch_size`` that is not an int >= 1 or None.
+    """
+    batch_size = count_argument(batch_size, "batch_size", optional=True)
+    if batch_size is not None:
+        return batch_size
+    return max(-(-examples // steps), 1) if steps is not None else default
+
+
 def refuse_for_source(src: Source, **given: Any) -> None:
-    """Keras' refusals of arguments that the elements of a source of batches carry themselves.
+    """The refusals of arguments that the elements of a source of batches carry themselves (Keras' for ``y`` and
+    ``sample_weight``), and of ``validation_split``, which only arrays can be split by (Keras').
 
     Raises:
         ArgumentError: ``y``, ``sample_weight``, ``batch_size`` or ``validation_split`` (where no
@@ -217,5 +238,6 @@ def validation_arrays(validation_data: Any) -> tuple[Any, Any, Any]:
     return (*validation_data, None)[:3]
 
 
-__all__ = ["DEFAULT_BATCH_SIZE", "array_feed", "check_fraction", "count_argument", "element_reader", "example_weights",
-           "in_context", "is_batches", "refuse_for_source", "source_feed", "split_validation", "validation_arrays"]
+__all__ = ["DEFAULT_BATCH_SIZE", "array_batch_size", "array_feed", "check_fraction", "count_argument",
+           "element_reader", "example_weights", "in_context", "is_batches", "refuse_for_source", "source_feed",
+           "split_validation", "validation_arrays"]

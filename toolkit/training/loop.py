@@ -44,6 +44,7 @@ from toolkit.training.batches import (
 from toolkit.training.callbacks import Callback
 from toolkit.training.inputs import (
     DEFAULT_BATCH_SIZE,
+    array_batch_size,
     array_feed,
     check_fraction,
     count_argument,
@@ -98,13 +99,24 @@ def _check_processes_agree(trainer, what: str, sizes: dict[str, int], unknown: s
     if np.any(table != table[0]):
         raise ShapeError(f"fit across processes needs the same {what} in every process (each step is taken by all "
                          "of them); got, per process, "
-                         + ", ".join(" / ".join(form.format(int(v) if v >= 0 else "unknown") for form, v
+                         + ", ".join(" / ".join(form.format(int(v) if v >= 0 else None) for form, v
                                                     in zip(sizes, row)) for row in table))
 
 
 def _or_unknown(value: int | None) -> int:
-    """A size for :func:`_check_processes_agree`: -1 where it is not known (printed "unknown")."""
+    """A size for :func:`_check_processes_agree`: -1 where it is None (printed so)."""
     return -1 if value is None else value
+
+
+def _pass_within(feed: Feed, epochs: int) -> int:
+    """The batches of a source's pass that a fit of ``epochs`` can reach: the pass's length, or the fit's steps where
+    the pass is longer or endless (a pass never reached cannot end an epoch early); -1 where it is not known."""
+    steps, known = feed.steps_per_epoch, feed.source.num_batches
+    if steps is None:
+        return _or_unknown(known)
+    if feed.source.infinite or (known is not None and known >= steps * epochs):
+        return steps * epochs
+    return _or_unknown(known)
 
 
 @dataclass
@@ -224,7 +236,7 @@ def _validates(epoch: int, freq: Any) -> bool:
     return (epoch + 1) in freq if isinstance(freq, frozenset) else (epoch + 1) % freq == 0
 
 
-def _validation(trainer, validation_data: Any, steps: int | None, batch_size: int, epochs: int,
+def _validation(trainer, validation_data: Any, steps: int | None, batch_size: int | None, epochs: int,
                 training: dict | None) -> tuple[Feed | None, Any]:
     """What scores an epoch's validation: ``(feed, score)``, ``score(metrics)`` the scores, ``feed`` the source's
     feed when the validation data is a source (each validation a new pass of its first ``steps`` batches, as Keras
@@ -288,10 +300,12 @@ def fit(trainer, x: Any, y: Any = None, epochs: int = 1, batch_size: int | None 
                           validation_split=validation_split, validation_data=validation_data)
         count, training = None, None
     else:
-        batch_size = count_argument(batch_size, "batch_size", optional=True) or DEFAULT_BATCH_SIZE
+        batch_size = count_argument(batch_size, "batch_size", optional=True)
         x, y, sample_weight, validation_data = split_validation(x, y, sample_weight, validation_split,
                                                                 validation_data)
         x, y = trainer.check_batch(x, y)
+        given, batch_size = batch_size, array_batch_size(batch_size, steps_per_epoch, batch_count(y),
+                                                         DEFAULT_BATCH_SIZE)
         weights = example_weights(y, sample_weight, class_weight, trainer.dtype)
         if weights is not None:
             # what a step would refuse (weighted metrics across processes)
@@ -301,26 +315,28 @@ def fit(trainer, x: Any, y: Any = None, epochs: int = 1, batch_size: int | None 
     names = ["loss", *(m.name for m in metrics)]
     validation_feed, validate = None, None
     if validation_data is not None:
-        validation_feed, validate = _validation(trainer, validation_data, validation_steps,
-                                                validation_batch_size or batch_size or DEFAULT_BATCH_SIZE,
+        # Keras' evaluate(batch_size=validation_batch_size or batch_size): where neither is given, 32, or with
+        # validation_steps the batch that splits the validation arrays into that many
+        validation_batch_size = validation_batch_size or (None if streamed else given) or \
+            (None if validation_steps else DEFAULT_BATCH_SIZE)
+        validation_feed, validate = _validation(trainer, validation_data, validation_steps, validation_batch_size,
                                                 end - first, training)
         names += ["val_loss", *(f"val_{m.name}" for m in metrics)]
     for callback in callbacks:
         callback.check_logs(names)
     if trainer.cluster is not None:
         if streamed:
-            # the same passes too: where a pass ends (its batches) decides which epochs end early
-            _check_processes_agree(trainer, "number of steps per epoch, batches a pass and epochs",
-                                   {"{} steps per epoch": _or_unknown(feed.steps_per_epoch),
-                                    "{} batches a pass": _or_unknown(feed.source.num_batches),
-                                    "{} epochs": end - first},
+            # the same passes too, where one ends within the fit's steps: it ends an epoch early
+            _check_processes_agree(trainer, "steps_per_epoch, batches a pass and epochs",
+                                   {"steps_per_epoch={}": _or_unknown(feed.steps_per_epoch),
+                                    "batches a pass={}": _pass_within(feed, end - first), "{} epochs": end - first},
                                    unknown="fit across processes from a source of unknown length needs "
                                            "steps_per_epoch: every process must take the same steps, known before "
                                            "the first")
         else:
             _check_processes_agree(trainer, "number of examples, batch size, epochs and steps_per_epoch",
                                    {"{} examples": count, "batch {}": batch_size, "{} epochs": end - first,
-                                    **({"{} steps per epoch": steps_per_epoch} if steps_per_epoch else {})})
+                                    "steps_per_epoch={}": _or_unknown(steps_per_epoch)})
     if verbose == "auto":
         verbose = 1 if sys.stdout.isatty() else 2
     # a source is known by its kind and its pass's length (its batches are not read twice to fingerprint them)

@@ -289,8 +289,9 @@ class Trainer(TrainerVariables, Inference):
             x: an array, a dict of arrays by input name, or a source of batches (:mod:`toolkit.data`).
             y: the targets (arrays); None when ``x`` is a source (its batches carry them).
             epochs: how many epochs (from :attr:`epoch_count` on, or up to ``epochs - 1`` with ``initial_epoch``).
-            batch_size: the global batch size of each step from arrays (default 32; the last batch of an epoch may
-                be smaller); None with a source.
+            batch_size: the global batch size of each step from arrays (default 32, or with ``steps_per_epoch``
+                the batch that splits the examples into that many, as Keras; the last batch of an epoch may be
+                smaller); None with a source.
             shuffle: whether each epoch's order of arrays (or of a finite PyDataset's batches) is drawn from
                 :attr:`rng`; a dataset or a generator keeps its own order (warned, as Keras warns).
             validation_data: ``(x, y)``, ``(x, y, sample_weight)`` or a source, scored by :meth:`evaluate` after
@@ -309,7 +310,8 @@ class Trainer(TrainerVariables, Inference):
                 Keras; not with a source; ``validation_data`` overrides it (Keras' precedence).
             validation_steps: the batches of each validation (a source's first ones, each time: a generator's go on
                 where the last validation stopped); None: all of them.
-            validation_batch_size: the batch size of validation arrays (default: ``batch_size``).
+            validation_batch_size: the batch size of validation arrays (default: the ``batch_size`` given, else
+                32, or with ``validation_steps`` the batch that splits them into that many, as Keras).
             validation_freq: validate every ``validation_freq``-th epoch, or at the 1-based epochs of a list.
 
         Returns:
@@ -320,8 +322,9 @@ class Trainer(TrainerVariables, Inference):
                 steps (a source's batch: naming it; an empty source).
             ArgumentError, ArgumentTypeError: bad verbose, shuffle, callbacks (a monitor or file name field the
                 fit does not log), validation data, metrics, sample_weight or class_weight (both given, a key not
-                a class index, a weight not finite); with a source, ``y``, ``sample_weight``, ``batch_size`` or
-                ``validation_split`` given (Keras' refusals), an endless one without ``steps_per_epoch``. Before any
+                a class index, a weight not finite); with a source, ``y``, ``sample_weight`` or ``batch_size``
+                given (its batches carry them), ``validation_split`` without ``validation_data``, an endless one
+                without ``steps_per_epoch``. Before any
                 step, but for a source's batch that carries sample weights with ``class_weight`` given (found as
                 it is read; the steps before it kept).
             DataError: a source that raised while read, or a validation source of one pass that ran out (the steps
