@@ -224,8 +224,9 @@ class Inference:
 
     @staticmethod
     def _batches(count: int, batch_size: int | None) -> list[tuple[int, int]]:
-        """``(first row, end row)`` of each batch of ``batch_size`` rows (default: one batch) of ``count`` rows."""
-        batch_size = count_argument(batch_size, "batch_size", optional=True) or max(count, 1)
+        """``(first row, end row)`` of each batch of ``batch_size`` rows (checked: :func:`_first_batches`; None: one
+        batch) of ``count`` rows."""
+        batch_size = batch_size or max(count, 1)
         return [(start, min(start + batch_size, count)) for start in range(0, count, batch_size)]
 
     def _inference(self, x: Any, batches: list[tuple[int, int]]) -> Iterator[tuple[Any, Any, int, int]]:

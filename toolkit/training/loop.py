@@ -292,7 +292,7 @@ def fit(trainer, x: Any, y: Any = None, epochs: int = 1, batch_size: int | None 
             raise ArgumentTypeError(f"callbacks must be toolkit.callbacks.Callback objects, got "
                                     f"{type(callback).__name__}")
     metrics = metrics_module.get(metrics or trainer.model.metrics)  # none given: the model's (Keras' compiled)
-    streamed = is_batches(x)
+    streamed, given = is_batches(x), None  # given: the batch_size given (a source refuses one)
     if streamed:
         feed = source_feed(trainer, x, steps_per_epoch, True, "x", bool(shuffle), class_weight, "steps_per_epoch")
         check_fraction(validation_split)
@@ -300,12 +300,11 @@ def fit(trainer, x: Any, y: Any = None, epochs: int = 1, batch_size: int | None 
                           validation_split=validation_split, validation_data=validation_data)
         count, training = None, None
     else:
-        batch_size = count_argument(batch_size, "batch_size", optional=True)
+        given = count_argument(batch_size, "batch_size", optional=True)
         x, y, sample_weight, validation_data = split_validation(x, y, sample_weight, validation_split,
                                                                 validation_data)
         x, y = trainer.check_batch(x, y)
-        given, batch_size = batch_size, array_batch_size(batch_size, steps_per_epoch, batch_count(y),
-                                                         DEFAULT_BATCH_SIZE)
+        batch_size = array_batch_size(given, steps_per_epoch, batch_count(y), DEFAULT_BATCH_SIZE)
         weights = example_weights(y, sample_weight, class_weight, trainer.dtype)
         if weights is not None:
             # what a step would refuse (weighted metrics across processes)
@@ -317,8 +316,7 @@ def fit(trainer, x: Any, y: Any = None, epochs: int = 1, batch_size: int | None 
     if validation_data is not None:
         # Keras' evaluate(batch_size=validation_batch_size or batch_size): where neither is given, 32, or with
         # validation_steps the batch that splits the validation arrays into that many
-        validation_batch_size = validation_batch_size or (None if streamed else given) or \
-            (None if validation_steps else DEFAULT_BATCH_SIZE)
+        validation_batch_size = validation_batch_size or given or (None if validation_steps else DEFAULT_BATCH_SIZE)
         validation_feed, validate = _validation(trainer, validation_data, validation_steps, validation_batch_size,
                                                 end - first, training)
         names += ["val_loss", *(f"val_{m.name}" for m in metrics)]
