@@ -19,13 +19,14 @@ from tests.helpers import max_abs_diff
 from toolkit.backend.registry import REGISTRY
 from toolkit.command.bench import markdown
 from toolkit.command.bench import run as bench_run
-from toolkit.command.bench.measure import Batches, make_batches
+from toolkit.command.bench.measure import Batches, input_kinds, make_batches
 from toolkit.command.bench.natives import natives
 from toolkit.command.bench.schema import SCHEMA, SCHEMA_VERSION
-from toolkit.command.bench.statistics import cross_backend, fractions, ratios
+from toolkit.command.bench.statistics import cross_backend, fractions, inputs, ratios
 from toolkit.command.bench.targets import (
     CROSS_BACKEND_BOUNDS,
     DISPATCH_SCALING_BOUND,
+    INPUT_THROUGHPUT_TARGET,
     PEAK_FRACTION_TARGET,
     SCALING_BOUND,
 )
@@ -42,6 +43,8 @@ CANDIDATES = {
                {"toolkit"}),
 }
 CANDIDATES["pytensor"] = CANDIDATES["aesara"]  # the same Theano-family natives
+#: The toolkit's fit fed from arrays, a generator and (where TensorFlow is installed) tf.data, at every device count.
+CANDIDATES = {name: tuple(kinds | set(input_kinds()) for kinds in both) for name, both in CANDIDATES.items()}
 #: The tests' matmul peak, in the dtype of their runs: a 64x64 matmul takes microseconds. The tests check the peak's
 #: path and its report, not the machine; the command's default (2048) costs seconds of CPU per library.
 PEAK_SIZE, PEAK_DTYPE = 64, "float64"
@@ -232,6 +235,23 @@ def test_the_theano_familys_products_alone_convolve_as_its_step(backend_name, mo
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-5)
 
 
+def test_inputs_compare_each_source_with_fit_from_arrays_as_a_throughput():
+    runs = [_run("aesara", 1.0, 1, "fit-arrays"), _run("aesara", 2.0, 1, "fit-tfdata"),
+            _run("aesara", NOISY, 1, "fit-generator"), _run("aesara", 1.0, 2, "fit-generator"),  # no arrays at 2
+            _run("aesara", 0.5, 1, "toolkit"), _run("aesara", 0.4, 1, "function-jax")]
+    found = {(i["candidate"], i["devices"]): i for i in inputs(runs)}
+    assert set(found) == {("fit-tfdata", 1), ("fit-generator", 1)}
+    slow = found[("fit-tfdata", 1)]  # half the throughput in every round
+    assert (slow["throughput"], slow["low"], slow["high"], slow["baseline"]) == (0.5, 0.5, 0.5, "fit-arrays")
+    assert slow["target"] == INPUT_THROUGHPUT_TARGET and slow["verdict"] == "not met"
+    assert found[("fit-generator", 1)]["verdict"] == "within noise"  # median 1.0, rounds down to 1/1.2
+    assert {(r["candidate"], r["baseline"]) for r in ratios(runs)} == {("toolkit", "function-jax")}  # not natives
+    results = {"config": {"lr": 0.05, "dtype": "float32", "rounds": 7}, "runs": [], "ratios": [],
+               "machine": {"cpu": "x", "cores": 2, "python": "3", "versions": {}},
+               "peak": {"gflops": {"jax": 100.0}, "dtype": "float32", "size": 64}, "inputs": inputs(runs)}
+    assert "| from tf.data: digits-mlp, aesara, 1 | 0.50 (0.50-0.50) | >= 0.95: not met |" in markdown(results)
+
+
 def test_batches_cycle_in_order_with_label_and_float_dtypes():
     x, y = np.arange(40.0).reshape(20, 2), np.arange(20) % 3
     batches = make_batches(x, y, 4, 3, seed=0, dtype="float32")
@@ -286,13 +306,17 @@ def test_bench_measures_every_candidate_and_the_natives_train_alike(backend_name
     assert any(r["target"] is not None for r in results["ratios"])
     for r in results["ratios"]:
         assert r["low"] <= r["high"] and (r["verdict"] is None) == (r["target"] is None)
+    assert {(i["candidate"], i["devices"]) for i in results["inputs"]} == {
+        (kind, n) for kind in input_kinds()[1:] for n in (1, 2)}
     table = markdown(results)
     assert table.count("\n| ") >= len(results["runs"])  # every candidate has a row of times and one of GFLOP/s
     assert f"Machine peak, {PEAK_DTYPE} {PEAK_SIZE}x{PEAK_SIZE} matmul" in table
     assert "**digits-mlp**: global batch 16" in table
     assert "The toolkit's host work a step" in table
+    assert "| from a generator: digits-mlp, " + backend_name + ", 1 |" in table
     printed = capsys.readouterr().out
-    assert "ratios" in printed and "machine:" in printed and "wrote" in printed and "Machine peak" in printed
+    assert "inputs:" in printed and "ratios" in printed and "machine:" in printed and "wrote" in printed
+    assert "Machine peak" in printed
 
 
 def test_bench_of_a_token_model_keeps_its_ids_and_the_natives_train_alike(backend_name, tmp_path, peak_once):
@@ -300,7 +324,7 @@ def test_bench_of_a_token_model_keeps_its_ids_and_the_natives_train_alike(backen
     assert make_batches(x, y, 2, 1, seed=0, dtype="float32").x.dtype == np.int32  # ids stay integers
     argv = ["bench", "--model", "lstm-text", "--backends", backend_name, "--devices", "1", "--dtype", PEAK_DTYPE,
             "--steps", "2", "--rounds", "1", "--batch", "8", "--lr", "0.0625", "--peak-size", str(PEAK_SIZE),
-            "--out", str(tmp_path), "--quiet"]
+            "--out", str(tmp_path), "--quiet", "--no-inputs"]
     assert main(argv) == 0
     for run in json.loads((tmp_path / "bench.json").read_text())["runs"]:
         assert run["candidate"] == "toolkit" or run["param_diff"] <= FLOAT64_ATOL, run
@@ -310,13 +334,13 @@ def test_bench_natives_carry_model_state_like_the_toolkit(backend_name, tmp_path
     """Batch normalization's moving statistics: each native keeps them as its framework's variables (averaged over
     the replicas under MirroredStrategy), and after the same steps parameters and state equal the toolkit's."""
     # Two devices only where natives run there too (MirroredStrategy's); the Theano family's run on one device.
-    devices = "1,2" if CANDIDATES[backend_name][1] - {"toolkit"} else "1"
+    devices = "1,2" if CANDIDATES[backend_name][1] - {"toolkit", *input_kinds()} else "1"
     argv = ["bench", "--model", "tests.helpers:bn_digits_mlp", "--backends", backend_name, "--devices", devices,
             "--dtype", PEAK_DTYPE, "--steps", "2", "--rounds", "1", "--batch", "16", "--lr", "0.0625",
-            "--peak-size", str(PEAK_SIZE), "--out", str(tmp_path), "--quiet"]
+            "--peak-size", str(PEAK_SIZE), "--out", str(tmp_path), "--quiet", "--no-inputs"]
     assert main(argv) == 0
     runs = json.loads((tmp_path / "bench.json").read_text())["runs"]
-    assert {r["candidate"] for r in runs if r["devices"] == 1} == CANDIDATES[backend_name][0]
+    assert {r["candidate"] for r in runs if r["devices"] == 1} == CANDIDATES[backend_name][0] - set(input_kinds())
     for run in runs:
         assert run["candidate"] == "toolkit" or run["param_diff"] <= FLOAT64_ATOL, run
 

@@ -370,7 +370,7 @@ def _bench(args) -> int:
             raise ValueError(f"--batch {size} is larger than the {examples} training examples of {model}")
     config = {"models": args.model, "backends": args.backends, "devices": args.devices, "dtype": args.dtype,
               "lr": args.lr, "batch": args.batch, "steps": args.steps, "rounds": args.rounds, "seed": args.seed,
-              "peak_size": args.peak_size}
+              "peak_size": args.peak_size, "inputs": args.inputs}
     with _progress_bar(args, "measuring", 1 + len(args.model) * len(args.devices)) as progress:
         results = run_bench(config, args.timeout, progress=progress)
     return _emit(args, "bench.json", results, lambda: print_report(results))

@@ -254,6 +254,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="seeds the initial parameters and the batches (default %(default)s)")
     bench.add_argument("--peak-size", type=int, default=PEAK_MATMUL_SIZE,
                        help="side of the square matmul that measures the machine's peak (default %(default)s)")
+    bench.add_argument("--no-inputs", dest="inputs", action="store_false",
+                       help="leave out the input rows (the toolkit's fit from arrays, a generator and tf.data)")
     bench.add_argument("--timeout", type=float, default=900.0,
                        help="seconds allowed per model and device count (default %(default)s)")
     bench.add_argument("--out", type=Path, default=Path("results"), help="folder for bench.json (default %(default)s)")

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from toolkit.command.bench.natives import natives
-from toolkit.command.bench.schema import LABELS
+from toolkit.command.bench.schema import INPUT_CANDIDATES, LABELS
 from toolkit.errors import ModelStateError
 
 
@@ -127,6 +127,55 @@ class _ToolkitRunner:
         return self.trainer.params()
 
 
+class _FitRunner:
+    """The toolkit's ``fit`` on the cycle of batches, one epoch a call, the batches read from ``kind`` (one of
+    :data:`~toolkit.command.bench.schema.INPUT_CANDIDATES`): the arrays themselves (``batch_size``, no shuffle), a
+    generator of the batches, or a batched ``tf.data`` dataset of the cycle (made once; a call takes its next
+    batches by ``skip`` and ``take``). Each reads the same batches in the same order as the step runner, so the three
+    train exactly as it does (``param_diff`` checks it) and differ only in how their batches come."""
+
+    def __init__(self, trainer, batches: Batches, kind: str) -> None:
+        self.trainer, self._batches, self._kind, self._next = trainer, batches, kind, 0
+        self._dataset = None
+        if kind == "fit-tfdata":
+            import tensorflow as tf
+
+            self._dataset = tf.data.Dataset.from_tensor_slices((batches.x, batches.y)).batch(batches.size).repeat()
+
+    def run(self, steps: int) -> float:
+        """Fit one epoch of the next ``steps`` batches of the cycle.
+
+        Returns:
+            The epoch's loss (the mean of its steps').
+        """
+        batches, start = self._batches, self._next
+        self._next = (start + steps) % len(batches)
+        if self._kind == "fit-arrays":
+            rows = slice(start * batches.size, (start + steps) * batches.size)  # the cycle's own rows, no copy
+            if start + steps > len(batches):  # round the end of the cycle
+                rows = np.arange(rows.start, rows.stop) % len(batches.y)
+            x, y = batches.x[rows], batches.y[rows]
+            history = self.trainer.fit(x, y, batch_size=batches.size, shuffle=False, verbose=0)
+        elif self._kind == "fit-generator":
+            history = self.trainer.fit((batches[(start + i) % len(batches)] for i in range(steps)), shuffle=False,
+                                       verbose=0)
+        else:
+            history = self.trainer.fit(self._dataset.skip(start).take(steps), shuffle=False, verbose=0)
+        return history.history["loss"][-1]
+
+    def params(self) -> dict[str, np.ndarray]:
+        return self.trainer.params()
+
+
+def input_kinds() -> tuple[str, ...]:
+    """The input candidates this environment can run: every one of
+    :data:`~toolkit.command.bench.schema.INPUT_CANDIDATES`, less ``fit-tfdata`` where TensorFlow is not installed."""
+    import importlib.util
+
+    tf = importlib.util.find_spec("tensorflow") is not None
+    return tuple(kind for kind in INPUT_CANDIDATES if tf or kind != "fit-tfdata")
+
+
 def _relative_diff(values: dict, reference: dict) -> float:
     """max |value - reference| over every array of ``reference``, over the largest |reference| entry."""
     scale = max(float(np.max(np.abs(v))) for v in reference.values()) or 1.0
@@ -223,6 +272,9 @@ def _measure(config: dict[str, Any]) -> list[dict[str, Any]]:
                 trainer = toolkit.DataParallel(workload.model, variant, n, SGD(lr), dtype=dtype, seed=seed)
                 runners[(name, candidate)] = _ToolkitRunner(trainer, batches)
         first = runners[(name, "toolkit")].trainer
+        for kind in input_kinds() if config.get("inputs", True) else ():
+            trainer = toolkit.DataParallel(workload.model, backend, n, SGD(lr), dtype=dtype, seed=seed)
+            runners[(name, kind)] = _FitRunner(trainer, batches, kind)
         for candidate, runner in native.runners(workload.model, first.params(), first.state(), batches,
                                                 backend.select_devices(n), backend, dtype, lr).items():
             runners[(name, candidate)] = runner
@@ -300,6 +352,6 @@ def _draws_no_noise(model, trainer, batch: tuple[np.ndarray, np.ndarray], dtype:
 
 def _values(runner: Runner) -> dict[str, np.ndarray]:
     """A runner's parameters and model state (the toolkit's runner gives its parameters; natives give both)."""
-    if isinstance(runner, _ToolkitRunner):
+    if isinstance(runner, (_ToolkitRunner, _FitRunner)):
         return {**runner.params(), **runner.trainer.state()}
     return runner.params()

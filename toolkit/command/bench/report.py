@@ -42,6 +42,11 @@ def peak_sentence(results: dict[str, Any]) -> str:
             "forward); a candidate's GFLOP/s are that over its median step time.")
 
 
+def _source(entry: dict[str, Any]) -> str:
+    """An input candidate's source in words (``"from tf.data"``)."""
+    return LABELS[entry["candidate"]].removeprefix("toolkit fit, ")
+
+
 def _mb(value: float | None) -> str:
     return "" if value is None else f"{value:.0f}"
 
@@ -130,6 +135,13 @@ def markdown(results: dict[str, Any]) -> str:
             lines.append(f"| {f['model']}: {f['backend']} | {f['fraction']:.1%} ({f['low']:.1%}-{f['high']:.1%}) | "
                          f"{target} | {'' if alone is None else f'{alone:.1%}'} | "
                          f"{'' if of is None else f'{of:.0%}'} |")
+    if results.get("inputs"):
+        lines += ["", "| input: model, backend, devices | the toolkit's fit from it: throughput over fit from arrays "
+                  "(90% interval) | target |", "|---|---|---|"]
+        for i in results["inputs"]:
+            lines.append(f"| {_source(i)}: {i['model']}, {i['backend']}, "
+                         f"{i['devices']} | {i['throughput']:.2f} ({i['low']:.2f}-{i['high']:.2f}) | "
+                         f">= {i['target']}: {i['verdict']} |")
     return "\n".join(lines) + "\n"
 
 
@@ -188,6 +200,17 @@ def print_report(results: dict[str, Any]) -> None:
                            {None: "", "not met": "NOT MET"}.get(c["verdict"], c["verdict"]),
                            f"{c['peak_fraction']:.1%}")
         console.print(across)
+    if results.get("inputs"):
+        fed = Table(title="inputs: the toolkit's fit from a source over its fit from arrays, throughput (higher is "
+                          "faster), same process, 90% bootstrap interval")
+        for column in ("model", "backend", "devices", "source", "throughput", "interval", "target", "verdict"):
+            fed.add_column(column, justify="right" if column in ("devices", "throughput", "interval", "target")
+                           else "left")
+        for i in results["inputs"]:
+            fed.add_row(i["model"], i["backend"], str(i["devices"]), _source(i), f"{i['throughput']:.2f}",
+                        f"{i['low']:.2f}-{i['high']:.2f}", f">= {i['target']}",
+                        {"not met": "NOT MET"}.get(i["verdict"], i["verdict"]))
+        console.print(fed)
     console.print(peak_sentence(results))
     for f in results["fractions"]:
         judged = "" if f["target"] is None else f" (target >= {f['target']:.0%}: {f['verdict']})"

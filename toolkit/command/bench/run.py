@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.command.bench.schema import SCHEMA, SCHEMA_VERSION
-from toolkit.command.bench.statistics import cross_backend, fractions, ratios
+from toolkit.command.bench.statistics import cross_backend, fractions, inputs, ratios
 from toolkit.errors import ComputeError
 
 
@@ -50,7 +50,8 @@ def run_bench(config: dict[str, Any], timeout: float, progress: Callable[[str], 
 
     Args:
         config: the command's options (``models``, ``backends``, ``devices``, ``dtype``, ``lr``, ``batch``, ``steps``,
-            ``rounds``, ``seed``, ``peak_size``), also written to the results.
+            ``rounds``, ``seed``, ``peak_size``, ``inputs``: whether to measure the input candidates), also written
+            to the results.
         timeout: seconds allowed for each process.
         progress: called after each process with what it measured, in words (1 + models x device counts calls).
 
@@ -99,4 +100,4 @@ def run_bench(config: dict[str, Any], timeout: float, progress: Callable[[str], 
         run["products_alone_gflops"] = None if alone is None else run["gflop_per_step"] / (alone / 1e3)
     return {"schema": SCHEMA, "version": SCHEMA_VERSION, "config": config, "machine": machine(), "peak": peak,
             "runs": runs, "ratios": ratios(runs), "cross_backend": cross_backend(runs),
-            "fractions": fractions(runs, best)}
+            "fractions": fractions(runs, best), "inputs": inputs(runs)}

@@ -18,12 +18,15 @@ target), ``cross_backend`` (``model``, ``devices``, ``backend``, ``candidate``: 
 that one's, ``low``, ``high``, ``target``, ``verdict``, ``peak_fraction``, ``products_alone_gflops``) and
 ``fractions`` (``model``, ``backend``, ``candidate``, ``fraction``, ``low``, ``high``, ``target``,
 ``verdict``, ``products_alone_fraction``: the products' share of the best peak, ``of_products_alone``: the step's
-GFLOP/s over theirs).
+GFLOP/s over theirs) and ``inputs`` (``model``, ``backend``, ``devices``, ``candidate``: the input candidate
+(``fit-generator``, ``fit-tfdata``), ``baseline``: ``fit-arrays``, ``throughput``: the baseline's median step time over
+the candidate's (its throughput as a share of fit from arrays), ``low``, ``high``: the bootstrap interval, ``target``,
+``verdict``: "met" when the whole interval is at or above the target).
 """
 
 #: The results file's ``schema`` entry, and its version (raised when a field changes meaning or goes).
 SCHEMA = "multigpu-toolkit/bench"
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 #: Each candidate in words, in tables and in the results' ``label``.
 LABELS = {
@@ -39,4 +42,12 @@ LABELS = {
     "function-jax-checked": "function + updates, all-or-nothing, JAX linker",
     "function-c-checked": "function + updates, all-or-nothing, C linker",
     "jax-jit": "plain JAX, jax.jit",
+    "fit-arrays": "toolkit fit, from arrays",
+    "fit-generator": "toolkit fit, from a generator",
+    "fit-tfdata": "toolkit fit, from tf.data",
 }
+
+#: The input candidates: the toolkit's ``fit`` (one epoch a round) fed the same batches from arrays, from a Python
+#: generator and from a batched ``tf.data`` dataset; the last two are compared with the first (``inputs``), not with
+#: the natives.
+INPUT_CANDIDATES = ("fit-arrays", "fit-generator", "fit-tfdata")

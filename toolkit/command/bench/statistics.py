@@ -8,9 +8,11 @@ from typing import Any
 
 import numpy as np
 
+from toolkit.command.bench.schema import INPUT_CANDIDATES
 from toolkit.command.bench.targets import (
     CROSS_BACKEND_BOUNDS,
     DISPATCH_SCALING_BOUND,
+    INPUT_THROUGHPUT_TARGET,
     PEAK_FRACTION_TARGET,
     SCALING_BOUND,
     SCALING_DEVICES,
@@ -90,16 +92,58 @@ def ratios(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         if not candidate.startswith("toolkit"):
             continue
         for other_model, other, baseline, other_devices in found:
-            if (other_model, other, other_devices) == (model, backend, devices) and not baseline.startswith("toolkit"):
+            if ((other_model, other, other_devices) == (model, backend, devices) and not baseline.startswith("toolkit")
+                    and baseline not in INPUT_CANDIDATES):
                 add(model, backend, devices, candidate, baseline, devices,
                     target_for(backend, candidate, baseline, devices, run.get("compute_bound", False)))
     for (model, backend, candidate, devices), run in found.items():
-        if devices > 1 and (model, backend, candidate, 1) in found and run.get("devices_used", devices) == devices:
+        if (devices > 1 and (model, backend, candidate, 1) in found and run.get("devices_used", devices) == devices
+                and candidate not in INPUT_CANDIDATES):
             target = None
             if candidate == "toolkit" and devices == SCALING_DEVICES:
                 target = SCALING_BOUND if run.get("compute_bound", False) else DISPATCH_SCALING_BOUND
             add(model, backend, devices, candidate, candidate, 1, target)
     return out
+
+
+def inputs(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per model, backend and device count: the toolkit's fit from each source (a generator, ``tf.data``) against
+    its fit from arrays in the same process (paired rounds), as a throughput share (higher is better), judged
+    against :data:`~toolkit.command.bench.targets.INPUT_THROUGHPUT_TARGET`.
+
+    Args:
+        runs: the results file's runs.
+
+    Returns:
+        One dict per input candidate: ``model``, ``backend``, ``devices``, ``candidate``, ``baseline``
+        (``"fit-arrays"``), ``throughput``, ``low``, ``high``, ``target`` and ``verdict``.
+    """
+    found = {(r.get("model", ""), r["backend"], r["candidate"], r["devices"]): r for r in runs}
+    out = []
+    for (model, backend, candidate, devices), run in found.items():
+        arrays = found.get((model, backend, INPUT_CANDIDATES[0], devices))
+        if candidate not in INPUT_CANDIDATES[1:] or arrays is None:
+            continue
+        low, high = ratio_interval(arrays["round_ms"], run["round_ms"], paired=True)
+        out.append({"model": model, "backend": backend, "devices": devices, "candidate": candidate,
+                    "baseline": INPUT_CANDIDATES[0], "throughput": arrays["median_ms"] / run["median_ms"],
+                    "low": low, "high": high, "target": INPUT_THROUGHPUT_TARGET,
+                    "verdict": at_least(low, high, INPUT_THROUGHPUT_TARGET)})
+    return out
+
+
+def at_least(low: float, high: float, target: float) -> str:
+    """Whether a share (higher is better) meets its target, judged on its interval.
+
+    Args:
+        low, high: the share's interval.
+        target: the smallest share that meets the target.
+
+    Returns:
+        ``"met"`` (the whole interval at or above the target), ``"not met"`` (the whole interval below) or
+        ``"within noise"``.
+    """
+    return "met" if low >= target else "not met" if high < target else "within noise"
 
 
 def cross_backend(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -167,7 +211,5 @@ def fractions(runs: Sequence[dict[str, Any]], best_peak_gflops: float) -> list[d
     for model in {f["model"] for f in out}:
         best = max((f for f in out if f["model"] == model), key=lambda f: f["fraction"])
         best["target"] = PEAK_FRACTION_TARGET
-        # Higher is better here: "met" when the whole interval reaches the target.
-        best["verdict"] = ("met" if best["low"] >= PEAK_FRACTION_TARGET else
-                           "not met" if best["high"] < PEAK_FRACTION_TARGET else "within noise")
+        best["verdict"] = at_least(best["low"], best["high"], PEAK_FRACTION_TARGET)
     return out

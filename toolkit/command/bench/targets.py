@@ -52,6 +52,10 @@ SCALING_DEVICES, SCALING_BOUND, DISPATCH_SCALING_BOUND = 4, 1.15, 1.3
 #: The share of the machine's measured matmul peak that the faster backend's toolkit step reaches on one device on
 #: the compute-bound models.
 PEAK_FRACTION_TARGET = 0.6
+#: The toolkit's fit reading its batches from a generator or a ``tf.data`` dataset keeps at least this share of its
+#: throughput from arrays (the same batches, the same steps), on every model and device count: the read, unpacked
+#: and cast ahead of the step, should hide behind it.
+INPUT_THROUGHPUT_TARGET = 0.95
 
 
 def target_for(backend: str, candidate: str, baseline: str, devices: int, compute_bound: bool) -> float | None:
