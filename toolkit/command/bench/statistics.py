@@ -24,6 +24,11 @@ from toolkit.command.bench.targets import (
 BOOTSTRAP_RESAMPLES, INTERVAL_PERCENTILES, BOOTSTRAP_SEED = 2000, (5.0, 95.0), 0
 
 
+def _by_run(runs: Sequence[dict[str, Any]]) -> dict[tuple[str, str, str, int], dict[str, Any]]:
+    """The runs by ``(model, backend, candidate, devices)``."""
+    return {(r.get("model", ""), r["backend"], r["candidate"], r["devices"]): r for r in runs}
+
+
 def ratio_interval(candidate: Sequence[float], baseline: Sequence[float], paired: bool) -> tuple[float, float]:
     """The bootstrap interval of ``median(candidate) / median(baseline)`` over rounds (:data:`INTERVAL_PERCENTILES`).
 
@@ -77,7 +82,7 @@ def ratios(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         One dict per ratio: ``model``, ``backend``, ``devices``, ``candidate``, ``baseline``, ``baseline_devices``,
         ``ratio``, ``low``, ``high``, ``target`` and ``verdict``.
     """
-    found = {(r.get("model", ""), r["backend"], r["candidate"], r["devices"]): r for r in runs}
+    found = _by_run(runs)
     out = []
 
     def add(model, backend, devices, candidate, baseline, baseline_devices, target):
@@ -118,7 +123,7 @@ def inputs(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         One dict per input candidate: ``model``, ``backend``, ``devices``, ``candidate``, ``baseline``
         (``"fit-arrays"``), ``throughput``, ``low``, ``high``, ``target`` and ``verdict``.
     """
-    found = {(r.get("model", ""), r["backend"], r["candidate"], r["devices"]): r for r in runs}
+    found = _by_run(runs)
     out = []
     for (model, backend, candidate, devices), run in found.items():
         arrays = found.get((model, backend, INPUT_CANDIDATES[0], devices))
