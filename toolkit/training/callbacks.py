@@ -12,78 +12,12 @@ import os
 import time
 import zlib
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from toolkit.errors import ArgumentError, CheckpointError
+from toolkit.training.callback import Callback
 from toolkit.training.checkpoint import load_checkpoint, save_checkpoint, trainer_checkpoint
-
-
-class Callback:
-    """The hooks ``fit`` calls, with Keras' names: subclass it and override the ones you need.
-
-    ``logs`` holds the epoch's ``loss`` and metrics (and ``val_*`` entries with validation data) or the step's.
-
-    Attributes:
-        trainer: the trainer being fitted, set by ``fit`` before the first hook.
-        params: Keras' ``{"epochs": the number after the last epoch, "steps": per epoch, "verbose"}``.
-        stop_training: set it to True to end ``fit`` after the current epoch.
-    """
-
-    trainer: Any = None
-    params: dict = {}
-    stop_training: bool = False
-
-    def check_logs(self, names: list[str]) -> None:
-        """Called before any step: raise here to refuse a fit that would fail later (nothing has been trained yet).
-
-        Args:
-            names: the names each epoch's logs will hold (``loss``, the metrics, ``val_*``).
-
-        Raises:
-            ToolkitError: a subclass refuses the fit with a typed error (the built-in callbacks raise
-                :class:`~toolkit.ArgumentError`).
-        """
-
-    def on_train_begin(self, logs: dict | None = None) -> None:
-        """Before the first epoch.
-
-        Args:
-            logs: None (Keras' signature).
-        """
-
-    def on_train_end(self, logs: dict | None = None) -> None:
-        """After the last epoch, also when stopped early; also when the fit failed, with ``logs=None``: the trainer
-        is then put back as it was before the fit, after this call.
-
-        Args:
-            logs: the last epoch's logs, or None when the fit failed.
-        """
-
-    def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
-        """Before an epoch.
-
-        Args:
-            epoch: the epoch's number, 0-based.
-            logs: None (Keras' signature).
-        """
-
-    def on_epoch_end(self, epoch: int, logs: dict) -> None:
-        """After an epoch and its validation.
-
-        Args:
-            epoch: the epoch's number, 0-based.
-            logs: the epoch's means of the loss and metrics, and the ``val_*`` values.
-        """
-
-    def on_step_end(self, step: int, logs: dict) -> None:
-        """After each step.
-
-        Args:
-            step: ``trainer.step_count`` after the step.
-            logs: that step's own ``loss`` and metrics (the epoch's running means are what the progress bar shows).
-        """
 
 
 def _number(what: str, value) -> float:

@@ -41,7 +41,7 @@ from toolkit.training.batches import (
     sample_weights,
     step_weights,
 )
-from toolkit.training.callbacks import Callback
+from toolkit.training.callback_list import Callbacks
 from toolkit.training.inputs import (
     DEFAULT_BATCH_SIZE,
     array_batch_size,
@@ -264,7 +264,7 @@ def _validation(trainer, validation_data: Any, steps: int | None, batch_size: in
 
 
 def fit(trainer, x: Any, y: Any = None, epochs: int = 1, batch_size: int | None = None, shuffle: bool = True,
-        validation_data: Any = None, callbacks: Sequence[Callback] = (), verbose: Any = "auto",
+        validation_data: Any = None, callbacks: Sequence[Any] = (), verbose: Any = "auto",
         metrics: Sequence = (), initial_epoch: int | None = None, sample_weight: Any = None,
         class_weight: Any = None, steps_per_epoch: int | None = None, validation_split: float = 0.0,
         validation_steps: int | None = None, validation_batch_size: int | None = None,
@@ -286,11 +286,7 @@ def fit(trainer, x: Any, y: Any = None, epochs: int = 1, batch_size: int | None 
     validation_steps = count_argument(validation_steps, "validation_steps", optional=True)
     validation_batch_size = count_argument(validation_batch_size, "validation_batch_size", optional=True)
     freq = _validation_freq(validation_freq)
-    callbacks = list(callbacks)
-    for callback in callbacks:
-        if not isinstance(callback, Callback):
-            raise ArgumentTypeError(f"callbacks must be toolkit.callbacks.Callback objects, got "
-                                    f"{type(callback).__name__}")
+    callbacks = Callbacks(callbacks)
     metrics = metrics_module.get(metrics or trainer.model.metrics)  # none given: the model's (Keras' compiled)
     streamed, given = is_batches(x), None  # given: the batch_size given (a source refuses one)
     if streamed:
@@ -320,8 +316,7 @@ def fit(trainer, x: Any, y: Any = None, epochs: int = 1, batch_size: int | None 
         validation_feed, validate = _validation(trainer, validation_data, validation_steps, validation_batch_size,
                                                 end - first, training)
         names += ["val_loss", *(f"val_{m.name}" for m in metrics)]
-    for callback in callbacks:
-        callback.check_logs(names)
+    callbacks.check_logs(names)
     if trainer.cluster is not None:
         if streamed:
             # the same passes too, where one ends within the fit's steps: it ends an epoch early
@@ -346,10 +341,7 @@ def fit(trainer, x: Any, y: Any = None, epochs: int = 1, batch_size: int | None 
     try:
         with trainer.steps_kept():
             trainer.training_state.track_fit(progress)  # what BackupAndRestore writes into its backups
-            for callback in callbacks:
-                callback.trainer, callback.stop_training = trainer, False
-                callback.params = {"epochs": end, "steps": feed.steps_per_epoch, "verbose": verbose}
-                callback.on_train_begin()
+            callbacks.train_begin(trainer, {"epochs": end, "steps": feed.steps_per_epoch, "verbose": verbose})
             _epochs(trainer, feed, progress, metrics, names, validate, freq, callbacks,
                     reports.REPORTS[verbose](progress.end, feed.steps_per_epoch), streamed)
             logs = {name: values[-1] for name, values in progress.history.history.items()}
@@ -358,13 +350,12 @@ def fit(trainer, x: Any, y: Any = None, epochs: int = 1, batch_size: int | None 
             if opened is not None:
                 opened.close()
         trainer.training_state.track_fit(None)
-        for callback in callbacks:
-            callback.on_train_end(logs)
+        callbacks.train_end(logs)
     return progress.history
 
 
 def _epochs(trainer, feed: Feed, progress: Progress, metrics: tuple, names: list[str], validate: Any, freq: Any,
-            callbacks: list[Callback], report: reports.Lines, streamed: bool) -> None:
+            callbacks: Callbacks, report: reports.Lines, streamed: bool) -> None:
     """The epochs of a fit from ``progress`` (the first, or a resumed one) to its end, their batches from
     ``feed`` (``streamed``: a source's, checked here as they come), validated by ``validate`` on the epochs
     ``freq`` says."""
@@ -384,10 +375,10 @@ def _epochs(trainer, feed: Feed, progress: Progress, metrics: tuple, names: list
                 break
             if progress.batch == 0:
                 progress.totals, progress.seen = dict.fromkeys([*names[:1 + len(metrics)], _WEIGHT], 0.0), 0
-            for callback in callbacks:
-                callback.on_epoch_begin(epoch)
+            callbacks.epoch_begin(epoch)
             report.begin(epoch)
             for x, y, weights in feed.epoch(done=progress.batch):
+                callbacks.batch_begin(progress.batch)
                 if streamed:
                     where = f"batch {feed.pass_batch - 1} of {feed.source.kind}"
                     x, y = in_context(where, lambda x=x, y=y: trainer.check_batch(x, y))
@@ -401,10 +392,11 @@ def _epochs(trainer, feed: Feed, progress: Progress, metrics: tuple, names: list
                 progress.batch += 1
                 taken += 1
                 progress.epoch_rng, progress.pass_batch = feed.pass_rng, feed.position
-                for callback in callbacks:
-                    callback.on_step_end(trainer.step_count, step_logs)
-                report.step(progress.batch, _means(progress.totals, progress.seen, weighted, per_step,
-                                                   progress.batch))
+                running = _means(progress.totals, progress.seen, weighted, per_step, progress.batch)
+                callbacks.batch_end(progress.batch - 1, trainer.step_count, step_logs, running)
+                report.step(progress.batch, running)
+                if callbacks.stop_training:  # Keras' rule: the epoch ends after this batch, validated
+                    break
             if progress.batch == 0:  # nothing came
                 if not taken:
                     raise feed.nothing_given()
@@ -420,10 +412,9 @@ def _epochs(trainer, feed: Feed, progress: Progress, metrics: tuple, names: list
             progress.history.epoch.append(epoch)
             progress.epoch, progress.batch = epoch + 1, 0
             trainer.training_state.end_epoch(epoch + 1)
-            for callback in callbacks:
-                callback.on_epoch_end(epoch, logs)
+            callbacks.epoch_end(epoch, logs)
             report.end(epoch, logs)
-            if any(callback.stop_training for callback in callbacks):
+            if callbacks.stop_training:
                 break
     finally:
         report.close()
