@@ -71,6 +71,12 @@ class KerasImportError(ToolkitError, TypeError):
     fit the Keras model; nothing is imported or written."""
 
 
+class KerasCallbackError(ToolkitError, AttributeError):
+    """A Keras callback in ``fit`` read or set an attribute of its ``self.model`` (the toolkit's view of the
+    trainer, :class:`toolkit.keras.callbacks.TrainerView`) or of ``self.model.optimizer`` that the view does not
+    have; the message names it and what the view has. An ``AttributeError`` too, so ``hasattr`` answers False."""
+
+
 class ArgumentError(ToolkitError, ValueError):
     """An argument of a public function or op has a value it does not accept: malformed (``padding="full"``,
     ``strides=0``, a dropout rate of 1, a schedule's boundaries that do not increase) or a combination the toolkit

@@ -7,6 +7,8 @@
 - ``translation.py``: what every translator shares (how a layer call reaches its translator, activations, the
   settings a translator requires); ``activations.py``; ``layers.py`` and ``layers_*.py``: one module per layer kind;
 - ``losses.py``: a compiled model's losses and metrics, translated to the formulas of :mod:`toolkit.nn.losses`.
+- ``callbacks.py``: Keras' callbacks in the toolkit's ``fit`` (a view of the trainer as their ``self.model``, the
+  ones refused by name).
 
 Nothing here imports Keras until a model is imported.
 """

@@ -296,7 +296,8 @@ class Trainer(TrainerVariables, Inference):
                 :attr:`rng`; a dataset or a generator keeps its own order (warned, as Keras warns).
             validation_data: ``(x, y)``, ``(x, y, sample_weight)`` or a source, scored by :meth:`evaluate` after
                 each epoch ``validation_freq`` says, or None.
-            callbacks: :mod:`toolkit.callbacks` objects.
+            callbacks: :mod:`toolkit.callbacks` objects, or Keras' (``keras.callbacks``: as they are, or
+                refused by name: :mod:`toolkit.keras.callbacks`).
             verbose: 0 silent, 1 a progress bar, 2 one line per epoch, "auto" (1 on a terminal, else 2).
             metrics: names from :data:`toolkit.metrics.NAMED` or :class:`~toolkit.metrics.Metric` objects;
                 default: the model's.
@@ -320,13 +321,13 @@ class Trainer(TrainerVariables, Inference):
         Raises:
             ShapeError, DTypeError, NonFiniteError: bad data, validation data, epochs, initial_epoch, batch size or
                 steps (a source's batch: naming it; an empty source).
-            ArgumentError, ArgumentTypeError: bad verbose, shuffle, callbacks (a monitor or file name field the
-                fit does not log), validation data, metrics, sample_weight or class_weight (both given, a key not
-                a class index, a weight not finite); with a source, ``y``, ``sample_weight`` or ``batch_size``
-                given (its batches carry them), ``validation_split`` without ``validation_data``, an endless one
-                without ``steps_per_epoch``. Before any
-                step, but for a source's batch that carries sample weights with ``class_weight`` given (found as
-                it is read; the steps before it kept).
+            ArgumentError, ArgumentTypeError: bad verbose, shuffle, callbacks (a Keras one refused, a monitor or
+                file name field the fit does not log), validation data, metrics, sample_weight or class_weight
+                (both given, a key not a class index, a weight not finite); with a source, ``y``,
+                ``sample_weight`` or ``batch_size`` given (its batches carry them), ``validation_split`` without
+                ``validation_data``, an endless one without ``steps_per_epoch``. Before any step, but for a
+                source's batch that carries sample weights with ``class_weight`` given (found as it is read; the
+                steps before it kept).
             DataError: a source that raised while read, or a validation source of one pass that ran out (the steps
                 before it kept).
             CheckpointError: a BackupAndRestore backup that cannot be read or is another fit's (before any step).
