@@ -35,6 +35,10 @@ one; layers pass it on; merges AND theirs; attention and recurrent layers consum
   against outputs ``(N, 1)`` are not broadcast to ``(N, N)``; sparse labels ``(N, 1)`` are squeezed; other shapes
   raise a :class:`~toolkit.ShapeError` that says which to pass). The metrics become the model's ``metrics``, which
   ``fit`` and ``evaluate`` report when given none, named as Keras' ``fit`` logs them.
+- The compiled optimizer (:mod:`toolkit.keras.optimizers`): SGD, Adam, AdamW or RMSprop as the model's
+  ``optimizer``, with the built optimizer's ``iterations`` and slots as where it starts, so a trainer given no
+  optimizer continues a loaded ``.keras`` model as Keras' ``fit`` would; another optimizer or setting is named
+  when such a trainer is made.
 - A mixed-precision dtype policy is refused (the trainer's ``dtype`` sets the model's one precision).
 
 What differs from Keras by design: dropout draws the toolkit's per-example masks (reproducible across backends and
@@ -51,6 +55,7 @@ import numpy as np
 
 from toolkit.errors import KerasImportError
 from toolkit.keras import losses as keras_losses
+from toolkit.keras import optimizers as keras_optimizers
 from toolkit.keras import outputs as keras_outputs
 from toolkit.keras.activations import ACTIVATIONS
 from toolkit.keras.graph import graph as _graph
@@ -103,9 +108,11 @@ class _Settings:
         variables = list(layer.weights)
         if len(variables) != len(weights):
             raise refuse(layer, f"has {len(variables)} weights where its translation has {len(weights)}")
-        self.weights, self.penalties, self.constraints = {}, [], {}
+        self.weights, self.penalties, self.constraints, self.names = {}, [], {}, {}
         for (name, value), variable in zip(weights.items(), variables):
             trained = id(variable) in trainable
+            if trained:
+                self.names[id(variable)] = name
             if trained and getattr(variable, "constraint", None) is not None:  # frozen weights are never updated
                 key = _config_key(layer, "_constraint", variable.constraint)
                 self.constraints[name] = _constraint(layer, variable.constraint, key)
@@ -167,7 +174,8 @@ def from_keras(keras_model, loss: Any = None, name: str | None = None) -> Model:
 
     Returns:
         A :class:`~toolkit.Model` whose parameters are named ``<keras layer name>/<weight>``, with the compiled
-        metrics as its ``metrics``.
+        metrics as its ``metrics`` and the compiled optimizer, continuing from its state where it was built, as its
+        ``optimizer`` (:mod:`toolkit.keras.optimizers`: a trainer given no optimizer trains with it).
 
     Raises:
         KerasImportError: not a built Sequential or functional model, a layer, argument or call not supported
@@ -184,7 +192,7 @@ def from_keras(keras_model, loss: Any = None, name: str | None = None) -> Model:
         raise KerasImportError("the Keras model is not built: give it an Input or call it on data first")
     calls, output = _graph(keras_model)
     trainable = {id(variable) for variable in keras_model.trainable_weights}
-    params, program, penalties, seen, constrained = {}, [], [], set(), {}
+    params, program, penalties, seen, constrained, names = {}, [], [], set(), {}, {}
     for call in calls:
         translate = translator(call.layer)
         if id(call.layer) not in seen:
@@ -195,10 +203,12 @@ def from_keras(keras_model, loss: Any = None, name: str | None = None) -> Model:
             params.update(settings.weights)
             penalties += settings.penalties
             constrained.update(settings.constraints)
+            names.update(settings.names)
             seen.add(id(call.layer))
         program.append((apply, call.arguments, settings.activity))
     score = (keras_outputs.compiled_loss if isinstance(output, list) else keras_losses.compiled_loss)(keras_model,
                                                                                                       loss)
+    optimizer, optimizer_state = keras_optimizers.compiled_optimizer(keras_model, names)
     inputs = keras_outputs.arrange(keras_outputs.input_names(keras_model))
     initial = _copied(params)
     penalized = bool(penalties) or any(activity is not None for _, _, activity in program)
@@ -235,7 +245,8 @@ def from_keras(keras_model, loss: Any = None, name: str | None = None) -> Model:
     return Model(init, forward, loss_fn, name=name or keras_model.name, rows_independent=True,
                  metrics=(*getattr(score, "metrics", ()),
                           *(() if isinstance(output, list) else keras_losses.compiled_metrics(keras_model))),
-                 constraints=constrained, **_example_shapes(keras_model, isinstance(output, list)))
+                 constraints=constrained, optimizer=optimizer, optimizer_state=optimizer_state,
+                 **_example_shapes(keras_model, isinstance(output, list)))
 
 
 def _example_shapes(keras_model, several_outputs: bool) -> dict[str, Any]:

@@ -60,6 +60,11 @@ class Model:
             free axes (a per-step output), or for several outputs a dict by output name in output order: the
             targets' leading axes line up with the outputs', so a target may change length on those axes. None:
             the targets keep the first batch's shapes.
+        optimizer: the optimizer a trainer given none trains the model with (a :mod:`toolkit.optim` optimizer):
+            an imported Keras model's compiled one (a :class:`toolkit.optim.RefusedOptimizer` where it cannot be
+            translated); None: the trainer must be given one.
+        optimizer_state: where that optimizer starts (:class:`toolkit.optim.OptimizerState`: the updates done and
+            the slots' values, an imported Keras model's built optimizer's), or None: from nothing.
 
     ``init`` may mark entries with :class:`State`: the trainer keeps them apart from the parameters (``state()``),
     passes them to ``forward`` in ``params``, and writes the new values a training step gives them.
@@ -78,6 +83,8 @@ class Model:
     constraints: Mapping[str, Callable[[Ops, Tensor], Tensor]] = dataclasses.field(default_factory=dict)
     input_shape: Any = None
     output_shape: Any = None
+    optimizer: Any = None
+    optimizer_state: Any = None
 
     def __post_init__(self) -> None:
         for field in ("init", "forward", "loss"):

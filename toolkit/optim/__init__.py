@@ -5,6 +5,7 @@ The public names of :mod:`toolkit.training.optim`, where the formulas are docume
 """
 
 from toolkit.optim import schedules
-from toolkit.training.optim import SGD, Adam, AdamW, Optimizer, RMSprop, Schedule
+from toolkit.training.optim import SGD, Adam, AdamW, Optimizer, OptimizerState, RefusedOptimizer, RMSprop, Schedule
 
-__all__ = ["SGD", "Adam", "AdamW", "Optimizer", "RMSprop", "Schedule", "schedules"]
+__all__ = ["SGD", "Adam", "AdamW", "Optimizer", "OptimizerState", "RMSprop", "RefusedOptimizer", "Schedule",
+           "schedules"]

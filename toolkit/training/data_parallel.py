@@ -49,7 +49,8 @@ class DataParallel(Trainer):
         model: the :class:`~toolkit.Model`.
         backend: a backend object or name (``"tensorflow"``, ``"aesara"``, ``"pytensor"``).
         devices: any :meth:`~toolkit.Backend.select_devices` spec: ``"all"``, an int, ``"gpu:0,gpu:1"``, ...
-        optimizer: a :mod:`toolkit.training.optim` optimizer.
+        optimizer: a :mod:`toolkit.training.optim` optimizer; None: the model's (:attr:`toolkit.Model.optimizer`,
+            an imported Keras model's compiled optimizer, continuing from its state).
         dtype: ``"float32"`` or ``"float64"``; parameters and floating inputs are cast to it.
         seed: seeds :attr:`rng`, which draws the initial parameters: the same seed gives the same parameters on
             every backend.
@@ -61,7 +62,7 @@ class DataParallel(Trainer):
         devices: the devices used, in order; the first holds the optimizer state and does the averaging.
     """
 
-    def __init__(self, model: Model, backend: Backend | str, devices: Any, optimizer: Optimizer,
+    def __init__(self, model: Model, backend: Backend | str, devices: Any, optimizer: Optimizer | None = None,
                  dtype: str = "float32", seed: int = 0, weights: Sequence[float] | None = None,
                  nan_policy: str = "raise") -> None:
         super().__init__(model, backend, optimizer, dtype, seed, nan_policy)

@@ -70,8 +70,9 @@ class PartedModel(Model):
     Attributes:
         parts: the parts in the order they run; the last part's output is the model's.
         inputs: the names of the data inputs.
-        init, forward, loss, name, rows_independent, metrics, constraints, input_shape, output_shape: as for
-            :class:`~toolkit.Model`; :meth:`build` makes ``forward`` from the parts.
+        init: as for :class:`~toolkit.Model`, as are ``forward`` (which :meth:`build` makes from the parts),
+            ``loss``, ``name``, ``rows_independent``, ``metrics``, ``constraints``, ``input_shape``,
+            ``output_shape``, ``optimizer`` and ``optimizer_state``.
     """
 
     parts: tuple[Part, ...] = ()

@@ -24,7 +24,9 @@ from __future__ import annotations
 import functools
 import math
 from abc import ABC, abstractmethod
-from typing import ClassVar
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from toolkit.errors import ArgumentError, OptimizerError
 from toolkit.ops.interface import Ops, Tensor
@@ -191,6 +193,33 @@ class Optimizer(ABC):
         return f"{type(self).__name__}({args})"
 
 
+@dataclass(frozen=True)
+class OptimizerState:
+    """Where an optimizer starts: the updates it has done and its slots' values, by slot and parameter name (an
+    imported Keras optimizer's, :attr:`toolkit.Model.optimizer_state`). A trainer starting from it begins at step
+    ``iterations`` (its learning-rate schedule and Adam's bias correction continue there, as Keras' do).
+
+    Attributes:
+        iterations: the updates done (Keras' ``optimizer.iterations``).
+        slots: ``{slot: {parameter name: array}}`` for each slot of the optimizer's ``state_slots()``.
+    """
+
+    iterations: int
+    slots: Mapping[str, Mapping[str, Any]]
+
+
+@dataclass(frozen=True)
+class RefusedOptimizer:
+    """An optimizer a model brings that the toolkit cannot run (:attr:`toolkit.Model.optimizer` of a Keras model
+    compiled with one): a trainer given no optimizer raises its ``reason``.
+
+    Attributes:
+        reason: what cannot be run, and what to do instead.
+    """
+
+    reason: str
+
+
 class SGD(Optimizer):
     """Stochastic gradient descent, with optional (Keras-style, non-Nesterov) momentum.
 
@@ -314,4 +343,5 @@ class AdamW(Adam):
         return super().apply(ops, decayed, grad, state, step)
 
 
-__all__ = ["SGD", "Adam", "AdamW", "Optimizer", "RMSprop", "Schedule", "schedules"]
+__all__ = ["SGD", "Adam", "AdamW", "Optimizer", "OptimizerState", "RMSprop", "RefusedOptimizer", "Schedule",
+           "schedules"]

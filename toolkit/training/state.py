@@ -156,6 +156,27 @@ class TrainerState:
         check_finite(found, what)
         return found
 
+    def start_optimizer(self, start: Any, dtype: str) -> None:
+        """Begin the optimizer where ``start`` left it, before any step: its slots' values and its update count.
+
+        Args:
+            start: a :class:`toolkit.optim.OptimizerState` with a value for every slot and parameter.
+            dtype: the trainer's dtype.
+
+        Raises:
+            ParamsError: other slots, parameters or shapes than the trainer's; DTypeError, NonFiniteError: values
+                that are not finite numbers. Nothing is written.
+        """
+        if set(start.slots) != set(self.slots):
+            raise ParamsError(f"the optimizer's saved state has the slots {sorted(start.slots)}, the optimizer "
+                              f"keeps {sorted(self.slots)}")
+        if not isinstance(start.iterations, (int, np.integer)) or start.iterations < 0:
+            raise ParamsError(f"the optimizer's saved state has {start.iterations!r} iterations; expected a count")
+        slots = {slot: self.checked(variables, start.slots[slot], f"the optimizer's saved {slot!r}", dtype)
+                 for slot, variables in self.slots.items()}
+        self.commit(slots=slots)
+        self.counts = Counts(int(start.iterations), self.counts.skipped, self.counts.epoch)
+
     # --- counts, RNG, fit progress ---------------------------------------------------------------------------------
     @property
     def step_count(self) -> int:

@@ -60,7 +60,7 @@ from toolkit.training.checkpoint import (
 )
 from toolkit.training.evaluation import Inference
 from toolkit.training.failures import compute_error
-from toolkit.training.optim import Optimizer
+from toolkit.training.optim import Optimizer, RefusedOptimizer
 from toolkit.training.state import TrainerState
 from toolkit.training.trainer_variables import TrainerVariables
 
@@ -86,10 +86,21 @@ class Trainer(TrainerVariables, Inference):
             None.
     """
 
-    def __init__(self, model: Model, backend: Backend | str, optimizer: Optimizer, dtype: str, seed: int,
+    def __init__(self, model: Model, backend: Backend | str, optimizer: Optimizer | None, dtype: str, seed: int,
                  nan_policy: str) -> None:
         if not isinstance(model, Model):
             raise ArgumentTypeError(f"model must be a toolkit.Model, got {type(model).__name__}")
+        if optimizer is None:
+            if model.optimizer is None:
+                raise ArgumentTypeError(f"no optimizer given, and the model {model.name!r} brings none (an imported "
+                                        f"Keras model brings the one it was compiled with): give one of "
+                                        f"toolkit.optim, e.g. toolkit.optim.Adam(1e-3)")
+            if isinstance(model.optimizer, RefusedOptimizer):
+                raise ArgumentTypeError(f"no optimizer given, and the model's cannot be used: "
+                                        f"{model.optimizer.reason}")
+            optimizer = model.optimizer
+        # the model's optimizer starts where the model's state says (a loaded Keras model's optimizer continues)
+        self._optimizer_start = model.optimizer_state if optimizer is model.optimizer else None
         if not isinstance(optimizer, Optimizer):
             raise ArgumentTypeError(f"optimizer must be a toolkit.optim optimizer, got {type(optimizer).__name__}")
         if nan_policy not in NAN_POLICIES:

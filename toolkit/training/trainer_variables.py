@@ -3,7 +3,8 @@ from the model, placed on their devices, read back and replaced, every value che
 writes them, is :class:`toolkit.training.state.TrainerState`.
 
 :class:`TrainerVariables` is a part of :class:`toolkit.training.trainer.Trainer`, which sets what it reads
-(``model``, ``backend``, ``optimizer``, ``dtype``, ``training_state``) and calls
+(``model``, ``backend``, ``optimizer``, ``dtype``, ``training_state``, ``_optimizer_start``: the
+:class:`~toolkit.optim.OptimizerState` the optimizer starts from, or None) and calls
 :meth:`TrainerVariables._init_params` from its subclass's constructor, once the devices are known.
 """
 
@@ -50,6 +51,8 @@ class TrainerVariables:
                         for name, value in initial.items()}
                  for slot in self.optimizer.state_slots()}
         self.training_state.place(params, slots, state)
+        if self._optimizer_start is not None:
+            self.training_state.start_optimizer(self._optimizer_start, self.dtype)
         self._update_fn = self.backend.compile_update(self.optimizer, self.dtype)
         if unknown := sorted(set(self.model.constraints) - set(initial)):
             raise ParamsError(f"model.constraints name {unknown}, which are not parameters of {self.model.name!r}")
