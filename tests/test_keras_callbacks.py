@@ -18,7 +18,7 @@ pytestmark = pytest.mark.skipif(importlib.util.find_spec("keras") is None
                                 or importlib.util.find_spec("tensorflow") is None,
                                 reason='needs keras on TensorFlow (pip install "multigpu-toolkit[tensorflow]")')
 
-#: Keras rounds its learning rate to float32: a power of two is the same number in float64.
+#: A learning rate exact in float32, as Keras on TensorFlow may round one there.
 LR = 2.0 ** -4
 #: float64 agreement with Keras on TensorFlow: the same formulas, summed in possibly different orders.
 TOLERANCE = 1e-10
@@ -80,9 +80,13 @@ def _callbacks(keras, path, case: str) -> list:
     recorder = _recorder(keras)(stop=case == "stopped")
     if case == "stopped":
         # no epoch improves by 1000: the stop at epoch 1, and epoch 0's weights restored
+        seen = []  # what a LambdaCallback records
+        lambdas = keras.callbacks.LambdaCallback(on_epoch_end=lambda epoch, logs: seen.append((epoch, logs)),
+                                                 on_train_end=lambda logs: seen.append(("end", logs)))
+        lambdas.seen = seen
         return [recorder, keras.callbacks.CSVLogger(str(path)),
                 keras.callbacks.EarlyStopping(monitor="val_loss", min_delta=1e3, patience=1,
-                                              restore_best_weights=True)]
+                                              restore_best_weights=True), lambdas]
     return [recorder, keras.callbacks.TerminateOnNaN()]
 
 
@@ -117,10 +121,10 @@ def _csv_rows(path) -> list[dict]:
 
 def test_keras_callbacks_run_as_in_keras_fit(keras, backend, tmp_path, tmp_path_factory):
     """A user's callback sees the hooks, indices, params and logs (the batches' running means, the epochs' with
-    val_loss) that Keras' fit shows it; its stop_training in a batch hook ends that epoch after the batch, validated;
-    EarlyStopping stops at the epoch Keras' stops at and restores the same weights; CSVLogger writes Keras' rows;
-    TerminateOnNaN stops after the batch whose loss is Inf (nan_policy="skip": the trainer skips that update, which
-    Keras applies), on two devices."""
+    val_loss) that Keras' fit shows it, and so does a LambdaCallback; its stop_training in a batch hook ends that epoch
+    after the batch, validated; EarlyStopping stops at the epoch Keras' stops at and restores the same weights;
+    CSVLogger writes Keras' rows; TerminateOnNaN stops after the batch whose loss is Inf (nan_policy="skip": the trainer
+    skips that update, which Keras applies), on two devices."""
     model = _model(keras)
     trainer = toolkit.DataParallel(toolkit.from_keras(model), backend, 2, toolkit.optim.SGD(LR), dtype="float64",
                                    nan_policy="skip")
@@ -137,6 +141,9 @@ def test_keras_callbacks_run_as_in_keras_fit(keras, backend, tmp_path, tmp_path_
             _same_logs(event[2], keras_event[2], f"{case}: {event[:2]}")
         if case == "stopped":
             assert callbacks[2].stopped_epoch == expected[2].stopped_epoch == 1
+            assert [when for when, _ in callbacks[3].seen] == [when for when, _ in expected[3].seen] == [0, 1, "end"]
+            for (when, logs), (_, keras_logs) in zip(callbacks[3].seen, expected[3].seen):
+                _same_logs(logs, keras_logs, f"LambdaCallback {when}")
             np.testing.assert_allclose(np.concatenate([w.ravel() for w in TrainerView(trainer).get_weights()]),
                                        np.concatenate([w.ravel() for w in weights]), rtol=0, atol=TOLERANCE)
             rows, keras_rows = _csv_rows(tmp_path / "log.csv"), _csv_rows(expected[1].filename)
@@ -173,6 +180,8 @@ def test_keras_callbacks_the_fit_cannot_run_are_refused_by_name(keras, backend, 
 
     cases = [(name, make(), f"keras.callbacks.{name} is not supported") for name, make in made.items()]
     cases.append(("Scores", Scores(), "Scores overrides on_test_batch_end, which the toolkit's fit does not call"))
+    cases.append(("LambdaCallback", keras.callbacks.LambdaCallback(on_test_end=print),
+                  "LambdaCallback overrides on_test_end"))
     for name, callback, words in cases:
         with pytest.raises(toolkit.ArgumentTypeError, match=words) as raised:
             trainer.fit(X, Y, batch_size=BATCH, verbose=0, callbacks=[callback])
@@ -194,7 +203,7 @@ def test_the_model_view_answers_what_keras_callbacks_ask(keras, backend):
     assert all(np.array_equal(mine, theirs) for mine, theirs in zip(weights, model.get_weights()))
     view.set_weights([2 * w for w in weights])
     assert all(np.array_equal(mine, 2 * w) for mine, w in zip(view.get_weights(), weights))
-    for wrong, words in [(weights[:-1], "needs 4 arrays"), ([w.T for w in weights], "has shape")]:
+    for wrong, words in [(weights[:-1], "needs 4 arrays"), ([w.T for w in weights], "expected shape")]:
         with pytest.raises(toolkit.ParamsError, match=words):
             view.set_weights(wrong)
     assert all(np.array_equal(mine, 2 * w) for mine, w in zip(view.get_weights(), weights))
@@ -208,3 +217,10 @@ def test_the_model_view_answers_what_keras_callbacks_ask(keras, backend):
         view.optimizer.learning_rate = 0.1
     with pytest.raises(toolkit.ArgumentTypeError, match="stop_training must be True or False, got 'yes'"):
         view.stop_training = "yes"
+    with pytest.raises(toolkit.NonFiniteError):  # a NaN in the last array: the parameters before it not written
+        view.set_weights([*weights[:-1], np.full_like(weights[-1], np.nan)])
+    assert all(np.array_equal(mine, 2 * w) for mine, w in zip(view.get_weights(), weights))
+    scheduled = toolkit.DataParallel(toolkit.from_keras(model), backend, 1, toolkit.optim.SGD(
+        toolkit.optim.schedules.ExponentialDecay(LR, 10, 0.5)), dtype="float64")
+    with pytest.raises(toolkit.KerasCallbackError, match="learning_rate is the schedule ExponentialDecay"):
+        TrainerView(scheduled).optimizer.learning_rate  # noqa: B018 (the read raises)

@@ -366,10 +366,7 @@ def _walk_model(keras, kind: str, cases: dict):
         names.append(layer.name)
     outputs = heads[0] if len(heads) == 1 else keras.layers.Concatenate(name="heads")(heads)
     model = keras.Model(inputs, outputs)
-    # Keras' one training step runs eagerly (tracing its tf.function cost more than the step), except where its
-    # CPU kernels need XLA.
-    xla = kind in more.KERAS_TRAINS_WITH_XLA
-    model.compile(optimizer=keras.optimizers.SGD(LR), loss="mse", jit_compile=xla, run_eagerly=not xla)
+    model.compile(optimizer=keras.optimizers.SGD(LR), loss="mse", jit_compile=kind in more.KERAS_TRAINS_WITH_XLA)
     return model, names
 
 
@@ -444,6 +441,9 @@ def test_every_constructor_argument_is_honoured_or_refused(keras, backend, kind)
         model, names = _walk_model(keras, kind, training)
         trainer = toolkit.DataParallel(toolkit.from_keras(model), backend, 1, toolkit.optim.SGD(LR), dtype="float64")
     y = np.zeros((WALK_BATCH, 2 * len(training)))
+    # Keras' one training step runs eagerly (tracing its tf.function cost more than the step), except where its
+    # CPU kernels need XLA; set after the import, which refuses a model compiled to run eagerly.
+    model.run_eagerly = kind not in more.KERAS_TRAINS_WITH_XLA
     loss, keras_loss = trainer.step(x, y), float(model.train_on_batch(x, y))
     worst, where = _worst_weight(keras, trainer, model)  # first: it names the layer, so the argument
     assert worst <= tolerance, (kind, where, worst, dict(zip(names, training)))  # layer name -> its argument

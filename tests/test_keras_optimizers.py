@@ -1,7 +1,8 @@
-"""The optimizer a Keras model was compiled with comes with the model (issue 47): a loaded ``.keras`` model whose
-optimizer has trained continues in a trainer given no optimizer as Keras' own fit continues it (step count, slots,
-losses and weights, float64 within 1e-10, on two devices); an optimizer or setting the toolkit does not apply is
-named when such a trainer is made, and a trainer given an optimizer trains with that one."""
+"""What a Keras model was compiled with comes with the model (issue 47): a loaded ``.keras`` model whose optimizer
+has trained continues in a trainer given no optimizer as Keras' own fit continues it (step count, slots, losses and
+weights, float64 within 1e-10, on two devices); an optimizer or setting the toolkit does not apply is named when
+such a trainer is made, and a trainer given an optimizer trains with that one; compile options the trainers do not
+apply are refused at the import."""
 
 from __future__ import annotations
 
@@ -92,3 +93,13 @@ def test_an_optimizer_the_toolkit_does_not_apply_is_named(keras, backend):
     uncompiled = toolkit.Model(model.init, model.forward, model.loss, name="plain")
     with pytest.raises(toolkit.ArgumentTypeError, match="no optimizer given, and the model 'plain' brings none"):
         toolkit.DataParallel(uncompiled, backend, 1, dtype="float64")
+
+
+def test_compile_options_the_trainers_do_not_apply_are_refused(keras):
+    """run_eagerly=True and steps_per_execution other than 1 are refused by name at the import."""
+    for options, words in [({"run_eagerly": True}, "compiled with run_eagerly=True"),
+                           ({"steps_per_execution": 4}, "compiled with steps_per_execution=4")]:
+        model = _model(keras, "sgd")
+        model.compile("sgd", "mse", **options)
+        with pytest.raises(toolkit.KerasImportError, match=words):
+            toolkit.from_keras(model)

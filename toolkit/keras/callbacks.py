@@ -7,11 +7,12 @@ and :meth:`~TrainerView.set_weights`; ``mode="auto"`` on a metric other than a l
 view has no Keras metric objects for Keras to read the direction from: Keras says so with its own error),
 ``CSVLogger``, ``TerminateOnNaN`` (it stops after the batch whose loss is not finite, which the trainer reaches
 only with ``nan_policy="skip"``: the default ``"raise"`` stops the fit at that step itself, with a
-:class:`~toolkit.NonFiniteError`), ``LambdaCallback``, ``RemoteMonitor``, and a user's subclass using the hooks
-and the view. Keras' ``fit`` does not call ``on_train_end`` when the fit raises; neither does the toolkit's, for a
-Keras callback. The callbacks that need what the trainer does not have yet are refused by name before any step,
-with what to use instead (:data:`REFUSED`), and so is a subclass that overrides a hook of ``evaluate`` or
-``predict`` (``on_test_*``, ``on_predict_*``), which the toolkit's ``fit`` does not call.
+:class:`~toolkit.NonFiniteError`), ``LambdaCallback`` (its evaluate and predict hooks refused, as below),
+``RemoteMonitor``, and a user's subclass using the hooks and the view. Keras' ``fit`` does not call
+``on_train_end`` when the fit raises; neither does the toolkit's, for a Keras callback. The callbacks that need
+what the trainer does not have yet are refused by name before any step, with what to use instead (:data:`REFUSED`),
+and so is a callback that overrides a hook of ``evaluate`` or ``predict`` (``on_test_*``, ``on_predict_*``),
+which the toolkit's ``fit`` does not call.
 
 Nothing here imports Keras: the objects given are Keras', so Keras is already imported.
 """
@@ -56,7 +57,9 @@ def _refusal(callback: Any) -> str | None:
         if kind is not None and isinstance(callback, kind):
             return f"keras.callbacks.{name} is not supported in the toolkit's fit: {instead}"
     base = keras.callbacks.Callback
-    overridden = [hook for hook in UNCALLED if getattr(type(callback), hook) is not getattr(base, hook)]
+    # a subclass's own hook, or one set on the instance (LambdaCallback's on_test_end=...)
+    overridden = [hook for hook in UNCALLED
+                  if getattr(type(callback), hook) is not getattr(base, hook) or hook in vars(callback)]
     if overridden:
         return (f"{type(callback).__name__} overrides {', '.join(overridden)}, which the toolkit's fit does not call "
                 f"(its validation runs no test hooks); move that work to on_epoch_end, whose logs hold the val_* "
@@ -86,6 +89,7 @@ class TrainerView:
 
     @property
     def stop_training(self) -> bool:
+        """Whether a Keras callback asked the fit to stop."""
         return self._stop
 
     @stop_training.setter
@@ -96,6 +100,7 @@ class TrainerView:
 
     @property
     def optimizer(self) -> OptimizerView:
+        """The trainer's optimizer, as Keras' callbacks read one."""
         return OptimizerView(self.trainer)
 
     def get_weights(self) -> list[np.ndarray]:
@@ -114,21 +119,22 @@ class TrainerView:
             weights: one array per parameter, then per model state entry.
 
         Raises:
-            ParamsError: a number of arrays or a shape that differs from :meth:`get_weights`'; nothing is written.
+            ParamsError: a number of arrays or a shape that differs from :meth:`get_weights`'; DTypeError,
+                NonFiniteError: values that are not finite numbers. Nothing is written.
         """
-        params, state = self.trainer.params(), self.trainer.state()
-        names = [*params, *state]
+        owner = self.trainer.training_state
+        names = [*owner.params, *owner.model_state]
         weights = list(weights)
         if len(weights) != len(names):
             raise ParamsError(f"model.set_weights needs {len(names)} arrays (the parameters, then the model state, "
                               f"as get_weights gives them), got {len(weights)}")
-        for name, old, new in zip(names, [*params.values(), *state.values()], weights):
-            if np.shape(new) != np.shape(old):
-                raise ParamsError(f"model.set_weights: {name!r} has shape {np.shape(old)}, given {np.shape(new)}")
         values = dict(zip(names, weights))
-        self.trainer.set_params({name: values[name] for name in params})
-        if state:
-            self.trainer.set_state({name: values[name] for name in state})
+        dtype = self.trainer.dtype
+        params = owner.checked(owner.params, {name: values[name] for name in owner.params}, "model.set_weights",
+                               dtype)
+        state = owner.checked(owner.model_state, {name: values[name] for name in owner.model_state},
+                              "model.set_weights", dtype)
+        owner.commit(params=params, model_state=state)  # both or neither
 
     def __getattr__(self, name: str) -> Any:
         raise KerasCallbackError(f"a Keras callback asked its model for {name!r}, which the toolkit's view of the "
@@ -166,11 +172,12 @@ class OptimizerView:
         """
         lr = self._trainer.optimizer.lr
         if not isinstance(lr, (int, float)):
-            raise KerasCallbackError(f"model.optimizer.learning_rate is the schedule {lr!r}, which the trainer "
-                                     f"evaluates only inside its compiled steps")
+            raise KerasCallbackError(_scheduled(lr))
         return float(lr)
 
     def __getattr__(self, name: str) -> Any:
+        if name == "learning_rate":  # the property raised: Python asks here next, and the reason is the schedule
+            raise KerasCallbackError(_scheduled(self._trainer.optimizer.lr))
         raise KerasCallbackError(f"a Keras callback asked model.optimizer for {name!r}, which the toolkit's view of "
                                  f"the optimizer does not have; it has learning_rate and iterations")
 
@@ -178,6 +185,11 @@ class OptimizerView:
         hint = f"; {_SCHEDULE}" if name in ("learning_rate", "lr") else ""
         raise KerasCallbackError(f"a Keras callback set model.optimizer.{name} = {value!r}, which the toolkit's "
                                  f"view of the optimizer does not take{hint}")
+
+
+def _scheduled(lr: Any) -> str:
+    return (f"model.optimizer.learning_rate is the schedule {lr!r}, which the trainer evaluates only inside its "
+            f"compiled steps")
 
 
 class KerasCallback(Callback):
@@ -198,13 +210,19 @@ class KerasCallback(Callback):
         self.callback, self.view = callback, None
 
     def start(self, view: TrainerView, params: dict) -> None:
-        """Give the callback the fit's model view and Keras' ``params``."""
+        """Give the callback the fit's model view and Keras' ``params``.
+
+        Args:
+            view: the fit's view of the trainer (one for all its Keras callbacks).
+            params: Keras' ``{"epochs", "steps", "verbose"}``.
+        """
         self.view = view
         self.callback.set_model(view)
         self.callback.set_params(dict(params))
 
     @property
     def stop_training(self) -> bool:
+        """Whether the callback set ``self.model.stop_training``."""
         return self.view is not None and self.view.stop_training
 
     def on_train_begin(self, logs=None):
@@ -222,9 +240,16 @@ class KerasCallback(Callback):
     def on_epoch_end(self, epoch, logs):
         self.callback.on_epoch_end(epoch, _keras_logs(logs))
 
-    def on_train_end(self, logs=None):
-        if logs is not None:  # a failed fit: Keras' fit calls no on_train_end
-            self.callback.on_train_end(_keras_logs(logs))
+    def end(self, logs: dict | None, failed: bool) -> None:
+        """The end of the fit: ``on_train_end`` with the last epoch's logs, unless the fit failed (Keras' fit
+        calls no ``on_train_end`` then).
+
+        Args:
+            logs: the last epoch's own logs, or None where no epoch ran.
+            failed: whether the fit raised.
+        """
+        if not failed:
+            self.callback.on_train_end(None if logs is None else _keras_logs(logs))
 
 
 def _keras_logs(logs: dict) -> dict:

@@ -39,7 +39,9 @@ one; layers pass it on; merges AND theirs; attention and recurrent layers consum
   ``optimizer``, with the built optimizer's ``iterations`` and slots as where it starts, so a trainer given no
   optimizer continues a loaded ``.keras`` model as Keras' ``fit`` would; another optimizer or setting is named
   when such a trainer is made.
-- A mixed-precision dtype policy is refused (the trainer's ``dtype`` sets the model's one precision).
+- A mixed-precision dtype policy is refused (the trainer's ``dtype`` sets the model's one precision), and so are
+  ``compile(run_eagerly=True)`` and ``steps_per_execution`` other than 1 (the trainers' steps are compiled, one
+  batch a call); ``jit_compile`` is not read (Keras keeps it resolved by device, so a given value cannot be told).
 
 What differs from Keras by design: dropout draws the toolkit's per-example masks (reproducible across backends and
 device counts), not Keras' random ones, so training with dropout matches Keras only in distribution; inference is
@@ -178,7 +180,8 @@ def from_keras(keras_model, loss: Any = None, name: str | None = None) -> Model:
         ``optimizer`` (:mod:`toolkit.keras.optimizers`: a trainer given no optimizer trains with it).
 
     Raises:
-        KerasImportError: not a built Sequential or functional model, a layer, argument or call not supported
+        KerasImportError: not a built Sequential or functional model, compiled with ``run_eagerly=True`` or
+            ``steps_per_execution`` other than 1, a layer, argument or call not supported
             (the message names the layer and the argument: a constraint other than MaxNorm/NonNeg/UnitNorm/
             MinMaxNorm, a regularizer other than L1/L2/L1L2, a non-default argument no translator reads), or a
             loss or metric not translated; nothing is imported.
@@ -190,6 +193,7 @@ def from_keras(keras_model, loss: Any = None, name: str | None = None) -> Model:
                                f"{type(keras_model).__name__}")
     if not keras_model.built:
         raise KerasImportError("the Keras model is not built: give it an Input or call it on data first")
+    _check_compile_options(keras_model)
     calls, output = _graph(keras_model)
     trainable = {id(variable) for variable in keras_model.trainable_weights}
     params, program, penalties, seen, constrained, names = {}, [], [], set(), {}, {}
@@ -247,6 +251,22 @@ def from_keras(keras_model, loss: Any = None, name: str | None = None) -> Model:
                           *(() if isinstance(output, list) else keras_losses.compiled_metrics(keras_model))),
                  constraints=constrained, optimizer=optimizer, optimizer_state=optimizer_state,
                  **_example_shapes(keras_model, isinstance(output, list)))
+
+
+def _check_compile_options(keras_model) -> None:
+    """Refuse the options of ``compile`` that change how Keras runs its steps and that the trainers cannot apply
+    (their steps are always compiled, one batch a call). ``jit_compile`` is not read: Keras keeps it resolved
+    (``"auto"`` becomes True or False by device), so whether it was asked for cannot be told from the model."""
+    if getattr(keras_model, "run_eagerly", False):
+        raise KerasImportError(
+            "the model is compiled with run_eagerly=True, which the toolkit's trainers do not apply: their steps "
+            "are always compiled (a tf.function on TensorFlow, a compiled function on Aesara and PyTensor): compile "
+            "the Keras model without it")
+    steps = getattr(keras_model, "steps_per_execution", 1)
+    if steps != 1:
+        raise KerasImportError(f"the model is compiled with steps_per_execution={steps!r}, which the toolkit's "
+                               f"trainers do not apply (each call runs one step); compile the Keras model without "
+                               f"it")
 
 
 def _example_shapes(keras_model, several_outputs: bool) -> dict[str, Any]:

@@ -4,7 +4,7 @@ would continue it.
 
 Translated, each with Keras' update formula (:mod:`toolkit.training.optim`): ``SGD`` (``momentum``, not Nesterov),
 ``Adam`` (not AMSGrad), ``AdamW`` (every weight decayed) and ``RMSprop`` (no momentum, not centred), with a constant
-learning rate (Keras keeps it in float32: the toolkit takes that float32 number), ``clipnorm`` and
+learning rate (the number Keras' variable holds, in Keras' ``floatx``), ``clipnorm`` and
 ``global_clipnorm``. Refused by name with a :class:`~toolkit.KerasImportError`: other optimizers, a learning-rate
 schedule, ``clipvalue``, ``weight_decay`` on another optimizer than AdamW, ``exclude_from_weight_decay``, EMA
 (``use_ema``), ``gradient_accumulation_steps``, ``loss_scale_factor``, a ``LossScaleOptimizer``, and the variants
@@ -38,7 +38,9 @@ UNAPPLIED = {"clipvalue": None, "use_ema": False, "gradient_accumulation_steps":
 
 def _kind(keras_optimizer) -> str:
     kind = type(keras_optimizer).__name__
-    if kind not in TRANSLATED or type(keras_optimizer).__module__.split(".")[0] != "keras":
+    module = type(keras_optimizer).__module__
+    if kind not in TRANSLATED or module.split(".")[0] != "keras":
+        kind = kind if module.split(".")[0] == "keras" else f"{module}.{kind}"  # a subclass or tf_keras' own
         raise KerasImportError(f"the model's optimizer {kind} is not supported: from_keras translates Keras' "
                                f"{', '.join(TRANSLATED)} (or give the trainer a toolkit.optim optimizer)")
     return kind
@@ -58,9 +60,14 @@ def _refused(keras_optimizer, kind: str) -> str | None:
     if getattr(keras_optimizer, "_exclude_from_weight_decay", None) or \
             getattr(keras_optimizer, "_exclude_from_weight_decay_pattern", None) is not None:
         return "exclude_from_weight_decay (the toolkit's AdamW decays every weight)"
-    if isinstance(keras_optimizer._learning_rate, keras.optimizers.schedules.LearningRateSchedule):
-        return (f"the learning-rate schedule {type(keras_optimizer._learning_rate).__name__} (toolkit.optim.schedules "
-                f"has the toolkit's)")
+    rate = keras_optimizer._learning_rate
+    if isinstance(rate, keras.optimizers.schedules.LearningRateSchedule):
+        return f"the learning-rate schedule {type(rate).__name__} (toolkit.optim.schedules has the toolkit's)"
+    if not isinstance(rate, keras.Variable):
+        return f"the learning rate {rate!r}, a callable (the toolkit takes a number or a toolkit.optim.schedules one)"
+    for theirs in TRANSLATED[kind][1].values():
+        if not isinstance(value := getattr(keras_optimizer, theirs), (int, float)) or isinstance(value, bool):
+            return f"{theirs}={value!r}, not a number"
     return None
 
 
@@ -82,7 +89,7 @@ def translate_optimizer(keras_optimizer) -> optim.Optimizer:
         raise KerasImportError(f"the model's optimizer {kind} has {reason}, which the toolkit does not apply; give "
                                f"the trainer a toolkit.optim optimizer instead, or compile the model without it")
     made, arguments, _ = TRANSLATED[kind]
-    lr = float(keras_optimizer.learning_rate.numpy())  # Keras' float32 rate, exactly
+    lr = float(keras_optimizer.learning_rate.numpy())  # the number Keras' step casts, exactly
     clipping = {name: float(value) for name in ("clipnorm", "global_clipnorm")
                 if (value := getattr(keras_optimizer, name, None)) is not None}
     return made(lr, **{mine: float(getattr(keras_optimizer, theirs)) for mine, theirs in arguments.items()},
@@ -128,6 +135,10 @@ def compiled_optimizer(keras_model, names: dict[int, str]) -> tuple[Any, optim.O
     Args:
         keras_model: the Keras model imported.
         names: the toolkit parameter name of each trainable Keras weight, by ``id`` of the weight.
+
+    Returns:
+        ``(optimizer, state)``: a :mod:`toolkit.optim` optimizer and its :class:`~toolkit.optim.OptimizerState` (None
+        where Keras has not built it), a :class:`~toolkit.optim.RefusedOptimizer` and None, or (None, None).
     """
     keras_optimizer = getattr(keras_model, "optimizer", None)
     if keras_optimizer is None:

@@ -35,16 +35,28 @@ class Callbacks:
             equivalent); before anything is called.
     """
 
-    def __init__(self, given: Sequence[Any]) -> None:
-        self._callbacks = [_admitted(callback) for callback in given]
-        self._keras = {id(callback) for callback, original in zip(self._callbacks, given) if callback is not original}
+    def __init__(self, given: Sequence[Any] | None) -> None:
+        self._callbacks = [_admitted(callback) for callback in given or ()]
+        self._keras = {id(callback) for callback in self._callbacks if _is_keras(callback)}
+        self._last: dict | None = None  # the last epoch's own logs: Keras' on_train_end gets them
 
     def check_logs(self, names: list[str]) -> None:
+        """Let each callback refuse the fit before any step (:meth:`Callback.check_logs`).
+
+        Args:
+            names: the names each epoch's logs will hold.
+        """
         for callback in self._callbacks:
             callback.check_logs(names)
 
     def train_begin(self, trainer: Any, params: dict) -> None:
-        """Give each callback the trainer and Keras' ``params``, clear its stop flag, and begin."""
+        """Give each callback the trainer and Keras' ``params``, clear its stop flag, and begin.
+
+        Args:
+            trainer: the trainer being fitted.
+            params: Keras' ``{"epochs", "steps", "verbose"}``.
+        """
+        self._last = None
         if self._keras:  # Keras' callbacks share one model, as in Keras (its stop_training flag is the fit's)
             from toolkit.keras.callbacks import TrainerView
 
@@ -57,22 +69,46 @@ class Callbacks:
             callback.on_train_begin()
 
     def epoch_begin(self, epoch: int) -> None:
+        """Before an epoch.
+
+        Args:
+            epoch: its number, 0-based.
+        """
         for callback in self._callbacks:
             callback.on_epoch_begin(epoch)
 
     def batch_begin(self, batch: int) -> None:
+        """Before a step.
+
+        Args:
+            batch: the batch's index in its epoch.
+        """
         for callback in self._callbacks:
             callback.on_train_batch_begin(batch)
 
     def batch_end(self, batch: int, step: int, step_logs: dict, running: dict) -> None:
         """After a step: each callback's :meth:`~Callback.on_step_end` with the step's own logs, then each one's
-        ``on_train_batch_end`` with the epoch's running means (Keras' batch logs)."""
+        ``on_train_batch_end`` with the epoch's running means (Keras' batch logs).
+
+        Args:
+            batch: the batch's index in its epoch.
+            step: the trainer's step count after the step.
+            step_logs: the step's own loss and metrics.
+            running: the epoch's running means so far.
+        """
         for callback in self._callbacks:
             callback.on_step_end(step, step_logs)
         for callback in self._callbacks:
             callback.on_train_batch_end(batch, dict(running))
 
     def epoch_end(self, epoch: int, logs: dict) -> None:
+        """After an epoch and its validation.
+
+        Args:
+            epoch: its number, 0-based.
+            logs: its loss, metrics and ``val_*`` values.
+        """
+        self._last = dict(logs)
         for callback in self._callbacks:
             callback.on_epoch_end(epoch, logs)
 
@@ -82,8 +118,23 @@ class Callbacks:
         return any(callback.stop_training for callback in self._callbacks)
 
     def train_end(self, logs: dict | None) -> None:
+        """After the last epoch, or a failed fit.
+
+        Args:
+            logs: the fit's last values of each log (a toolkit callback's), or None when the fit failed: then
+                Keras' callbacks are not called, as Keras' fit does not call them; otherwise they get the last
+                epoch's own logs (None where no epoch ran), as Keras gives them.
+        """
         for callback in self._callbacks:
-            callback.on_train_end(logs)
+            if id(callback) in self._keras:
+                callback.end(None if logs is None else self._last, failed=logs is None)
+            else:
+                callback.on_train_end(logs)
+
+
+def _is_keras(callback: Callback) -> bool:
+    module = sys.modules.get("toolkit.keras.callbacks")  # loaded by the first Keras callback wrapped
+    return module is not None and isinstance(callback, module.KerasCallback)
 
 
 __all__ = ["Callbacks"]

@@ -264,7 +264,7 @@ def _validation(trainer, validation_data: Any, steps: int | None, batch_size: in
 
 
 def fit(trainer, x: Any, y: Any = None, epochs: int = 1, batch_size: int | None = None, shuffle: bool = True,
-        validation_data: Any = None, callbacks: Sequence[Any] = (), verbose: Any = "auto",
+        validation_data: Any = None, callbacks: Sequence[Any] | None = (), verbose: Any = "auto",
         metrics: Sequence = (), initial_epoch: int | None = None, sample_weight: Any = None,
         class_weight: Any = None, steps_per_epoch: int | None = None, validation_split: float = 0.0,
         validation_steps: int | None = None, validation_batch_size: int | None = None,

@@ -164,14 +164,17 @@ class TrainerState:
             dtype: the trainer's dtype.
 
         Raises:
-            ParamsError: other slots, parameters or shapes than the trainer's; DTypeError, NonFiniteError: values
-                that are not finite numbers. Nothing is written.
+            ParamsError: other slots, parameters or shapes than the trainer's, or iterations not a count.
+            DTypeError: values that are not numbers.
+            NonFiniteError: a NaN or an Inf. Nothing is written on any error.
         """
         if set(start.slots) != set(self.slots):
             raise ParamsError(f"the optimizer's saved state has the slots {sorted(start.slots)}, the optimizer "
                               f"keeps {sorted(self.slots)}")
-        if not isinstance(start.iterations, (int, np.integer)) or start.iterations < 0:
-            raise ParamsError(f"the optimizer's saved state has {start.iterations!r} iterations; expected a count")
+        count = start.iterations
+        if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 0:
+            raise ParamsError(f"the optimizer's saved state has iterations={count!r} ({type(count).__name__}); "
+                              f"expected a count, an int >= 0")
         slots = {slot: self.checked(variables, start.slots[slot], f"the optimizer's saved {slot!r}", dtype)
                  for slot, variables in self.slots.items()}
         self.commit(slots=slots)

@@ -60,7 +60,7 @@ from toolkit.training.checkpoint import (
 )
 from toolkit.training.evaluation import Inference
 from toolkit.training.failures import compute_error
-from toolkit.training.optim import Optimizer, RefusedOptimizer
+from toolkit.training.optim import Optimizer, OptimizerState, RefusedOptimizer
 from toolkit.training.state import TrainerState
 from toolkit.training.trainer_variables import TrainerVariables
 
@@ -74,6 +74,19 @@ def _micro_batches(value: Any, count: int) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 1 <= value <= count:
         raise ShapeError(f"micro_batches must be an int from 1 to the batch's {count} examples, got {value!r}")
     return int(value)
+
+
+def _check_model_optimizer(model: Model) -> None:
+    """Refuse a model whose ``optimizer`` or ``optimizer_state`` a trainer could not use, naming the field."""
+    if not isinstance(model.optimizer, (Optimizer, RefusedOptimizer, type(None))):
+        raise ArgumentTypeError(f"Model.optimizer must be a toolkit.optim optimizer or None, got "
+                                f"{type(model.optimizer).__name__}")
+    if model.optimizer_state is not None:
+        if not isinstance(model.optimizer_state, OptimizerState):
+            raise ArgumentTypeError(f"Model.optimizer_state must be a toolkit.optim.OptimizerState or None, got "
+                                    f"{type(model.optimizer_state).__name__}")
+        if not isinstance(model.optimizer, Optimizer):
+            raise ArgumentTypeError("Model.optimizer_state is given without the Model.optimizer it is the state of")
 
 
 class Trainer(TrainerVariables, Inference):
@@ -90,6 +103,7 @@ class Trainer(TrainerVariables, Inference):
                  nan_policy: str) -> None:
         if not isinstance(model, Model):
             raise ArgumentTypeError(f"model must be a toolkit.Model, got {type(model).__name__}")
+        _check_model_optimizer(model)
         if optimizer is None:
             if model.optimizer is None:
                 raise ArgumentTypeError(f"no optimizer given, and the model {model.name!r} brings none (an imported "
@@ -99,6 +113,8 @@ class Trainer(TrainerVariables, Inference):
                 raise ArgumentTypeError(f"no optimizer given, and the model's cannot be used: "
                                         f"{model.optimizer.reason}")
             optimizer = model.optimizer
+        if isinstance(optimizer, RefusedOptimizer):
+            raise ArgumentTypeError(f"optimizer is a RefusedOptimizer, which cannot train: {optimizer.reason}")
         # the model's optimizer starts where the model's state says (a loaded Keras model's optimizer continues)
         self._optimizer_start = model.optimizer_state if optimizer is model.optimizer else None
         if not isinstance(optimizer, Optimizer):
@@ -268,7 +284,7 @@ class Trainer(TrainerVariables, Inference):
         return loss
 
     def fit(self, x: Any, y: Any = None, epochs: int = 1, batch_size: int | None = None, shuffle: bool = True,
-            validation_data: Any = None, callbacks: Sequence[Any] = (), verbose: Any = "auto",
+            validation_data: Any = None, callbacks: Sequence[Any] | None = (), verbose: Any = "auto",
             metrics: Sequence[Any] = (), initial_epoch: int | None = None, sample_weight: Any = None,
             class_weight: Any = None, steps_per_epoch: int | None = None, validation_split: float = 0.0,
             validation_steps: int | None = None, validation_batch_size: int | None = None,
@@ -308,7 +324,7 @@ class Trainer(TrainerVariables, Inference):
             validation_data: ``(x, y)``, ``(x, y, sample_weight)`` or a source, scored by :meth:`evaluate` after
                 each epoch ``validation_freq`` says, or None.
             callbacks: :mod:`toolkit.callbacks` objects, or Keras' (``keras.callbacks``: as they are, or
-                refused by name: :mod:`toolkit.keras.callbacks`).
+                refused by name: :mod:`toolkit.keras.callbacks`); None: none.
             verbose: 0 silent, 1 a progress bar, 2 one line per epoch, "auto" (1 on a terminal, else 2).
             metrics: names from :data:`toolkit.metrics.NAMED` or :class:`~toolkit.metrics.Metric` objects;
                 default: the model's.

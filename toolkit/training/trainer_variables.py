@@ -53,6 +53,7 @@ class TrainerVariables:
         self.training_state.place(params, slots, state)
         if self._optimizer_start is not None:
             self.training_state.start_optimizer(self._optimizer_start, self.dtype)
+            self._optimizer_start = None  # its values are the state's now
         self._update_fn = self.backend.compile_update(self.optimizer, self.dtype)
         if unknown := sorted(set(self.model.constraints) - set(initial)):
             raise ParamsError(f"model.constraints name {unknown}, which are not parameters of {self.model.name!r}")
