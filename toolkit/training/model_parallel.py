@@ -177,7 +177,7 @@ class ModelParallel(Trainer):
     Args:
         model: the :class:`PartedModel`.
         backend: a backend object or name.
-        optimizer: a :mod:`toolkit.training.optim` optimizer.
+        optimizer: a :mod:`toolkit.training.optim` optimizer; None: the model's (:attr:`toolkit.Model.optimizer`).
         devices: ``{part name: device}`` for parts to place elsewhere than their ``Part.device``.
         dtype: as for :class:`~toolkit.DataParallel`.
         seed: as for :class:`~toolkit.DataParallel`.
@@ -197,7 +197,7 @@ class ModelParallel(Trainer):
             make, or model state (not carried across parts).
     """
 
-    def __init__(self, model: PartedModel, backend: Backend | str, optimizer: Optimizer,
+    def __init__(self, model: PartedModel, backend: Backend | str, optimizer: Optimizer | None = None,
                  devices: Mapping[str, Any] | None = None, dtype: str = "float32", seed: int = 0,
                  nan_policy: str = "raise") -> None:
         if not isinstance(model, PartedModel):
