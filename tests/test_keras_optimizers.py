@@ -103,3 +103,25 @@ def test_compile_options_the_trainers_do_not_apply_are_refused(keras):
         model.compile("sgd", "mse", **options)
         with pytest.raises(toolkit.KerasImportError, match=words):
             toolkit.from_keras(model)
+
+
+def test_a_trainers_run_written_back_continues_in_keras(keras, backend, tmp_path):
+    """to_keras with the optimizer state: the Keras model, saved as .keras and loaded, continues the trainer's run
+    as the trainer does (Adam, whose step count and both slots matter); a state the model's optimizer cannot take is
+    refused, nothing written."""
+    model = _model(keras, keras.optimizers.Adam(**ADAM))  # not built: to_keras builds it
+    trainer = toolkit.DataParallel(toolkit.from_keras(model), backend, 1, dtype="float64")
+    _fit(trainer)
+    before = [w.copy() for w in model.get_weights()]
+    wrong = toolkit.optim.OptimizerState(trainer.step_count, {"velocity": trainer.optimizer_state()["m"]})
+    with pytest.raises(toolkit.KerasImportError, match=r"slots \['velocity'\], the model's Adam keeps \['m', 'v'\]"):
+        toolkit.to_keras(trainer.params(), model, trainer.state(), optimizer_state=wrong)
+    assert all(np.array_equal(a, b) for a, b in zip(model.get_weights(), before)) and not model.optimizer.built
+    toolkit.to_keras(trainer.params(), model, trainer.state(),
+                     optimizer_state=toolkit.optim.OptimizerState(trainer.step_count, trainer.optimizer_state()))
+    model.save(tmp_path / "run.keras")
+    loaded = keras.models.load_model(tmp_path / "run.keras")
+    assert int(loaded.optimizer.iterations) == trainer.step_count == EXAMPLES // BATCH
+    np.testing.assert_allclose(_fit(loaded), _fit(trainer), rtol=0, atol=TOLERANCE)
+    for value, keras_value in zip(trainer.params().values(), loaded.get_weights()):
+        np.testing.assert_allclose(value, keras_value, rtol=0, atol=TOLERANCE)

@@ -279,21 +279,28 @@ def _example_shapes(keras_model, several_outputs: bool) -> dict[str, Any]:
     return {"input_shape": inputs if len(inputs) > 1 else next(iter(inputs.values())), "output_shape": outputs}
 
 
-def to_keras(params: dict[str, np.ndarray], keras_model, state: dict[str, np.ndarray] | None = None) -> None:
+def to_keras(params: dict[str, np.ndarray], keras_model, state: dict[str, np.ndarray] | None = None,
+             optimizer_state: Any = None) -> None:
     """Write ``params`` (and model ``state``: batch normalization's statistics and frozen weights), named as
     :func:`from_keras` names them, into ``keras_model``'s weights (``set_weights``), for example
-    ``to_keras(trainer.params(), model, trainer.state())``.
+    ``to_keras(trainer.params(), model, trainer.state())``; with ``optimizer_state``, also into its compiled
+    optimizer, so that Keras' ``fit`` (or a ``.keras`` file saved from it) continues where the trainer stopped.
 
     Args:
         params: NumPy values by the names :func:`from_keras` gave the parameters.
         keras_model: the Keras model :func:`from_keras` imported (or one built the same way).
         state: the model state by name (None: no state); together with ``params`` it must name every weight.
+        optimizer_state: a :class:`toolkit.optim.OptimizerState`, ``OptimizerState(trainer.step_count,
+            trainer.optimizer_state())``, for the model's compiled optimizer (one of those
+            :mod:`toolkit.keras.optimizers` translates, compiled with the trainer's hyperparameters); None: the
+            optimizer is left as it is.
 
     Raises:
-        KerasImportError: a name missing or left over, or a shape that differs; nothing is written.
+        KerasImportError: a name missing or left over, or a shape that differs; an optimizer state the model's
+            optimizer cannot take (:func:`toolkit.keras.optimizers.optimizer_writes`); nothing is written.
     """
     values = {**params, **(state or {})}
-    plan, used = [], set()
+    plan, used, variables = [], set(), {}
     for call in _graph(keras_model)[0]:
         if any(call.layer is layer for layer, _ in plan):
             continue  # a shared layer, called again
@@ -306,11 +313,16 @@ def to_keras(params: dict[str, np.ndarray], keras_model, state: dict[str, np.nda
                                        f"{np.shape(old)}")
         plan.append((call.layer, [np.asarray(values[k]) for k in names]))
         used.update(names)
+        variables.update(zip(names, call.layer.weights))
     if set(values) - used:
         raise KerasImportError(f"to_keras: {sorted(set(values) - used)} name no weight of this Keras model")
+    writes = [] if optimizer_state is None else keras_optimizers.optimizer_writes(keras_model, optimizer_state,
+                                                                                  variables)
     for layer, weights in plan:
         if weights:
             layer.set_weights(weights)
+    for variable, value in writes:
+        variable.assign(value)
 
 
 __all__ = ["ACTIVATIONS", "SUPPORTED", "Flow", "KerasImportError", "check_config", "from_keras", "to_keras"]

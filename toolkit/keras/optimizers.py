@@ -126,6 +126,50 @@ def optimizer_state(keras_optimizer, names: dict[int, str], optimizer: optim.Opt
     return optim.OptimizerState(int(keras_optimizer.iterations.numpy()), slots)
 
 
+def optimizer_writes(keras_model, start: optim.OptimizerState, variables: dict[str, Any]) -> list[tuple[Any, Any]]:
+    """What writing ``start`` into ``keras_model``'s compiled optimizer assigns, checked (nothing written here; once
+    everything is checked, an optimizer Keras has not built yet is built for the model's trainable weights).
+
+    Args:
+        keras_model: a compiled Keras model whose optimizer :func:`translate_optimizer` translates.
+        start: the updates done and each slot's values by parameter name (``toolkit.optim.OptimizerState(
+            trainer.step_count, trainer.optimizer_state())``).
+        variables: each parameter's Keras weight, by the name :func:`~toolkit.from_keras` gave it.
+
+    Returns:
+        ``(Keras variable, value)`` pairs, ``iterations`` first.
+
+    Raises:
+        KerasImportError: no compiled optimizer, one not translated, other slots than its translation keeps, a
+            trainable weight without a value or a value of another shape.
+    """
+    keras_optimizer = getattr(keras_model, "optimizer", None)
+    if keras_optimizer is None:
+        raise KerasImportError("to_keras: the Keras model has no optimizer to write the optimizer state into: "
+                               "compile it with the optimizer the trainer used")
+    translated = translate_optimizer(keras_optimizer)
+    if set(start.slots) != set(translated.state_slots()):
+        raise KerasImportError(f"to_keras: the optimizer state has the slots {sorted(start.slots)}, the model's "
+                               f"{type(keras_optimizer).__name__} keeps {sorted(translated.state_slots())}")
+    trainable = {id(variable) for variable in keras_model.trainable_weights}
+    named = {name: variable for name, variable in variables.items() if id(variable) in trainable}
+    for slot, values in start.slots.items():
+        if set(values) != set(named):
+            raise KerasImportError(f"to_keras: the optimizer slot {slot!r} has values for {sorted(values)}, the "
+                                   f"model's trainable weights are {sorted(named)}")
+        for name, variable in named.items():
+            if np.shape(values[name]) != tuple(variable.shape):
+                raise KerasImportError(f"to_keras: the optimizer slot {slot!r} of {name!r} has shape "
+                                       f"{np.shape(values[name])}, the weight {tuple(variable.shape)}")
+    if not keras_optimizer.built:  # everything checked: its slots exist from here
+        keras_optimizer.build(keras_model.trainable_weights)
+    index = {id(variable): i for i, variable in enumerate(keras_optimizer._trainable_variables)}
+    lists = TRANSLATED[type(keras_optimizer).__name__][2]
+    return [(keras_optimizer.iterations, int(start.iterations)),
+            *((getattr(keras_optimizer, lists[slot])[index[id(variable)]], np.asarray(values[name]))
+              for slot, values in start.slots.items() for name, variable in named.items())]
+
+
 def compiled_optimizer(keras_model, names: dict[int, str]) -> tuple[Any, optim.OptimizerState | None]:
     """What the imported model brings as its optimizer (:attr:`toolkit.Model.optimizer`): the translation of the
     one ``keras_model`` was compiled with and its state (:func:`translate_optimizer`, :func:`optimizer_state`);
@@ -150,4 +194,5 @@ def compiled_optimizer(keras_model, names: dict[int, str]) -> tuple[Any, optim.O
         return optim.RefusedOptimizer(str(error)), None
 
 
-__all__ = ["TRANSLATED", "UNAPPLIED", "compiled_optimizer", "optimizer_state", "translate_optimizer"]
+__all__ = ["TRANSLATED", "UNAPPLIED", "compiled_optimizer", "optimizer_state", "optimizer_writes",
+           "translate_optimizer"]
