@@ -165,6 +165,19 @@ def test_trained_parameters_go_back_to_keras(keras, backend, tmp_path):
     model.save(tmp_path / "trained.keras")  # a model trained on any backend saves with Keras
     with pytest.raises(toolkit.KerasImportError, match="no value for"):
         toolkit.to_keras(trainer.params(), model)  # the moving statistics are missing
+    # the same architecture built again (other generated layer names): matched by structure with model=
+    again = _convnet(keras)
+    with pytest.raises(toolkit.KerasImportError, match="no value for .*pass model=trainer.model"):
+        toolkit.to_keras(trainer.params(), again, trainer.state())
+    toolkit.to_keras(trainer.params(), again, trainer.state(), model=trainer.model)
+    np.testing.assert_allclose(np.asarray(again(IMAGES, training=False)), trainer.predict(IMAGES), rtol=0,
+                               atol=1e-10)
+    other = keras.Sequential([keras.Input((8, 8, 1)), keras.layers.Conv2D(4, 3, padding="same"),
+                              keras.layers.Flatten(), keras.layers.Dense(5)])
+    before = [w.copy() for w in other.get_weights()]
+    with pytest.raises(toolkit.KerasImportError, match="has 4 weights, .* has 10: not the same architecture"):
+        toolkit.to_keras(trainer.params(), other, trainer.state(), model=trainer.model)
+    assert all(np.array_equal(a, b) for a, b in zip(other.get_weights(), before))
 
 
 def test_what_cannot_be_translated_is_refused(keras):

@@ -280,7 +280,7 @@ def _example_shapes(keras_model, several_outputs: bool) -> dict[str, Any]:
 
 
 def to_keras(params: dict[str, np.ndarray], keras_model, state: dict[str, np.ndarray] | None = None,
-             optimizer_state: Any = None) -> None:
+             optimizer_state: Any = None, model: Model | None = None) -> None:
     """Write ``params`` (and model ``state``: batch normalization's statistics and frozen weights), named as
     :func:`from_keras` names them, into ``keras_model``'s weights (``set_weights``), for example
     ``to_keras(trainer.params(), model, trainer.state())``; with ``optimizer_state``, also into its compiled
@@ -288,34 +288,43 @@ def to_keras(params: dict[str, np.ndarray], keras_model, state: dict[str, np.nda
 
     Args:
         params: NumPy values by the names :func:`from_keras` gave the parameters.
-        keras_model: the Keras model :func:`from_keras` imported (or one built the same way).
+        keras_model: the Keras model :func:`from_keras` imported, or with ``model`` any Keras model of the same
+            architecture (its generated layer names may differ).
         state: the model state by name (None: no state); together with ``params`` it must name every weight.
         optimizer_state: a :class:`toolkit.optim.OptimizerState`, ``OptimizerState(trainer.step_count,
             trainer.optimizer_state())``, for the model's compiled optimizer (one of those
             :mod:`toolkit.keras.optimizers` translates, compiled with the trainer's hyperparameters); None: the
             optimizer is left as it is.
+        model: the toolkit model :func:`from_keras` made (``trainer.model``): the weights are matched by structure,
+            the n-th weight of its Keras model to the n-th of ``keras_model`` in the graph's order, each of the same
+            weight name and shape; None: by name.
 
     Raises:
-        KerasImportError: a name missing or left over, or a shape that differs; an optimizer state the model's
-            optimizer cannot take (:func:`toolkit.keras.optimizers.optimizer_writes`); nothing is written.
+        KerasImportError: a name missing or left over, or a shape that differs; with ``model``, a structure that
+            differs (another count, weight name or shape, named); an optimizer state the model's optimizer cannot
+            take (:func:`toolkit.keras.optimizers.optimizer_writes`); nothing is written.
     """
     values = {**params, **(state or {})}
-    plan, used, variables = [], set(), {}
+    layers = []
     for call in _graph(keras_model)[0]:
-        if any(call.layer is layer for layer, _ in plan):
-            continue  # a shared layer, called again
-        names = list(translator(call.layer)(call)[0])
-        for key, old in zip(names, call.layer.get_weights()):
-            if key not in values:
-                raise KerasImportError(f"to_keras: no value for {key!r}")
-            if np.shape(values[key]) != np.shape(old):
-                raise KerasImportError(f"to_keras: {key!r} has shape {np.shape(values[key])}, the Keras weight "
-                                       f"{np.shape(old)}")
-        plan.append((call.layer, [np.asarray(values[k]) for k in names]))
-        used.update(names)
-        variables.update(zip(names, call.layer.weights))
-    if set(values) - used:
-        raise KerasImportError(f"to_keras: {sorted(set(values) - used)} name no weight of this Keras model")
+        if not any(call.layer is layer for layer, _ in layers):  # a shared layer is written once
+            layers.append((call.layer, list(translator(call.layer)(call)[0])))
+    keys = [key for _, names in layers for key in names]
+    source = keys if model is None else _by_structure(keys, model, [v for layer, _ in layers for v in layer.weights])
+    plan, variables = [], {}
+    for (layer, names), weights in zip(layers, _split(source, layers)):
+        for key, mine, old in zip(names, weights, layer.get_weights()):
+            if mine not in values:
+                hint = "" if model is not None else (" (a Keras model built again has other layer names: pass "
+                                                     "model=trainer.model to match the weights by structure)")
+                raise KerasImportError(f"to_keras: no value for {mine!r}{hint}")
+            if np.shape(values[mine]) != np.shape(old):
+                raise KerasImportError(f"to_keras: {mine!r} has shape {np.shape(values[mine])}, the Keras weight "
+                                       f"{key!r} {np.shape(old)}")
+        plan.append((layer, [np.asarray(values[k]) for k in weights]))
+        variables.update(zip(weights, layer.weights))
+    if unused := sorted(set(values) - set(source)):
+        raise KerasImportError(f"to_keras: {unused} name no weight of this Keras model")
     writes = [] if optimizer_state is None else keras_optimizers.optimizer_writes(keras_model, optimizer_state,
                                                                                   variables)
     for layer, weights in plan:
@@ -323,6 +332,32 @@ def to_keras(params: dict[str, np.ndarray], keras_model, state: dict[str, np.nda
             layer.set_weights(weights)
     for variable, value in writes:
         variable.assign(value)
+
+
+def _split(names: list[str], layers: list) -> list[list[str]]:
+    """``names`` cut into one list per layer of ``layers``, as many as each layer has weights."""
+    cut, start = [], 0
+    for _, keys in layers:
+        cut.append(names[start:start + len(keys)])
+        start += len(keys)
+    return cut
+
+
+def _by_structure(keys: list[str], model: Model, weights: list) -> list[str]:
+    """The name in ``model`` of each weight of the Keras model being written (``keys``, in the graph's order): the
+    weight at the same place in ``model``'s own graph, checked to have the same weight name and shape."""
+    made = model.init(np.random.default_rng(0))  # the imported model's weights, in its graph's order
+    names = list(made)
+    if len(names) != len(keys):
+        raise KerasImportError(f"to_keras: the Keras model has {len(keys)} weights, {model.name!r} has {len(names)}: "
+                               f"not the same architecture")
+    for i, (key, name, weight) in enumerate(zip(keys, names, weights)):
+        shape = np.shape(made[name].value if isinstance(made[name], State) else made[name])
+        if key.split("/", 1)[-1] != name.split("/", 1)[-1] or shape != tuple(weight.shape):
+            raise KerasImportError(f"to_keras: the Keras model's weight {i} is {key!r} of shape "
+                                   f"{tuple(weight.shape)}, {model.name!r}'s is {name!r} of shape {shape}: not the "
+                                   f"same architecture")
+    return names
 
 
 __all__ = ["ACTIVATIONS", "SUPPORTED", "Flow", "KerasImportError", "check_config", "from_keras", "to_keras"]
