@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import functools
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -390,6 +391,64 @@ def test_the_early_stopping_table_is_keras(case):
     callback, holder = keras.callbacks.EarlyStopping(monitor="loss", **options), _EpochWeights()
     callback.set_model(holder)
     assert _drive(callback, holder, losses) == expected
+
+
+#: ModelCheckpoint(save_best_only=True, monitor="loss"): the losses of the epochs, the options, the epochs (1-based)
+#: saved. test_the_best_only_table_is_keras checks Keras' ModelCheckpoint saves at the same epochs.
+BEST_ONLY = {
+    "min": ([3.0, 2.0, 2.5, 1.0, 1.0], {}, [1, 2, 4]),
+    "max": ([0.1, 0.3, 0.2, 0.4], {"mode": "max"}, [1, 2, 4]),
+    "threshold": ([3.0, 2.0, 2.5, 1.0], {"initial_value_threshold": 2.2}, [2, 4]),
+}
+
+
+class _Saves:
+    """What a checkpoint callback saves through: the epochs of its files (ours: ``trainer.save``; Keras':
+    ``model.save``)."""
+
+    step_count, stop_training = 0, False
+
+    def __init__(self):
+        self.saved = []
+
+    def save(self, path, overwrite=True):
+        self.saved.append(int(Path(path).stem))
+
+
+def _saved_epochs(callback, holder, losses) -> list[int]:
+    callback.on_train_begin()
+    for epoch, loss in enumerate(losses):
+        callback.on_epoch_begin(epoch)
+        callback.on_epoch_end(epoch, {"loss": loss})
+    return holder.saved
+
+
+@pytest.mark.parametrize("case", list(BEST_ONLY))
+def test_model_checkpoint_saves_the_best_only_as_keras(case, tmp_path):
+    losses, options, expected = BEST_ONLY[case]
+    callback = toolkit.callbacks.ModelCheckpoint(tmp_path / "{epoch}.npz", monitor="loss", save_best_only=True,
+                                                 **options)
+    callback.trainer = holder = _Saves()
+    callback.check_logs(["loss"])
+    assert _saved_epochs(callback, holder, losses) == expected
+    with pytest.raises(toolkit.ArgumentError, match="monitors 'val_loss', which this fit does not log"):
+        toolkit.callbacks.ModelCheckpoint(tmp_path / "{epoch}.npz", save_best_only=True).check_logs(["loss"])
+    with pytest.raises(toolkit.ArgumentError, match="save_best_only saves at epochs' ends only"):
+        toolkit.callbacks.ModelCheckpoint(tmp_path / "{epoch}.npz", None, 5, save_best_only=True)
+
+
+@pytest.mark.parity
+@pytest.mark.parametrize("case", list(BEST_ONLY))
+def test_the_best_only_table_is_keras(case, tmp_path):
+    pytest.importorskip("keras")
+    toolkit.get_backend("tensorflow")  # its logical devices, before Keras starts TensorFlow
+    import keras
+
+    losses, options, expected = BEST_ONLY[case]
+    callback = keras.callbacks.ModelCheckpoint(str(tmp_path / "{epoch}.keras"), monitor="loss", save_best_only=True,
+                                               **options)
+    callback.set_model(holder := _Saves())
+    assert _saved_epochs(callback, holder, losses) == expected
 
 
 def test_early_stopping_restores_the_best_epoch_of_a_fit_that_ran_out(backend):

@@ -30,8 +30,9 @@ from toolkit.training.callback import Callback
 _SCHEDULE = ("give the optimizer a learning-rate schedule (toolkit.optim.schedules: ExponentialDecay, "
              "PiecewiseConstantDecay, CosineDecay): the toolkit compiles the learning rate into every step, where a "
              "change during the fit cannot reach it yet")
-_SAVE = ("use toolkit.callbacks.ModelCheckpoint (the trainer's checkpoints: trainer.restore or "
-         "toolkit.checkpoint.load_checkpoint read them; toolkit.to_keras writes trained weights into a Keras model)")
+_SAVE = ("use toolkit.callbacks.ModelCheckpoint (monitor, mode, save_best_only as Keras'; the trainer's checkpoints: "
+         "trainer.restore or toolkit.checkpoint.load_checkpoint read them; toolkit.to_keras writes trained weights "
+         "into a Keras model)")
 #: The Keras callbacks ``fit`` refuses, by their name in ``keras.callbacks``, with what to use instead.
 REFUSED = {
     "ModelCheckpoint": _SAVE,

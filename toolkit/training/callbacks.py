@@ -12,6 +12,7 @@ import os
 import time
 import zlib
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -30,6 +31,32 @@ def _int(what: str, value, low: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
         raise ArgumentError(f"{what} must be an int >= {low}, got {value!r}")
     return value
+
+
+class _Monitor:
+    """What EarlyStopping and ModelCheckpoint watch: a logged value, its direction (``mode``; ``"auto"``: max for
+    names containing "acc", else min) and whether a value improves on a reference by more than ``min_delta``
+    (Keras' ``MonitorCallback._is_improvement``: the first value always does)."""
+
+    def __init__(self, owner: str, monitor: Any, mode: Any, min_delta: float = 0.0) -> None:
+        if not isinstance(monitor, str) or not monitor:
+            raise ArgumentError(f"{owner} monitor must be a logged name, got {monitor!r}")
+        if mode not in ("auto", "min", "max"):
+            raise ArgumentError(f"{owner} mode must be 'auto', 'min' or 'max', got {mode!r}")
+        self.owner, self.name, self.min_delta = owner, monitor, min_delta
+        self.mode = ("max" if "acc" in monitor else "min") if mode == "auto" else mode
+
+    def check(self, names: list[str]) -> None:
+        if self.name not in names:
+            raise ArgumentError(f"{self.owner} monitors {self.name!r}, which this fit does not log; it logs "
+                                f"{sorted(names)} (val_* entries need validation_data)")
+
+    def improves(self, value: float, reference: float | None) -> bool:
+        if reference is None:
+            return True
+        if self.mode == "min":
+            return value + self.min_delta < reference
+        return value - self.min_delta > reference
 
 
 class EarlyStopping(Callback):
@@ -59,20 +86,16 @@ class EarlyStopping(Callback):
     def __init__(self, monitor: str = "val_loss", min_delta: float = 0.0, patience: int = 0, verbose: int = 0,
                  mode: str = "auto", baseline: float | None = None, restore_best_weights: bool = False,
                  start_from_epoch: int = 0) -> None:
-        if not isinstance(monitor, str) or not monitor:
-            raise ArgumentError(f"EarlyStopping monitor must be a logged name, got {monitor!r}")
-        if mode not in ("auto", "min", "max"):
-            raise ArgumentError(f"EarlyStopping mode must be 'auto', 'min' or 'max', got {mode!r}")
+        self._monitor = _Monitor("EarlyStopping", monitor, mode, abs(_number("EarlyStopping min_delta", min_delta)))
         if verbose not in (0, 1):
             raise ArgumentError(f"EarlyStopping verbose must be 0 or 1, got {verbose!r}")
         if not isinstance(restore_best_weights, bool):
             raise ArgumentError(f"EarlyStopping restore_best_weights must be True or False, got "
                                 f"{restore_best_weights!r}")
-        self.monitor, self.min_delta = monitor, abs(_number("EarlyStopping min_delta", min_delta))
+        self.monitor, self.min_delta, self.mode = monitor, self._monitor.min_delta, self._monitor.mode
         self.patience = _int("EarlyStopping patience", patience, 0)
         self.start_from_epoch = _int("EarlyStopping start_from_epoch", start_from_epoch, 0)
         self.baseline = None if baseline is None else _number("EarlyStopping baseline", baseline)
-        self.mode = ("max" if "acc" in monitor else "min") if mode == "auto" else mode
         self.verbose, self.restore_best_weights = verbose, restore_best_weights
         self.on_train_begin()
 
@@ -80,14 +103,10 @@ class EarlyStopping(Callback):
         self.best, self.best_epoch, self.wait, self.stopped_epoch, self.best_weights = None, 0, 0, 0, None
 
     def check_logs(self, names):
-        if self.monitor not in names:
-            raise ArgumentError(f"EarlyStopping monitors {self.monitor!r}, which this fit does not log; it logs "
-                                f"{sorted(names)} (val_* entries need validation_data)")
+        self._monitor.check(names)
 
     def _improves(self, value: float, reference: float | None) -> bool:
-        if reference is None:
-            return True
-        return value + self.min_delta < reference if self.mode == "min" else value - self.min_delta > reference
+        return self._monitor.improves(value, reference)
 
     def on_epoch_end(self, epoch, logs):
         if epoch < self.start_from_epoch:
@@ -132,24 +151,48 @@ class ModelCheckpoint(Callback):
         every_epochs: save at the end of every this many epochs (None with ``every_steps``).
         every_steps: save after every this many steps (counted by ``trainer.step_count``), instead.
         keep: the number of this callback's latest files kept (None: all).
+        monitor: with ``save_best_only``, the logged value that decides (Keras' name and default).
+        mode: with ``save_best_only``, "min", "max" or "auto" (max for names containing "acc", else min).
+        save_best_only: save at an epoch's end only when ``monitor`` improves on the best so far (the first
+            epoch always does, unless ``initial_value_threshold`` is given), as Keras' ``save_best_only``;
+            epochs only.
+        initial_value_threshold: with ``save_best_only``, the value the first save must beat, or None.
 
     Raises:
-        ArgumentError: both or neither of ``every_epochs`` and ``every_steps``, or a count < 1; at the start of a
-            fit (before any step), a ``filepath`` field the fit does not log or a format the values do not take.
+        ArgumentError: both or neither of ``every_epochs`` and ``every_steps``, a count < 1, ``save_best_only``
+            with ``every_steps`` (mid-epoch logs are one step's, where Keras' are the epoch's running means), a bad
+            ``mode`` or threshold; at the start of a fit (before any step), a ``filepath`` field or a ``monitor``
+            (with ``save_best_only``) the fit does not log, or a format the values do not take.
     """
 
     def __init__(self, filepath: str | os.PathLike, every_epochs: int | None = 1, every_steps: int | None = None,
-                 keep: int | None = None) -> None:
+                 keep: int | None = None, *, monitor: str = "val_loss", mode: str = "auto",
+                 save_best_only: bool = False, initial_value_threshold: float | None = None) -> None:
         if (every_epochs is None) == (every_steps is None):
             raise ArgumentError(f"ModelCheckpoint takes every_epochs or every_steps (one of them), got every_epochs="
                                 f"{every_epochs!r}, every_steps={every_steps!r}")
+        if not isinstance(save_best_only, bool):
+            raise ArgumentError(f"ModelCheckpoint save_best_only must be True or False, got {save_best_only!r}")
+        if save_best_only and every_steps is not None:
+            raise ArgumentError("ModelCheckpoint save_best_only saves at epochs' ends only (every_epochs): mid-epoch "
+                                "the fit logs one step's values, not the epoch's")
+        self._monitor = _Monitor("ModelCheckpoint", monitor, mode) if save_best_only else None
+        self.monitor, self.mode, self.save_best_only = monitor, mode, save_best_only
+        self.initial_value_threshold = (None if initial_value_threshold is None else
+                                        _number("ModelCheckpoint initial_value_threshold", initial_value_threshold))
+        self.best = self.initial_value_threshold
         self.every_epochs = None if every_epochs is None else _int("every_epochs", every_epochs, 1)
         self.every_steps = None if every_steps is None else _int("every_steps", every_steps, 1)
         self.keep = None if keep is None else _int("keep", keep, 1)
         self.filepath, self.written = str(filepath), []
         self._epoch = 0
 
+    def on_train_begin(self, logs=None):
+        self.best = self.initial_value_threshold
+
     def check_logs(self, names):
+        if self._monitor is not None:
+            self._monitor.check(names)
         logged = names if self.every_steps is None else [n for n in names if not n.startswith("val_")]
         try:
             self._path(1, 1, dict.fromkeys(logged, 0.5))
@@ -183,8 +226,13 @@ class ModelCheckpoint(Callback):
             self._save(self._epoch, step, logs)
 
     def on_epoch_end(self, epoch, logs):
-        if self.every_epochs is not None and (epoch + 1) % self.every_epochs == 0:
-            self._save(epoch + 1, self.trainer.step_count, logs)
+        if self.every_epochs is None or (epoch + 1) % self.every_epochs:
+            return
+        if self._monitor is not None:
+            if not self._monitor.improves(float(logs[self.monitor]), self.best):
+                return
+            self.best = float(logs[self.monitor])
+        self._save(epoch + 1, self.trainer.step_count, logs)
 
 
 class BackupAndRestore(Callback):
