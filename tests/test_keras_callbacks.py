@@ -158,6 +158,17 @@ def test_keras_callbacks_run_as_in_keras_fit(keras, backend, tmp_path, tmp_path_
             # Keras applied that step's update (its gradient is finite: weights near 1e198), the trainer skipped it
             assert np.isinf(mine[-2][2]["loss"]) and np.abs(weights[0]).max() > 1e100
             assert max(np.abs(w).max() for w in TrainerView(trainer).get_weights()) < 10
+            # the toolkit's TerminateOnNaN stops where Keras' does, or raises at that batch
+            trainer.set_params(start)
+            callbacks = [_recorder(keras)(stop=False), toolkit.callbacks.TerminateOnNaN()]
+            trainer.fit(X, y, batch_size=BATCH, epochs=epochs, initial_epoch=0, shuffle=False, verbose=0,
+                        callbacks=callbacks)
+            assert [event[:2] for event in callbacks[0].events] == [event[:2] for event in theirs]
+            assert trainer.skipped_steps == 2
+            with pytest.raises(toolkit.NonFiniteError, match=f"NaN or Inf loss encountered at batch {OVERFLOW_BATCH}"):
+                trainer.fit(X, y, batch_size=BATCH, epochs=epochs, initial_epoch=0, shuffle=False, verbose=0,
+                            callbacks=[toolkit.callbacks.TerminateOnNaN(raise_error=True)])
+            assert trainer.skipped_steps == 3
 
 
 def test_keras_callbacks_the_fit_cannot_run_are_refused_by_name(keras, backend, tmp_path):

@@ -10,6 +10,8 @@ from toolkit.training.callbacks import (
     EarlyStopping,
     JSONLinesLogger,
     ModelCheckpoint,
+    TerminateOnNaN,
 )
 
-__all__ = ["BackupAndRestore", "CSVLogger", "Callback", "EarlyStopping", "JSONLinesLogger", "ModelCheckpoint"]
+__all__ = ["BackupAndRestore", "CSVLogger", "Callback", "EarlyStopping", "JSONLinesLogger", "ModelCheckpoint",
+           "TerminateOnNaN"]

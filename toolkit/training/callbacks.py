@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from toolkit.errors import ArgumentError, CheckpointError
+from toolkit.errors import ArgumentError, CheckpointError, NonFiniteError
 from toolkit.training.callback import Callback
 from toolkit.training.checkpoint import load_checkpoint, save_checkpoint, trainer_checkpoint
 
@@ -423,4 +423,35 @@ class JSONLinesLogger(Callback):
             self._file = None
 
 
-__all__ = ["BackupAndRestore", "CSVLogger", "Callback", "EarlyStopping", "JSONLinesLogger", "ModelCheckpoint"]
+class TerminateOnNaN(Callback):
+    """Stop the fit after a batch whose loss is NaN or Inf, as ``keras.callbacks.TerminateOnNaN``: it reads the
+    epoch's running loss after each batch (Keras' batch logs), so the epoch ends after that batch (validated) and
+    the fit after the epoch. The trainer reaches such a batch only with ``nan_policy="skip"`` (the update skipped):
+    under the default ``"raise"`` the step itself raises :class:`~toolkit.NonFiniteError` first.
+
+    Args:
+        raise_error: raise a :class:`~toolkit.NonFiniteError` at that batch instead (the steps before it kept), as
+            Keras' ``raise_error=True`` raises a ``RuntimeError``.
+
+    Raises:
+        ArgumentError: ``raise_error`` not True or False.
+    """
+
+    def __init__(self, raise_error: bool = False) -> None:
+        if not isinstance(raise_error, bool):
+            raise ArgumentError(f"TerminateOnNaN raise_error must be True or False, got {raise_error!r}")
+        self.raise_error = raise_error
+
+    def on_train_batch_end(self, batch, logs):
+        loss = logs.get("loss")
+        if loss is None or math.isfinite(loss):
+            return
+        if self.raise_error:
+            raise NonFiniteError(f"NaN or Inf loss encountered at batch {batch}. Loss value: {loss}. Terminating "
+                                 f"training immediately.")
+        print(f"Batch {batch}: Invalid loss, terminating training")
+        self.stop_training = True
+
+
+__all__ = ["BackupAndRestore", "CSVLogger", "Callback", "EarlyStopping", "JSONLinesLogger", "ModelCheckpoint",
+           "TerminateOnNaN"]
