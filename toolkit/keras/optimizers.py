@@ -118,12 +118,19 @@ def optimizer_state(keras_optimizer, names: dict[int, str], optimizer: optim.Opt
         raise KerasImportError(f"the model's optimizer was built for {len(built_for)} weights, not the model's "
                                f"{len(names)} trainable ones (was a layer frozen or unfrozen after training?): "
                                f"compile the model again, or give the trainer a toolkit.optim optimizer")
-    index = {id(variable): i for i, variable in enumerate(keras_optimizer._trainable_variables)}
-    lists = TRANSLATED[type(keras_optimizer).__name__][2]
-    slots = {slot: {name: np.array(getattr(keras_optimizer, lists[slot])[index[key]].numpy())
-                    for key, name in names.items()}
+    slot_of = _slot_variables(keras_optimizer)
+    slots = {slot: {name: np.array(slot_of(slot, key).numpy()) for key, name in names.items()}
              for slot in optimizer.state_slots()}
     return optim.OptimizerState(int(keras_optimizer.iterations.numpy()), slots)
+
+
+def _slot_variables(keras_optimizer) -> Any:
+    """``slot_of(slot, weight id)``: the built ``keras_optimizer``'s variable holding the toolkit slot ``slot`` of
+    the model weight whose ``id`` is given (Keras keeps one list per slot, in the order of the weights it was built
+    for)."""
+    index = {id(variable): i for i, variable in enumerate(keras_optimizer._trainable_variables)}
+    lists = TRANSLATED[type(keras_optimizer).__name__][2]
+    return lambda slot, key: getattr(keras_optimizer, lists[slot])[index[key]]
 
 
 def optimizer_writes(keras_model, start: optim.OptimizerState, variables: dict[str, Any]) -> list[tuple[Any, Any]]:
@@ -163,10 +170,9 @@ def optimizer_writes(keras_model, start: optim.OptimizerState, variables: dict[s
                                        f"{np.shape(values[name])}, the weight {tuple(variable.shape)}")
     if not keras_optimizer.built:  # everything checked: its slots exist from here
         keras_optimizer.build(keras_model.trainable_weights)
-    index = {id(variable): i for i, variable in enumerate(keras_optimizer._trainable_variables)}
-    lists = TRANSLATED[type(keras_optimizer).__name__][2]
+    slot_of = _slot_variables(keras_optimizer)
     return [(keras_optimizer.iterations, int(start.iterations)),
-            *((getattr(keras_optimizer, lists[slot])[index[id(variable)]], np.asarray(values[name]))
+            *((slot_of(slot, id(variable)), np.asarray(values[name]))
               for slot, values in start.slots.items() for name, variable in named.items())]
 
 
