@@ -60,9 +60,9 @@ from toolkit.training.checkpoint import (
 )
 from toolkit.training.evaluation import Inference
 from toolkit.training.failures import compute_error
-from toolkit.training.optim import Optimizer, OptimizerState, RefusedOptimizer
+from toolkit.training.optim import Optimizer
 from toolkit.training.state import TrainerState
-from toolkit.training.trainer_variables import TrainerVariables
+from toolkit.training.trainer_variables import TrainerVariables, chosen_optimizer
 
 __all__ = ["DTYPES", "LABEL_DTYPE", "NAN_POLICIES", "Trainer", "rows"]
 
@@ -74,19 +74,6 @@ def _micro_batches(value: Any, count: int) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 1 <= value <= count:
         raise ShapeError(f"micro_batches must be an int from 1 to the batch's {count} examples, got {value!r}")
     return int(value)
-
-
-def _check_model_optimizer(model: Model) -> None:
-    """Refuse a model whose ``optimizer`` or ``optimizer_state`` a trainer could not use, naming the field."""
-    if not isinstance(model.optimizer, (Optimizer, RefusedOptimizer, type(None))):
-        raise ArgumentTypeError(f"Model.optimizer must be a toolkit.optim optimizer or None, got "
-                                f"{type(model.optimizer).__name__}")
-    if model.optimizer_state is not None:
-        if not isinstance(model.optimizer_state, OptimizerState):
-            raise ArgumentTypeError(f"Model.optimizer_state must be a toolkit.optim.OptimizerState or None, got "
-                                    f"{type(model.optimizer_state).__name__}")
-        if not isinstance(model.optimizer, Optimizer):
-            raise ArgumentTypeError("Model.optimizer_state is given without the Model.optimizer it is the state of")
 
 
 class Trainer(TrainerVariables, Inference):
@@ -103,22 +90,7 @@ class Trainer(TrainerVariables, Inference):
                  nan_policy: str) -> None:
         if not isinstance(model, Model):
             raise ArgumentTypeError(f"model must be a toolkit.Model, got {type(model).__name__}")
-        _check_model_optimizer(model)
-        if optimizer is None:
-            if model.optimizer is None:
-                raise ArgumentTypeError(f"no optimizer given, and the model {model.name!r} brings none (an imported "
-                                        f"Keras model brings the one it was compiled with): give one of "
-                                        f"toolkit.optim, e.g. toolkit.optim.Adam(1e-3)")
-            if isinstance(model.optimizer, RefusedOptimizer):
-                raise ArgumentTypeError(f"no optimizer given, and the model's cannot be used: "
-                                        f"{model.optimizer.reason}")
-            optimizer = model.optimizer
-        if isinstance(optimizer, RefusedOptimizer):
-            raise ArgumentTypeError(f"optimizer is a RefusedOptimizer, which cannot train: {optimizer.reason}")
-        # the model's optimizer starts where the model's state says (a loaded Keras model's optimizer continues)
-        self._optimizer_start = model.optimizer_state if optimizer is model.optimizer else None
-        if not isinstance(optimizer, Optimizer):
-            raise ArgumentTypeError(f"optimizer must be a toolkit.optim optimizer, got {type(optimizer).__name__}")
+        optimizer, self._optimizer_start = chosen_optimizer(optimizer, model)
         if nan_policy not in NAN_POLICIES:
             raise ArgumentError(f"nan_policy must be one of {NAN_POLICIES}, got {nan_policy!r}")
         self.backend = get_backend(backend) if isinstance(backend, str) else backend

@@ -5,7 +5,8 @@ writes them, is :class:`toolkit.training.state.TrainerState`.
 :class:`TrainerVariables` is a part of :class:`toolkit.training.trainer.Trainer`, which sets what it reads
 (``model``, ``backend``, ``optimizer``, ``dtype``, ``training_state``, ``_optimizer_start``: the
 :class:`~toolkit.optim.OptimizerState` the optimizer starts from, or None) and calls
-:meth:`TrainerVariables._init_params` from its subclass's constructor, once the devices are known.
+:meth:`TrainerVariables._init_params` from its subclass's constructor, once the devices are known; the optimizer
+and where it starts come from :func:`chosen_optimizer`.
 """
 
 from __future__ import annotations
@@ -16,10 +17,52 @@ from typing import Any
 
 import numpy as np
 
-from toolkit.errors import ParamsError
+from toolkit.errors import ArgumentTypeError, ParamsError
 from toolkit.nn.model import State
+from toolkit.training.optim import Optimizer, OptimizerState, RefusedOptimizer
 from toolkit.training.rules import constrained
 from toolkit.training.state import TrainerState, check_finite
+
+
+def chosen_optimizer(given: Optimizer | None, model) -> tuple[Optimizer, OptimizerState | None]:
+    """The optimizer a trainer of ``model`` trains with, and where it starts: ``given``, from nothing; or, with none
+    given, the model's (:attr:`toolkit.Model.optimizer`, an imported Keras model's) from the model's
+    ``optimizer_state`` (a loaded Keras model's optimizer continues).
+
+    Args:
+        given: the trainer's ``optimizer`` argument.
+        model: the :class:`~toolkit.Model` trained.
+
+    Returns:
+        ``(optimizer, state)``: ``state`` None where the optimizer starts from nothing.
+
+    Raises:
+        ArgumentTypeError: ``given`` or the model's ``optimizer`` or ``optimizer_state`` of a wrong type (naming
+            the field), none given and the model brings none, or the model's a :class:`RefusedOptimizer` (its
+            reason).
+    """
+    if not isinstance(model.optimizer, (Optimizer, RefusedOptimizer, type(None))):
+        raise ArgumentTypeError(f"Model.optimizer must be a toolkit.optim optimizer or None, got "
+                                f"{type(model.optimizer).__name__}")
+    if model.optimizer_state is not None:
+        if not isinstance(model.optimizer_state, OptimizerState):
+            raise ArgumentTypeError(f"Model.optimizer_state must be a toolkit.optim.OptimizerState or None, got "
+                                    f"{type(model.optimizer_state).__name__}")
+        if not isinstance(model.optimizer, Optimizer):
+            raise ArgumentTypeError("Model.optimizer_state is given without the Model.optimizer it is the state of")
+    if given is None:
+        if model.optimizer is None:
+            raise ArgumentTypeError(f"no optimizer given, and the model {model.name!r} brings none (an imported "
+                                    f"Keras model brings the one it was compiled with): give one of "
+                                    f"toolkit.optim, e.g. toolkit.optim.Adam(1e-3)")
+        if isinstance(model.optimizer, RefusedOptimizer):
+            raise ArgumentTypeError(f"no optimizer given, and the model's cannot be used: {model.optimizer.reason}")
+        given = model.optimizer
+    if isinstance(given, RefusedOptimizer):
+        raise ArgumentTypeError(f"optimizer is a RefusedOptimizer, which cannot train: {given.reason}")
+    if not isinstance(given, Optimizer):
+        raise ArgumentTypeError(f"optimizer must be a toolkit.optim optimizer, got {type(given).__name__}")
+    return given, model.optimizer_state if given is model.optimizer else None
 
 
 class TrainerVariables:
