@@ -435,6 +435,11 @@ def test_model_checkpoint_saves_the_best_only_as_keras(case, tmp_path):
         toolkit.callbacks.ModelCheckpoint(tmp_path / "{epoch}.npz", save_best_only=True).check_logs(["loss"])
     with pytest.raises(toolkit.ArgumentError, match="save_best_only saves at epochs' ends only"):
         toolkit.callbacks.ModelCheckpoint(tmp_path / "{epoch}.npz", None, 5, save_best_only=True)
+    with pytest.raises(toolkit.ArgumentError, match="mode must be 'auto', 'min' or 'max', got 'up'"):
+        toolkit.callbacks.ModelCheckpoint(tmp_path / "{epoch}.npz", mode="up")
+    with pytest.raises(toolkit.ArgumentError, match="monitor, initial_value_threshold decide only with "
+                                                    "save_best_only=True"):
+        toolkit.callbacks.ModelCheckpoint(tmp_path / "{epoch}.npz", monitor="loss", initial_value_threshold=1.0)
 
 
 @pytest.mark.parity

@@ -161,8 +161,9 @@ class ModelCheckpoint(Callback):
     Raises:
         ArgumentError: both or neither of ``every_epochs`` and ``every_steps``, a count < 1, ``save_best_only``
             with ``every_steps`` (mid-epoch logs are one step's, where Keras' are the epoch's running means), a bad
-            ``mode`` or threshold; at the start of a fit (before any step), a ``filepath`` field or a ``monitor``
-            (with ``save_best_only``) the fit does not log, or a format the values do not take.
+            ``mode`` or threshold, ``monitor``, ``mode`` or the threshold given without ``save_best_only``; at the
+            start of a fit (before any step), a ``filepath`` field or a ``monitor`` (with ``save_best_only``) the
+            fit does not log, or a format the values do not take.
     """
 
     def __init__(self, filepath: str | os.PathLike, every_epochs: int | None = 1, every_steps: int | None = None,
@@ -176,7 +177,12 @@ class ModelCheckpoint(Callback):
         if save_best_only and every_steps is not None:
             raise ArgumentError("ModelCheckpoint save_best_only saves at epochs' ends only (every_epochs): mid-epoch "
                                 "the fit logs one step's values, not the epoch's")
-        self._monitor = _Monitor("ModelCheckpoint", monitor, mode) if save_best_only else None
+        self._monitor = _Monitor("ModelCheckpoint", monitor, mode)
+        unused = {"monitor": monitor != "val_loss", "mode": mode != "auto",
+                  "initial_value_threshold": initial_value_threshold is not None}
+        if not save_best_only and any(unused.values()):
+            raise ArgumentError(f"ModelCheckpoint {', '.join(name for name, given in unused.items() if given)} "
+                                f"decide only with save_best_only=True, which was not given")
         self.monitor, self.mode, self.save_best_only = monitor, mode, save_best_only
         self.initial_value_threshold = (None if initial_value_threshold is None else
                                         _number("ModelCheckpoint initial_value_threshold", initial_value_threshold))
@@ -191,7 +197,7 @@ class ModelCheckpoint(Callback):
         self.best = self.initial_value_threshold
 
     def check_logs(self, names):
-        if self._monitor is not None:
+        if self.save_best_only:
             self._monitor.check(names)
         logged = names if self.every_steps is None else [n for n in names if not n.startswith("val_")]
         try:
@@ -228,7 +234,7 @@ class ModelCheckpoint(Callback):
     def on_epoch_end(self, epoch, logs):
         if self.every_epochs is None or (epoch + 1) % self.every_epochs:
             return
-        if self._monitor is not None:
+        if self.save_best_only:
             if not self._monitor.improves(float(logs[self.monitor]), self.best):
                 return
             self.best = float(logs[self.monitor])
