@@ -23,6 +23,7 @@ BLOCKS = {
     "compare": ("docs/compare/results.json", "toolkit.command.compare:markdown"),
     "models": ("docs/models.json", "toolkit.command.compare:models_markdown"),
     "lengths": ("docs/lengths.json", "toolkit.command.compare:lengths_markdown"),
+    "parity": ("docs/parity.json", "toolkit.command.parity:calibration_markdown"),
     "bench": ("docs/bench.json", "toolkit.command.bench:markdown"),
     "bench-pytensor": ("docs/pytensor/bench.json", "toolkit.command.bench:markdown"),
     "ops": (None, "toolkit.ops.table:markdown"),  # from the code itself: the ops and their documented refusals

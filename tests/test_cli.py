@@ -93,8 +93,8 @@ def test_parity_passes_when_backends_agree(capsys):
     assert main(["parity", "--steps", "3", "--batch", "32"]) == 0
     printed = capsys.readouterr().out
     assert "on 1 device(s)" in printed and "on 2 device(s)" in printed
-    assert "each backend against itself on other device counts" in printed
-    assert "tolerance 1e-10 at the last step: ok" in printed
+    assert "each backend against itself on other device counts, the smaller" in printed
+    assert printed.count("every step judged: ok") == 2
 
 
 @needs_all_backends
@@ -123,7 +123,7 @@ def test_parity_fails_with_a_diff_on_a_perturbed_backend(monkeypatch, capsys):
     monkeypatch.setitem(registry._loaded, ("perturbed", ()), Perturbed())
     assert main(["parity", "--backends", "tensorflow,perturbed", "--steps", "3", "--batch", "32"]) == 1
     printed = capsys.readouterr().out
-    assert "FAILED" in printed and "first step beyond tolerance: 1" in printed
+    assert "FAILED" in printed and "first step beyond tolerance: 1 in " in printed
     assert "w0: max |difference|" in printed and "tensorflow" in printed
 
 
@@ -171,6 +171,19 @@ def test_float32_parity_fails_on_one_op_perturbed_by_1e4_and_passes_the_real_bac
         assert code == 1 and "first step beyond tolerance: 1 " in printed, printed
 
 
+@needs_all_backends
+def test_float32_parity_fails_on_one_backends_defect_on_one_device_count(capsys):
+    """The researcher's case (docs/guides/compare.md, "Parity"): logits 0.1% larger on Aesara or PyTensor only when
+    the batch is split in two. The bound comes from the other backend's own divergence, which the defect cannot
+    raise, so the 2-device runs fail at step 1 and the 1-device runs pass."""
+    code = main(["parity", "--backends", f"tensorflow,{THEANO}", "--dtype", "float32", "--steps", "4", "--batch",
+                 "64", "--perturb", f"{THEANO}:1e-3:2"])
+    printed = capsys.readouterr().out
+    lines = [line for line in printed.splitlines() if line.startswith("tensorflow vs")]
+    assert code == 1 and lines[0].endswith(": ok") and lines[1].endswith(": FAILED"), printed
+    assert "first step beyond tolerance: 1 in " in printed
+
+
 def test_float32_parity_needs_two_device_counts(capsys):
     # Refused before anything starts: it holds whatever is installed.
     assert main(["parity", "--backends", "tensorflow,aesara", "--dtype", "float32", "--devices", "2", "--steps",
@@ -180,13 +193,17 @@ def test_float32_parity_needs_two_device_counts(capsys):
 
 def _reference_elsewhere(backend_name, tmp_path, perturb=0.0):
     """A `multigpu compare --out` folder of ``backend_name``'s run, relabelled as another environment's backend
-    ("elsewhere"), with ``perturb`` added to one parameter of each run."""
+    ("elsewhere"), with ``perturb`` added to one parameter of each run and to its loss at step 2."""
     out = tmp_path / "reference"
     assert main(["compare", "--backends", backend_name, "--devices", "1,2", "--dtype", "float64", "--steps", "3",
                  "--batch", "32", "--out", str(out), "--quiet"]) == 0
     results = json.loads((out / "results.json").read_text())
     for run in results["runs"]:
         run["backend"] = "elsewhere"
+        run["losses"][1] += perturb
+    for pair in results["pairs"]:
+        for run in pair["runs"]:
+            run["backend"] = "elsewhere"
     (out / "results.json").write_text(json.dumps(results))
     with np.load(out / "params.npz") as saved:
         params = {key.replace(f"{backend_name}/", "elsewhere/", 1): saved[key] for key in saved.files}
@@ -201,7 +218,7 @@ def _reference_elsewhere(backend_name, tmp_path, perturb=0.0):
 @pytest.mark.parametrize("perturb", [0.0, 1e-6], ids=["same", "perturbed"])
 def test_parity_against_another_environments_run(backend_name, perturb, tmp_path, capsys):
     """`parity --against` trains this environment's backend as the file's run was trained (its config: model,
-    devices, dtype, steps, batch, seed) and compares losses and final parameters run by run."""
+    devices, dtype, steps, batch, seed) and compares every step's loss and the final parameters run by run."""
     reference = _reference_elsewhere(backend_name, tmp_path, perturb)
     capsys.readouterr()
     code = main(["parity", "--backends", backend_name, "--against", str(reference), "--steps", "1"])
@@ -209,7 +226,9 @@ def test_parity_against_another_environments_run(backend_name, perturb, tmp_path
     lines = [line for line in printed.splitlines() if line.startswith("elsewhere")]
     assert [f"on {n} device(s), float64, 3 adam steps" in line for n, line in zip((1, 2), lines)] == [True, True]
     if perturb:
-        assert code == 1 and all("max |param difference| 1e-06" in line and "FAILED" in line for line in lines)
+        assert code == 1 and all(line.endswith("FAILED") for line in lines)
+        assert printed.count("loss at step 2 beyond tolerance") == 2, printed
+        assert printed.count(" beyond tolerance: relative difference") == 4, printed  # a parameter, a loss
     else:
         assert code == 0 and all(line.endswith(": ok") for line in lines)
 

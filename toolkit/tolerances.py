@@ -8,7 +8,8 @@ order (summation order of reductions and matrix products).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from toolkit.errors import ArgumentError
 
@@ -50,6 +51,15 @@ def adaptive_float32_atol(lr: float, eps: float, steps: int, grad_scale: float, 
     """
     return FLOAT32_RTOL * param_scale + steps * lr * 2.0 * FLOAT32_GRAD_RTOL * grad_scale / eps
 
+
+#: The relative divergence (max |a - b| of one parameter over the model's parameter scale) past which two runs have
+#: parted: a rounding-level difference has crossed a ReLU or max-pool boundary and grown, and no later step tells a
+#: difference in the math from rounding. Measured on the digits MLP (float32, Adam eps 1e-7, lr 0.01, batch 128, 300
+#: steps, seeds 0-4, TensorFlow and Aesara on 1, 2 and 4 devices: 75 pairs): the 55 pairs that stay together stay
+#: below 2.2e-5 at every step (float32 rounding grown over the steps); the 20 that part go from 1e-5 to past 1e-4
+#: within 4 steps and end at 1.5e-4 to 3.9e-2. 1e-4 is 4.5 times the largest divergence of the pairs that stay
+#: together.
+SPLIT_BOUND = 1e-4
 
 #: How far two backends' runs may part, as a multiple of how far each backend's own runs part when only the summation
 #: order changes (the same backend on other device counts: the rounding-only "null" divergence), step by step.
@@ -133,3 +143,145 @@ def parity_bound(dtype: str, optimizer, steps: int, grad_scale: float, param_sca
                             f"{steps} steps: {bound:.3g} against parameters of scale {param_scale:.3g}; judge the runs "
                             "against each backend's own divergence (toolkit.tolerances.trajectory_bounds)")
     return bound
+
+
+#: float32: how far two backends' runs may drift apart per step, relative to the parameter scale, beyond what each
+#: backend's own reorderings show: a framework's tanh, sigmoid or exp rounds differently from another's by about an
+#: ulp, a difference no summation order within one backend makes, which accumulates steadily over the steps.
+#: Measured (docs/parity.py, the real backends over 10 seeds): the LSTM's TensorFlow-Aesara divergence grows past
+#: ``NULL_FACTOR`` times its null plus the floor by at most 6.2e-8 per step (``lstm/recurrent``, seed 0, step 93);
+#: 1e-6 (about 8 float32 ulps a step) leaves a factor of 16. float64's equivalent (1e-16 a step) stays below its
+#: floor for a million steps, so float64 has none.
+FLOAT32_DRIFT = 1e-6
+
+#: A pair of runs *splits* at a step where one of its parameters' divergence jumps by at least this factor, from
+#: within its bound to at least this fraction of the rounding band (``NULL_FACTOR`` times its null plus the floor): a
+#: rounding-level difference has crossed a ReLU or max-pool boundary in one example, which moves one run away from
+#: every other at once. Measured (docs/parity.py): the pairs that split jumped by factors of 11 to 10^4; a difference
+#: in the math is past its bound from the first steps, or grows there.
+JUMP_FACTOR = 10.0
+#: The first steps, in which no jump is a split: a split needs a rounding difference grown large enough to cross a
+#: boundary, and Adam's first update (``lr * sign(g)`` where ``|g| >> eps``) hides most differences in the math until
+#: step 2, where they then appear as a jump. Measured (docs/parity.py, 10 seeds, 6 models): the earliest split of the
+#: real backends at step 5.
+SPLIT_AFTER = 3
+
+
+@dataclass(frozen=True)
+class ParityVerdict:
+    """What :func:`judge_parity` found, parameter by parameter and step by step.
+
+    Attributes:
+        steps: the steps the runs took.
+        judged: per parameter, how many steps were judged: up to the split (:attr:`split`), and up to the step
+            before every backend parted from itself in that parameter past :data:`SPLIT_BOUND` (rounding alone
+            then moves it further than a bound could tell from a difference).
+        split: the step (counted from 1) at which the runs split (:data:`JUMP_FACTOR`), or None.
+        jumped: the parameters that jumped at the split, largest jump first (empty without a split).
+        beyond: ``(step, parameter, divergence, bound)`` for each judged step (counted from 1) and parameter whose
+            divergence exceeded its bound, in step order.
+    """
+
+    steps: int
+    judged: dict[str, int]
+    split: int | None
+    jumped: tuple[str, ...]
+    beyond: tuple[tuple[int, str, float, float], ...]
+
+    @property
+    def passed(self) -> bool:
+        """Whether some step was judged and none went beyond its bound (a check that judged nothing fails)."""
+        return not self.beyond and any(self.judged.values())
+
+
+def reference_null(own: Mapping[str, Sequence[Mapping[str, Sequence[float]]]]) -> dict[str, list[float]] | None:
+    """The rounding-only divergence that two backends' runs are judged against, per parameter and step: for each
+    backend, the largest of its own divergences (its runs on other device counts: the same math in another
+    summation order); then the smallest over the backends.
+
+    The smallest, so that the backend under test cannot raise its own allowance: a defect confined to one backend's
+    multi-device path parts that backend from itself, and a bound taken from its own divergence (or the largest of
+    every backend's) would grow with the defect. The other backend's divergence is untouched by it.
+
+    Args:
+        own: per backend, its curves: ``{parameter: relative divergence per step}`` for each pair of its device
+            counts (:func:`toolkit.command.divergence.relative_divergence` after each step). A backend without a
+            pair (one device count) is left out.
+
+    Returns:
+        ``{parameter: per step}``, or None where no backend has a pair.
+    """
+    per_backend = []
+    for curves in own.values():
+        if curves:
+            per_backend.append({name: [max(values) for values in zip(*(c[name] for c in curves))]
+                                for name in curves[0]})
+    if not per_backend:
+        return None
+    return {name: [min(values) for values in zip(*(b[name] for b in per_backend))] for name in per_backend[0]}
+
+
+def judge_parity(dtype: str, gaps: Mapping[str, Sequence[float]], null: Mapping[str, Sequence[float]] | None,
+                 param_scale: float) -> ParityVerdict:
+    """Judge two backends' runs, parameter by parameter and step by step, against what rounding alone explains.
+
+    A parameter's bound at a step is :data:`NULL_FACTOR` times the rounding-only divergence of that parameter at that
+    step (:func:`reference_null`) plus a floor (:data:`FLOAT32_RTOL`, or :data:`FLOAT64_ATOL` over ``param_scale``)
+    plus, in float32, :data:`FLOAT32_DRIFT` per step taken, relative to the model's parameter scale.
+
+    Rounding can still split two runs, at a step no bound predicts (a difference crosses a ReLU boundary in one
+    example, and one run leaves the others). The runs are judged up to such a split, which is reported, rather than
+    against a bound widened to its size: a split is a jump (:data:`JUMP_FACTOR`) out of the rounding band before
+    any step has passed a bound. No jump in the first :data:`SPLIT_AFTER` steps is a split (rounding has had no
+    time to grow), nor is a jump from runs still equal; a step past a bound without a jump before it is a
+    difference that grows. A parameter in which every backend parts from itself past
+    :data:`SPLIT_BOUND` (one that rounding noise alone moves: no gradient in exact arithmetic) is judged up to that
+    step.
+
+    Args:
+        dtype: ``"float32"`` or ``"float64"``.
+        gaps: per parameter, the two backends' relative divergence after each step.
+        null: per parameter, the rounding-only divergence after each step (:func:`reference_null`), or None where
+            there is none (one device count: float64 only, every step against the floor).
+        param_scale: the largest absolute parameter, for float64's absolute floor.
+
+    Returns:
+        The :class:`ParityVerdict`.
+
+    Raises:
+        ArgumentError: float32 without a null (:func:`trajectory_bounds`), or ``null`` with fewer steps of a
+            parameter than ``gaps``.
+    """
+    trajectory_bounds(dtype, None if null is None else [0.0], param_scale)  # float32 needs a null
+    floor = FLOAT32_RTOL if dtype != "float64" else FLOAT64_ATOL / param_scale if param_scale > 0 else FLOAT64_ATOL
+    drift = FLOAT32_DRIFT if dtype != "float64" else 0.0
+    steps = max((len(curve) for curve in gaps.values()), default=0)
+    bands, bounds, limit = {}, {}, {}
+    for name, curve in gaps.items():
+        own = [0.0] * len(curve) if null is None else list(null.get(name, ()))
+        if len(own) < len(curve):
+            raise ArgumentError(f"the null has {len(own)} step(s) of {name!r}, the runs {len(curve)}")
+        bands[name] = [NULL_FACTOR * value + floor for value in own[:len(curve)]]
+        bounds[name] = [band + drift * (t + 1) for t, band in enumerate(bands[name])]
+        limit[name] = next((t for t, value in enumerate(own[:len(curve)]) if value > SPLIT_BOUND), len(curve))
+    split, jumped = _split(gaps, bounds, bands, limit, steps)
+    end = steps if split is None else split - 1
+    judged = {name: min(limit[name], end) for name in gaps}
+    beyond = sorted((t + 1, name, gaps[name][t], bounds[name][t])
+                    for name in gaps for t in range(judged[name]) if gaps[name][t] > bounds[name][t])
+    return ParityVerdict(steps, judged, split, jumped, tuple(beyond))
+
+
+def _split(gaps, bounds, bands, limit, steps) -> tuple[int | None, tuple[str, ...]]:
+    """The step (from 1) where the runs split and the parameters that jumped there, largest jump first; or
+    ``(None, ())`` where a step passed a bound before any split, or none did and no parameter jumped."""
+    for t in range(steps):
+        live = [n for n in gaps if t < limit[n]]
+        jumps = sorted((-gaps[n][t] / gaps[n][t - 1], n) for n in live if t >= SPLIT_AFTER
+                       and 0 < gaps[n][t - 1] <= bounds[n][t - 1] and gaps[n][t] >= JUMP_FACTOR * gaps[n][t - 1]
+                       and gaps[n][t] >= bands[n][t] / JUMP_FACTOR)
+        if jumps:
+            return t + 1, tuple(name for _, name in jumps)
+        if any(gaps[n][t] > bounds[n][t] for n in live):
+            return None, ()
+    return None, ()

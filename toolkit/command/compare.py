@@ -23,7 +23,9 @@ parameter (:mod:`toolkit.command.divergence`):
   (``init``, ``data``, ``noise``: what that seed seeded). ``runs`` holds every backend, device count and seed;
 - ``pairs``: every pair of runs of one seed (:func:`toolkit.command.divergence.pair_record`: ``kind``
   framework/order/both, ``max_rel_param_diff`` per step, ``rel_param_diff`` per parameter, ``split_step``,
-  ``param_split_steps``, ``first_parted``) with its ``seed``, and ``split_bound``, the bound they part past;
+  ``param_split_steps``, ``first_parted``) with its ``seed`` and ``rel_param_curves`` (per parameter, the
+  relative divergence after each step: what ``multigpu parity`` judges; not written to JSON), and ``split_bound``,
+  the bound they part past;
 - ``pair_summary`` and ``kind_summary``: the pairs over seeds, and per kind (the framework pairs beside the order
   pairs, their baseline) (:func:`~toolkit.command.divergence.summarize_pairs`, ``summarize_kinds``);
 - ``statistics``: per metric, the gap between two backends (and between two device counts of one backend) against
@@ -45,6 +47,7 @@ from typing import Any
 import numpy as np
 
 from toolkit.command.divergence import SPLIT_BOUND, pair_record, relative_divergence, summarize_kinds, summarize_pairs
+from toolkit.command.perturb import Perturbation
 from toolkit.command.seed_stats import seed_statistics
 from toolkit.command.seeds import RunSeeds, run_seeds, seed_trainer
 from toolkit.command.workloads import Workload, draw_batches
@@ -108,7 +111,8 @@ def run_comparison(workload: Workload, backends: Sequence[str], device_counts: S
                    progress: Callable[[str], None] | None = None,
                    batches: Sequence[np.ndarray] | None = None, init_seed: int | None = None,
                    data_seed: int | None = None, noise_seed: int | None = None,
-                   split_bound: float = SPLIT_BOUND, eps: float | None = None) -> dict[str, Any]:
+                   split_bound: float = SPLIT_BOUND, eps: float | None = None,
+                   perturbation: Perturbation | None = None) -> dict[str, Any]:
     """Train ``workload`` for ``steps`` steps on every backend and device count, on the same batches: ``batches``
     (row indices of the training data, one array per step; ``steps`` and ``batch`` are then ignored), or ``steps``
     batches of ``batch`` rows from :func:`~toolkit.command.workloads.draw_batches`.
@@ -138,6 +142,7 @@ def run_comparison(workload: Workload, backends: Sequence[str], device_counts: S
             data, or the per-example noise (None: the seed's own).
         split_bound: the relative divergence past which a pair of runs counts as parted.
         eps: the optimizer's epsilon (:func:`make_optimizer`), or None for its default.
+        perturbation: one backend's outputs scaled on the runs it applies to (``--perturb``), or None.
 
     Returns:
         The results (the module's docstring gives their fields), each run with its final ``params``.
@@ -147,7 +152,12 @@ def run_comparison(workload: Workload, backends: Sequence[str], device_counts: S
     if batches is None:
         batches = draw_batches(len(x_train), batch, steps, seeds.data)
     steps = len(batches)
-    trainers = {(name, n): _trainer(workload, name, n, make_optimizer(optimizer, lr, eps), dtype, seeds)
+    def model(name: str, n: int):
+        return perturbation.model(workload.model) if perturbation and perturbation.applies(name, n) \
+            else workload.model
+
+    trainers = {(name, n): _trainer(workload, model(name, n), name, n, make_optimizer(optimizer, lr, eps), dtype,
+                                    seeds)
                 for n in device_counts for name in backends}
     records = {key: {"losses": [], "times": []} for key in trainers}
     cross = [((backends[0], n), (backends[1], n)) for n in device_counts] if len(backends) >= 2 else []
@@ -187,7 +197,9 @@ def run_comparison(workload: Workload, backends: Sequence[str], device_counts: S
                   for first, second in cross]
     within = [{"backend": first[0], "devices": [first[1], second[1]], "max_abs_param_diff": gaps[(first, second)],
                "seed": seed} for first, second in same]
-    compared = [{**pair_record(first, second, relative[(first, second)], split_bound), "seed": seed}
+    compared = [{**pair_record(first, second, relative[(first, second)], split_bound), "seed": seed,
+                 "rel_param_curves": {name: [step[name] for step in relative[(first, second)]]
+                                      for name in relative[(first, second)][0]} if steps else {}}
                 for first, second in every]
     return _with_summaries({"schema": SCHEMA, "version": SCHEMA_VERSION, "runs": runs, "divergence": divergence,
                             "within": within, "pairs": compared, "split_bound": split_bound})
@@ -197,7 +209,8 @@ def run_over_seeds(workload: Workload, backends: Sequence[str], device_counts: S
                    optimizer: str, lr: float, steps: int, batch: int, seeds: Sequence[int],
                    init_seed: int | None = None, data_seed: int | None = None, noise_seed: int | None = None,
                    split_bound: float = SPLIT_BOUND,
-                   progress: Callable[[str], None] | None = None, eps: float | None = None) -> dict[str, Any]:
+                   progress: Callable[[str], None] | None = None, eps: float | None = None,
+                   perturbation: Perturbation | None = None) -> dict[str, Any]:
     """:func:`run_comparison` once per seed of ``seeds`` (each seed seeding what ``init_seed``, ``data_seed`` and
     ``noise_seed`` leave to it), the runs, divergences and pairs of every seed together, and the statistics over
     seeds (``statistics``, ``pair_summary``, ``kind_summary``).
@@ -217,6 +230,7 @@ def run_over_seeds(workload: Workload, backends: Sequence[str], device_counts: S
         split_bound: the relative divergence past which a pair of runs counts as parted.
         progress: called after each step with the seed and step in words, or None.
         eps: the optimizer's epsilon (:func:`make_optimizer`), or None for its default.
+        perturbation: one backend's outputs scaled on the runs it applies to (``--perturb``), or None.
 
     Returns:
         The results of every seed together, with the statistics over seeds.
@@ -231,7 +245,7 @@ def run_over_seeds(workload: Workload, backends: Sequence[str], device_counts: S
                                               progress(f"seed {seed} ({i + 1}/{len(seeds)}), {text}"))
         found.append(run_comparison(workload, backends, device_counts, dtype, optimizer, lr, steps, batch, seed,
                                     progress=tell, init_seed=init_seed, data_seed=data_seed, noise_seed=noise_seed,
-                                    split_bound=split_bound, eps=eps))
+                                    split_bound=split_bound, eps=eps, perturbation=perturbation))
     merged = {key: [entry for result in found for entry in result[key]]
               for key in ("runs", "divergence", "within", "pairs")}
     return _with_summaries({"schema": SCHEMA, "version": SCHEMA_VERSION, **merged, "split_bound": split_bound})
@@ -242,10 +256,11 @@ def _with_summaries(results: dict[str, Any]) -> dict[str, Any]:
             "kind_summary": summarize_kinds(results["pairs"]), "statistics": seed_statistics(results["runs"])}
 
 
-def _trainer(workload: Workload, backend: str, devices: int, optimizer: Optimizer, dtype: str,
+def _trainer(workload: Workload, model, backend: str, devices: int, optimizer: Optimizer, dtype: str,
              seeds: RunSeeds) -> DataParallel:
-    """A trainer whose per-example noise is keyed by ``seeds.noise``, starting from ``seeds.init``'s parameters."""
-    trainer = DataParallel(workload.model, backend, devices, optimizer, dtype=dtype, seed=seeds.noise)
+    """A trainer of ``model`` (the workload's, or it perturbed) whose per-example noise is keyed by
+    ``seeds.noise``, starting from ``seeds.init``'s parameters (those of the workload's model)."""
+    trainer = DataParallel(model, backend, devices, optimizer, dtype=dtype, seed=seeds.noise)
     seed_trainer(trainer, workload.model, seeds)
     return trainer
 
@@ -309,7 +324,8 @@ def public(results: dict[str, Any]) -> dict[str, Any]:
     Returns:
         A copy without the runs' ``params`` (the arrays go to ``params.npz``).
     """
-    return {**results, "runs": [{k: v for k, v in run.items() if k != "params"} for run in results["runs"]]}
+    return {**results, "runs": [{k: v for k, v in run.items() if k != "params"} for run in results["runs"]],
+            "pairs": [{k: v for k, v in pair.items() if k != "rel_param_curves"} for pair in results["pairs"]]}
 
 
 def markdown(results: dict[str, Any]) -> str:

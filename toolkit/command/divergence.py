@@ -6,7 +6,7 @@ one device count (the framework alone), one backend on two device counts (the su
 the batch summed in other parts), or both at once. The order pairs are the baseline a framework pair is read against: in
 float32 a rounding-level difference can cross a ReLU or max-pool boundary and grow, and it does so for one
 framework's own reorderings as often as across frameworks. A pair *parts* at the first step its divergence passes
-:data:`SPLIT_BOUND`.
+:data:`toolkit.tolerances.SPLIT_BOUND`.
 """
 
 from __future__ import annotations
@@ -17,12 +17,7 @@ from typing import Any
 
 import numpy as np
 
-#: The relative divergence past which a pair has parted (:func:`relative_divergence` of one parameter). Measured on
-#: the digits MLP (float32, Adam eps 1e-7, lr 0.01, batch 128, 300 steps, seeds 0-4, TensorFlow and Aesara on 1, 2
-#: and 4 devices: 75 pairs): the 55 pairs that stay together stay below 2.2e-5 at every step (float32 rounding grown
-#: over the steps); the 20 that part go from 1e-5 to past 1e-4 within 4 steps and end at 1.5e-4 to 3.9e-2. 1e-4 is
-#: 4.5 times the largest divergence of the pairs that stay together.
-SPLIT_BOUND = 1e-4
+from toolkit.tolerances import SPLIT_BOUND
 
 #: The kinds of pair, by what differs between the two runs.
 PAIR_KINDS = {

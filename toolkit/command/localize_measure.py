@@ -53,7 +53,7 @@ SCHEMA_VERSION = 1
 #: sqrt(n) in practice), so the layers of the built-in models stay within 1e-6 of float64 (measured: digits MLP and
 #: Transformer at initialization, outputs 1e-7 to 6e-7, gradients up to 3e-6). 1e-4 is some 1,700 float32 roundings:
 #: a quantity past it has had its rounding amplified (cancellation, a saturated softmax, a normalization of a small
-#: variance) or computes something else. It is also :data:`toolkit.command.divergence.SPLIT_BOUND`, the divergence
+#: variance) or computes something else. It is also :data:`toolkit.tolerances.SPLIT_BOUND`, the divergence
 #: at which two training runs count as parted, so the two commands speak of one threshold.
 LOCALIZE_BOUND = 1e-4
 

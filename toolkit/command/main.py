@@ -99,6 +99,7 @@ def _prepare(args) -> Any:
     unknown = [name for name in args.backends if name not in toolkit.backend.registry.REGISTRY]
     if unknown:
         raise ValueError(f"unknown backend(s) {unknown}; known: {', '.join(toolkit.backend.registry.REGISTRY)}")
+    _perturbation(args)  # refused now, before anything trains
     workload = load_workload(args.model)
     if (logical_device_count() or 0) < max(args.devices):  # a process that already has enough keeps them
         toolkit.use_logical_devices(max(args.devices))
@@ -115,6 +116,14 @@ def _seed_list(args) -> list[int]:
     return seeds if seeds is not None else [DEFAULT_SEED if args.seed is None else args.seed]
 
 
+def _perturbation(args) -> Any:
+    """``--perturb``'s :class:`toolkit.command.perturb.Perturbation`, or None."""
+    from toolkit.command.perturb import parse_perturbation
+
+    text = getattr(args, "perturb", None)
+    return None if text is None else parse_perturbation(text, args.backends, args.devices)
+
+
 def _run(args, workload) -> dict[str, Any]:
     from toolkit.command.compare import run_over_seeds
     from toolkit.command.divergence import SPLIT_BOUND
@@ -123,11 +132,11 @@ def _run(args, workload) -> dict[str, Any]:
     config = {"model": args.model, "backends": args.backends, "devices": args.devices, "dtype": args.dtype,
               "optimizer": args.optimizer, "lr": args.lr, "steps": args.steps, "batch": args.batch, "seed": seeds[0],
               "seeds": seeds, "init_seed": args.init_seed, "data_seed": args.data_seed, "noise_seed": args.noise_seed,
-              "split_bound": bound, "eps": getattr(args, "eps", None)}
+              "split_bound": bound, "eps": getattr(args, "eps", None), "perturb": getattr(args, "perturb", None)}
     with _progress_bar(args, "training", args.steps * len(seeds)) as progress:
         results = run_over_seeds(workload, args.backends, args.devices, args.dtype, args.optimizer, args.lr,
                                  args.steps, args.batch, seeds, args.init_seed, args.data_seed, args.noise_seed, bound,
-                                 progress, getattr(args, "eps", None))
+                                 progress, getattr(args, "eps", None), _perturbation(args))
     return {**results, "toolkit_version": __version__, "config": config}
 
 
@@ -247,7 +256,11 @@ def _parity(args) -> int:
     results = _run(args, _prepare(args))
     passed = parity.report(results, args.backends, args.quiet)
     if args.json:
-        print(json.dumps({"ok": passed, "divergence": results["divergence"], "within": results["within"]}))
+        verdicts = {n: {"passed": verdict.passed, "judged": verdict.judged, "split": verdict.split,
+                        "beyond": verdict.beyond[:10]}
+                    for n, (verdict, _) in parity.judge(results, args.dtype).items()}
+        print(json.dumps({"ok": passed, "verdicts": verdicts, "divergence": results["divergence"],
+                          "within": results["within"]}))
     return EXIT_OK if passed else EXIT_PARITY_FAILED
 
 

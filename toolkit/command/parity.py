@@ -1,10 +1,11 @@
 """``multigpu parity``: exit 1 with a readable diff when two backends disagree beyond what rounding explains.
 
-Every step is judged, not only the last: each backend also runs on the other device counts, and how far it parts
-from itself there (the same math in another summation order) is the rounding-only divergence that the two backends'
-divergence is judged against (:func:`toolkit.tolerances.trajectory_bounds`). A real difference parts the backends far
-more than that in the first steps; chaotic float32 runs (Adam, ReLU boundaries) part each backend from itself as
-much as from the other, so they pass where rounding alone explains the gap.
+Every step and every parameter is judged, not only the last: each backend also runs on the other device counts, and
+how far it parts from itself there (the same math in another summation order) is the rounding-only divergence; the
+smaller of the two backends' is what their divergence is judged against (:func:`toolkit.tolerances.judge_parity`),
+so a defect confined to one backend (or to its multi-device path) cannot raise its own allowance. A real difference
+parts the backends far more than rounding from step 1; where rounding splits two runs (float32, a ReLU boundary
+crossed in one example), the runs are judged up to the split, which is reported.
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ from typing import Any
 
 import numpy as np
 
+from toolkit.command.divergence import relative_divergence
 from toolkit.errors import ArgumentError
-from toolkit.tolerances import trajectory_bounds
+from toolkit.tolerances import ParityVerdict, judge_parity, reference_null, trajectory_bounds
 
 #: The run options that ``parity --against`` takes from the reference file's config.
 AGAINST_CONFIG = ("model", "devices", "dtype", "optimizer", "lr", "steps", "batch", "seed")
@@ -25,19 +27,22 @@ AGAINST_CONFIG = ("model", "devices", "dtype", "optimizer", "lr", "steps", "batc
 AGAINST_SEEDS = ("init_seed", "data_seed", "noise_seed")
 
 
-def null_curve(results: dict[str, Any], *others: dict[str, Any]) -> list[float] | None:
-    """Per step, the largest divergence of any backend from itself on another device count (``within`` of the
-    results), or None where every backend ran on one device count.
+def own_curves(*found: dict[str, Any]) -> dict[str, list[dict[str, list[float]]]]:
+    """Each backend's own divergences, per parameter and step: its pairs of device counts (``order`` pairs) of the
+    results given.
 
     Args:
-        results: a comparison's results.
-        *others: more results (another environment's reference), whose ``within`` entries count too.
+        *found: comparisons' results, with their pairs' ``rel_param_curves``.
 
     Returns:
-        One float per step, or None.
+        ``{backend: [{parameter: per step}, ...]}``.
     """
-    curves = [entry["max_abs_param_diff"] for found in (results, *others) for entry in found.get("within", [])]
-    return [max(values) for values in zip(*curves)] if curves else None
+    own: dict[str, list[dict[str, list[float]]]] = {}
+    for results in found:
+        for pair in results["pairs"]:
+            if pair["kind"] == "order":
+                own.setdefault(pair["runs"][0]["backend"], []).append(pair["rel_param_curves"])
+    return own
 
 
 def check_request(dtype: str, devices: list[int]) -> None:
@@ -54,11 +59,12 @@ def check_request(dtype: str, devices: list[int]) -> None:
 
 
 def report(results: dict[str, Any], backends: list[str], quiet: bool) -> bool:
-    """Print, per device count, the two backends' largest parameter difference beside each backend's own, and the
-    tolerance; on a failure, the parameters that differ most and the first step beyond tolerance.
+    """Print, per device count, the two backends' largest relative parameter difference over the judged steps beside
+    each backend's own, the steps judged, and where the runs split; on a failure, the first step and parameter
+    beyond tolerance and the parameters that differ most.
 
     Args:
-        results: a comparison's results, with each run's ``params``.
+        results: a comparison's results, with each run's ``params`` and each pair's ``rel_param_curves``.
         backends: the two backends compared.
         quiet: print only the failures' diffs.
 
@@ -66,34 +72,89 @@ def report(results: dict[str, Any], backends: list[str], quiet: bool) -> bool:
         Whether every device count passed.
     """
     config = results["config"]
-    null = null_curve(results)
+    null = reference_null(own_curves(results))
     passed = True
-    for entry in results["divergence"]:
-        n, gaps = entry["devices"], entry["max_abs_param_diff"]
-        bounds = trajectory_bounds(config["dtype"], null, entry["param_scale"])
-        bounds = bounds if isinstance(bounds, list) else [bounds] * len(gaps)
-        beyond = [step for step, (gap, bound) in enumerate(zip(gaps, bounds)) if gap > bound]
-        passed = passed and not beyond
+    for n, (verdict, gaps) in judge(results, config["dtype"]).items():
+        passed = passed and verdict.passed
         if not quiet:
-            own = "" if null is None else f" (each backend against itself on other device counts: {max(null):.3g})"
             print(f"{' vs '.join(backends)} on {n} device(s), {config['dtype']}, {config['steps']} "
-                  f"{config['optimizer']} steps: max |param difference| {max(gaps):.3g}{own}, tolerance "
-                  f"{bounds[-1]:.3g} at the last step: {'FAILED' if beyond else 'ok'}")
-        if beyond:
-            _print_diff(results, backends, n, beyond[0], gaps[beyond[0]], bounds[beyond[0]])
+                  f"{config['optimizer']} steps: {describe(verdict, gaps, null)}: "
+                  f"{'ok' if verdict.passed else 'FAILED'}")
+        if not verdict.passed:
+            _print_failure(results, backends, n, verdict)
     return passed
 
 
-def _print_diff(results: dict[str, Any], backends: list[str], n: int, step: int, gap: float, bound: float) -> None:
+def judge(results: dict[str, Any], dtype: str) -> dict[int, tuple[ParityVerdict, dict[str, list[float]]]]:
+    """The two backends' runs judged per device count (:func:`toolkit.tolerances.judge_parity`) against the smaller
+    of their own divergences (:func:`toolkit.tolerances.reference_null`).
+
+    Args:
+        results: a comparison of two backends on at least two device counts (float64: one will do), one seed, with
+            its pairs' ``rel_param_curves``.
+        dtype: the computation dtype.
+
+    Returns:
+        ``{devices: (verdict, the divergences judged per parameter and step)}``.
+    """
+    null = reference_null(own_curves(results))
+    out = {}
+    for entry in results["divergence"]:
+        n = entry["devices"]
+        (pair,) = [p for p in results["pairs"] if p["kind"] == "framework" and p["runs"][0]["devices"] == n]
+        out[n] = (judge_parity(dtype, pair["rel_param_curves"], null, entry["param_scale"]), pair["rel_param_curves"])
+    return out
+
+
+def describe(verdict: ParityVerdict, gaps: dict[str, list[float]], null: dict[str, list[float]] | None,
+             what: str = "param") -> str:
+    """A verdict in words: the largest relative difference over the judged steps, the largest rounding-only one
+    (where there is a null), how many steps were judged and where the runs split.
+
+    Args:
+        verdict: :func:`toolkit.tolerances.judge_parity`'s.
+        gaps: the divergences it judged, per parameter and step.
+        null: the rounding-only divergence it judged them against, or None.
+        what: what differs, in words (``"param"``, ``"loss"``).
+
+    Returns:
+        One line, without its verdict.
+    """
+    def largest(curves):
+        return max((max(curves[name][:steps], default=0.0) for name, steps in verdict.judged.items()), default=0.0)
+
+    judged = max(verdict.judged.values(), default=0)
+    words = f"max relative {what} difference {largest(gaps):.3g}"
+    if null is not None:
+        words += f" (each backend against itself on other device counts, the smaller: {largest(null):.3g})"
+    if verdict.split is not None:
+        words += (f", judged to step {judged}: the runs split at step {verdict.split} (in "
+                  f"{', '.join(verdict.jumped[:3])}: a jump past the bound, as rounding crossing a ReLU boundary "
+                  f"makes; later steps cannot tell a difference from rounding)")
+    elif judged < verdict.steps:
+        rounding = sorted(name for name, steps in verdict.judged.items() if steps < verdict.steps)
+        words += (f", {', '.join(rounding[:3])}{' ...' if len(rounding) > 3 else ''} judged only until rounding "
+                  f"alone parted every backend from itself in it")
+    elif verdict.steps > 1:
+        words += ", every step judged"
+    return words
+
+
+def _print_failure(results: dict[str, Any], backends: list[str], n: int, verdict: ParityVerdict) -> None:
+    if not verdict.beyond:
+        print("  nothing could be judged: rounding alone parts every backend from itself at step 1 in every "
+              "parameter")
+        return
+    step, name, gap, bound = verdict.beyond[0]
     first, second = ({r["backend"]: r for r in results["runs"] if r["devices"] == n}[b] for b in backends)
-    for name in first["params"]:
-        a, b = first["params"][name].astype(np.float64), second["params"][name].astype(np.float64)
+    for key in first["params"]:
+        a, b = first["params"][key].astype(np.float64), second["params"][key].astype(np.float64)
         index = np.unravel_index(int(np.argmax(np.abs(a - b))), a.shape) if a.ndim else ()
         where = tuple(int(i) for i in index)
-        print(f"  {name}: max |difference| {float(np.max(np.abs(a - b))):.3g} at {where}: "
+        print(f"  {key}: max |difference| {float(np.max(np.abs(a - b))):.3g} at {where} after the last step: "
               f"{backends[0]} {float(a[index]):.10g} vs {backends[1]} {float(b[index]):.10g}")
-    print(f"  first step beyond tolerance: {step + 1} ({gap:.3g} > {bound:.3g}); losses "
-          f"{first['losses'][step]:.10g} vs {second['losses'][step]:.10g}")
+    print(f"  first step beyond tolerance: {step} in {name} (relative difference {gap:.3g} > {bound:.3g}); losses "
+          f"{first['losses'][step - 1]:.10g} vs {second['losses'][step - 1]:.10g}")
 
 
 def read_reference(path: Path) -> dict[str, Any]:
@@ -127,12 +188,13 @@ def read_reference(path: Path) -> dict[str, Any]:
 
 def report_against(results: dict[str, Any], reference: dict[str, Any], theirs: list[dict[str, Any]],
                    params: dict[tuple[str, int], dict[str, np.ndarray]], against: Path, quiet: bool) -> bool:
-    """``parity --against``: this environment's runs against another environment's, run by run: final parameters
-    and every step's loss, judged against both environments' own divergence at the last step (where they have
-    one).
+    """``parity --against``: this environment's runs against another environment's, run by run: every step's loss
+    and the final parameters, each judged (:func:`toolkit.tolerances.judge_parity`) against the smaller of the
+    backends' own divergences of both environments (their runs on other device counts): the losses step by step,
+    up to a split, the parameters at the last step (the reference keeps only the final ones).
 
     Args:
-        results: this environment's results, with each run's ``params``.
+        results: this environment's results, with each run's ``params`` and each pair's ``rel_param_curves``.
         reference: the other environment's results (:func:`read_reference`).
         theirs: the reference's runs compared (of backends not run here, of its first seed).
         params: the reference's final parameters (:func:`toolkit.command.compare.load_params`).
@@ -142,23 +204,83 @@ def report_against(results: dict[str, Any], reference: dict[str, Any], theirs: l
     Returns:
         Whether every run passed.
     """
-    config = results["config"]
-    null = null_curve(results, reference)
+    config, dtype = results["config"], results["config"]["dtype"]
+    runs = [*results["runs"], *theirs]
+    loss_scale = max((abs(float(v)) for run in runs for v in run["losses"]), default=0.0)
+    loss_null = reference_null(_own_losses(runs, loss_scale))
+    final = {backend: [{name: curve[-1:] for name, curve in curves.items()} for curves in found]
+             for backend, found in own_curves(results).items()}
+    for pair in reference.get("pairs", []):
+        if pair["kind"] == "order" and pair.get("seed", config["seed"]) == config["seed"]:
+            final.setdefault(pair["runs"][0]["backend"], []).append(
+                {name: [value] for name, value in pair["rel_param_diff"].items()})
+    param_null = reference_null(final)
     passed = True
     for ours in results["runs"]:
         for run in (r for r in theirs if r["devices"] == ours["devices"]):
             other = params[(run["backend"], run["devices"])]
-            worst = max(float(np.max(np.abs(ours["params"][k].astype(np.float64) - other[k].astype(np.float64))))
-                        for k in other)
-            losses = float(np.max(np.abs(np.subtract(ours["losses"], run["losses"]))))
+            gaps = {name: [value] for name, value in relative_divergence(ours["params"], other).items()}
             scale = max(float(np.max(np.abs(v))) for v in other.values())
-            bound = trajectory_bounds(config["dtype"], None if null is None else null[-1:], scale)
-            bound = bound[-1] if isinstance(bound, list) else bound
-            ok = max(worst, losses) <= bound
+            on_params = judge_parity(dtype, gaps, param_null, scale)
+            losses = {"loss": [abs(a - b) / loss_scale if loss_scale else 0.0
+                               for a, b in zip(ours["losses"], run["losses"])]}
+            on_losses = judge_parity(dtype, losses, loss_null, loss_scale)
+            ok = on_params.passed and on_losses.passed
             passed = passed and ok
             if not quiet:
                 print(f"{run['backend']} ({against}) vs {ours['backend']} on {ours['devices']} device(s), "
-                      f"{config['dtype']}, {config['steps']} {config['optimizer']} steps: max |param difference| "
-                      f"{worst:.3g}, max |loss difference| {losses:.3g}, tolerance {bound:.3g}: "
-                      f"{'ok' if ok else 'FAILED'}")
+                      f"{dtype}, {config['steps']} {config['optimizer']} steps: final parameters: "
+                      f"{describe(on_params, gaps, param_null)}; losses: "
+                      f"{describe(on_losses, losses, loss_null, 'loss')}: {'ok' if ok else 'FAILED'}")
+            for _, name, gap, bound in on_params.beyond[:3] if not quiet else ():
+                print(f"  final {name} beyond tolerance: relative difference {gap:.3g} > {bound:.3g}")
+            for step, _, gap, bound in on_losses.beyond[:3] if not quiet else ():
+                print(f"  loss at step {step} beyond tolerance: relative difference {gap:.3g} > {bound:.3g}")
     return passed
+
+
+def _own_losses(runs: list[dict[str, Any]], scale: float) -> dict[str, list[dict[str, list[float]]]]:
+    """Each backend's own loss divergences, relative to ``scale``: its first device count's run against each other
+    one's, step by step."""
+    by_backend: dict[str, list[dict[str, Any]]] = {}
+    for run in runs:
+        by_backend.setdefault(run["backend"], []).append(run)
+    return {backend: [{"loss": [abs(a - b) / scale if scale else 0.0 for a, b in zip(found[0]["losses"],
+                                                                                   run["losses"])]}
+                      for run in found[1:]]
+            for backend, found in by_backend.items()}
+
+
+def calibration_markdown(records: list[dict[str, Any]]) -> str:
+    """The table of docs/parity.json (docs/parity.py): per model, how the real backends fared over the seeds and
+    how each defect was caught.
+
+    Args:
+        records: one per model, case (``"real"`` or a ``--perturb`` value), seed and device count: ``passed``,
+            ``steps``, ``split`` (the step or None) and ``first_beyond`` (the first step beyond tolerance, or None).
+
+    Returns:
+        A Markdown table.
+    """
+    models = list(dict.fromkeys(r["model"] for r in records))
+    defects = list(dict.fromkeys(r["case"] for r in records if r["case"] != "real"))
+    lines = ["| model | steps | real backends: passed | of which split (earliest step) | "
+             + " | ".join(f"`--perturb {d}`: failed (by step)" for d in defects) + " |",
+             "|---|---|---|---|" + "---|" * len(defects)]
+    for model in models:
+        real = [r for r in records if r["model"] == model and r["case"] == "real"]
+        splits = [r["split"] for r in real if r["split"] is not None]
+        cells = [model, str(real[0]["steps"]) if real else "", f"{sum(r['passed'] for r in real)}/{len(real)}",
+                 f"{len(splits)} ({min(splits)})" if splits else "0"]
+        for defect in defects:
+            perturbation = defect.split(":")
+            found = [r for r in records if r["model"] == model and r["case"] == defect
+                     and (len(perturbation) < 3 or str(r["devices"]) in perturbation[2].split(","))]
+            spared = [r for r in records if r["model"] == model and r["case"] == defect and r not in found]
+            by = max((r["first_beyond"] for r in found if r["first_beyond"] is not None), default=None)
+            cell = f"{sum(not r['passed'] for r in found)}/{len(found)}" + (f" (step {by})" if by else "")
+            if spared:
+                cell += f"; unperturbed device counts passed {sum(r['passed'] for r in spared)}/{len(spared)}"
+            cells.append(cell)
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"

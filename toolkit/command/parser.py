@@ -126,6 +126,9 @@ def build_parser() -> argparse.ArgumentParser:
                            ("noise", "the per-example noise (dropout)")):
             sub.add_argument(f"--{part}-seed", type=int, default=None,
                              help=f"seeds {what} alone, the same for every seed of --seeds (default: the seed)")
+        sub.add_argument("--perturb", default=None, metavar="BACKEND:SCALE[:DEVICES]",
+                         help="check the check: multiply BACKEND's model outputs by 1 + SCALE, on every device "
+                              "count or only on DEVICES (comma-separated), e.g. aesara:1e-3:2")
         _output_options(sub, "no progress bar, no table: one line at the end")
 
     compare = commands.add_parser(

@@ -1,0 +1,61 @@
+"""Check the parity check, for docs/guides/compare.md ("Parity that a one-backend defect cannot fool"): ``multigpu
+parity``'s judgment (toolkit.command.parity.judge) of TensorFlow against Aesara on every built-in real model, float32,
+Adam (Keras' eps, 1e-7), 1 and 2 logical devices: the real backends over :data:`SEEDS` (they must pass), and each
+model with a defect of a known size (``--perturb``): outputs 0.1% larger on Aesara's 2-device runs only (the
+researcher's case of issue 51), and 0.01% larger on every Aesara run (they must fail). Writes docs/parity.json;
+docs/update_readme.py writes the page's table from it. ``nox -s docs`` runs it (about 25 minutes on the 2-core
+machine).
+
+    python docs/parity.py [MODEL ...]
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+#: The built-in models judged, their steps (the three larger ones fewer: their step is 10-50 times the MLP's).
+MODELS = {"digits-mlp": 300, "digits-conv": 300, "mnist-convnet": 300, "lstm-text": 100, "transformer": 100,
+          "resnet": 100}
+SEEDS = tuple(range(10))
+#: The defects each model is run with, on the first three seeds, for these steps (each is judged from step 1).
+DEFECTS, DEFECT_SEEDS, DEFECT_STEPS = ("aesara:1e-3:2", "aesara:1e-4"), (0, 1, 2), 30
+BACKENDS, DEVICES, DTYPE, OPTIMIZER, LR, BATCH = ("tensorflow", "aesara"), (1, 2), "float32", "adam", 0.01, 64
+
+
+def main(models) -> int:
+    import toolkit
+
+    toolkit.use_logical_devices(max(DEVICES))
+    from toolkit.command.compare import run_comparison
+    from toolkit.command.parity import judge
+    from toolkit.command.perturb import parse_perturbation
+    from toolkit.command.workloads import load_workload
+
+    records = []
+    for model in models:
+        workload = load_workload(model)
+        cases = [("real", None, seed, MODELS[model]) for seed in SEEDS]
+        cases += [(defect, parse_perturbation(defect, BACKENDS, DEVICES), seed, DEFECT_STEPS)
+                  for defect in DEFECTS for seed in DEFECT_SEEDS]
+        for case, perturbation, seed, steps in cases:
+            results = run_comparison(workload, BACKENDS, DEVICES, DTYPE, OPTIMIZER, LR, steps, BATCH, seed,
+                                     perturbation=perturbation)
+            for devices, (verdict, _) in judge(results, DTYPE).items():
+                records.append({"model": model, "case": case, "seed": seed, "devices": devices, "steps": steps,
+                                "passed": verdict.passed, "judged": max(verdict.judged.values(), default=0),
+                                "split": verdict.split,
+                                "first_beyond": verdict.beyond[0][0] if verdict.beyond else None})
+            print(f"{model} {case} seed {seed}: " + ", ".join(
+                f"x{r['devices']} {'ok' if r['passed'] else 'FAILED'}" for r in records[-len(DEVICES):]),
+                file=sys.stderr, flush=True)
+    path = ROOT / "docs" / "parity.json"
+    kept = [r for r in json.loads(path.read_text()) if r["model"] not in models] if path.exists() else []
+    path.write_text(json.dumps(kept + records, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:] or list(MODELS)))
