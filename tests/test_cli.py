@@ -5,9 +5,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -29,12 +26,35 @@ def test_devices_lists_what_each_backend_sees(capsys):
         assert all(row["native"] for row in rows)
 
 
-def test_python_dash_m_toolkit_runs_the_command():
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
-    done = subprocess.run([sys.executable, "-m", "toolkit", "devices", "--logical", "2"], capture_output=True,
-                          text=True, timeout=300, env=env)
-    assert done.returncode == 0, done.stderr
-    assert "cpu:1" in done.stdout and done.stderr == ""
+def test_determinism_runs_the_command_twice_in_fresh_processes_and_finds_them_identical(backend_name, tmp_path,
+                                                                                         capsys, monkeypatch):
+    """`multigpu determinism` runs `python -m toolkit compare` twice (fresh processes: this also shows that
+    ``python -m toolkit`` runs the command) and compares every loss and final parameter exactly."""
+    monkeypatch.delenv("XLA_FLAGS", raising=False)  # the children make their own logical devices
+    argv = ["determinism", "--backends", backend_name, "--devices", "2", "--dtype", "float32", "--steps", "2",
+            "--batch", "16", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    assert capsys.readouterr().out == (f"{backend_name} x2: bit-identical in two fresh processes (2 losses and every "
+                                       "final parameter)\n")
+    assert (tmp_path / "first" / "params.npz").is_file() and (tmp_path / "second" / "params.npz").is_file()
+
+
+def test_determinism_names_the_first_step_and_the_parameters_that_differ(tmp_path, capsys):
+    from toolkit.command.determinism import differences, print_differences
+
+    for name, loss, bias in (("first", 0.5, 1.0), ("second", 0.5000001, 1.0 + 2 ** -20)):
+        folder = tmp_path / name
+        folder.mkdir()
+        run = {"backend": "tensorflow", "devices": 2, "seed": 0, "losses": [0.7, 0.6, loss, 0.4]}
+        (folder / "results.json").write_text(json.dumps({"runs": [run]}))
+        np.savez(folder / "params.npz", **{"tensorflow/2/w": np.ones((2, 2), np.float32),
+                                           "tensorflow/2/b": np.full(2, bias, np.float32)})
+    (record,) = differences(tmp_path / "first" / "results.json", tmp_path / "second" / "results.json")
+    assert (record["identical"], record["first_loss_step"], record["params"]) == (False, 3, ["b"])
+    assert record["losses"] == [0.5, 0.5000001] and record["max_param_diff"] == 2 ** -20
+    print_differences([record])
+    assert capsys.readouterr().out == ("tensorflow x2: DIFFERS: losses first differ at step 3 (0.5 vs 0.5000001); "
+                                       "final parameters b differ (max |difference| 9.54e-07)\n")
 
 
 @needs_all_backends

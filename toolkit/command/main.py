@@ -51,7 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         commands = {"devices": _devices, "compare": _compare, "parity": _parity, "localize": _localize,
-                    "time": _time, "report": _report, "bench": _bench, "launch": _launch}
+                    "time": _time, "report": _report, "bench": _bench, "launch": _launch,
+                    "determinism": _determinism}
         return commands[args.command](args)
     except (ToolkitError, ValueError) as error:
         print(f"multigpu {args.command}: error: {error}", file=sys.stderr)
@@ -96,9 +97,7 @@ def _prepare(args) -> Any:
         raise ValueError(f"--split-bound must be > 0, got {args.split_bound}")
     if getattr(args, "out", None) is not None:
         _check_out(args.out)
-    unknown = [name for name in args.backends if name not in toolkit.backend.registry.REGISTRY]
-    if unknown:
-        raise ValueError(f"unknown backend(s) {unknown}; known: {', '.join(toolkit.backend.registry.REGISTRY)}")
+    _check_backends(args.backends)
     _perturbation(args)  # refused now, before anything trains
     workload = load_workload(args.model)
     if (logical_device_count() or 0) < max(args.devices):  # a process that already has enough keeps them
@@ -114,6 +113,15 @@ def _seed_list(args) -> list[int]:
 
     seeds = getattr(args, "seeds", None)
     return seeds if seeds is not None else [DEFAULT_SEED if args.seed is None else args.seed]
+
+
+def _check_backends(names: list[str]) -> None:
+    """Refuse a backend name that is not registered (installed or not), before anything starts."""
+    from toolkit.backend.registry import REGISTRY
+
+    unknown = [name for name in names if name not in REGISTRY]
+    if unknown:
+        raise ValueError(f"unknown backend(s) {unknown}; known: {', '.join(REGISTRY)}")
 
 
 def _perturbation(args) -> Any:
@@ -291,6 +299,29 @@ def _parity_against(args) -> int:
     return EXIT_OK if passed else EXIT_PARITY_FAILED
 
 
+def _determinism(args) -> int:
+    from toolkit.command.determinism import differences, print_differences, run_twice
+
+    _check_out(args.out)
+    _check_backends(args.backends)
+    _perturbation(args)
+    if args.steps < 1 or args.batch < 1 or not args.timeout > 0:
+        raise ValueError(f"--steps and --batch must be >= 1 and --timeout > 0, got {args.steps}, {args.batch} and "
+                         f"{args.timeout}")
+    forwarded = {"--model": args.model, "--backends": ",".join(args.backends),
+                 "--devices": ",".join(map(str, args.devices)), "--dtype": args.dtype, "--optimizer": args.optimizer,
+                 "--lr": args.lr, "--eps": args.eps, "--steps": args.steps, "--batch": args.batch, "--seed": args.seed,
+                 "--init-seed": args.init_seed, "--data-seed": args.data_seed, "--noise-seed": args.noise_seed,
+                 "--perturb": args.perturb}
+    argv = [str(part) for key, value in forwarded.items() if value is not None for part in (key, value)]
+    records = differences(*run_twice(argv, args.out, args.timeout))
+    if args.json:
+        print(json.dumps(records))
+    elif not args.quiet:
+        print_differences(records)
+    return EXIT_OK if all(r["identical"] for r in records) else EXIT_PARITY_FAILED
+
+
 def _localize(args) -> int:
     import toolkit
     from toolkit.command.compare import make_optimizer
@@ -307,9 +338,7 @@ def _localize(args) -> int:
     (seeds,) = run_seeds([args.seed])
     make_optimizer(args.optimizer, args.lr, args.eps)  # an eps it has none of: refused now
     _check_out(args.out)
-    unknown = [name for name in args.backends if name not in toolkit.backend.registry.REGISTRY]
-    if unknown:
-        raise ValueError(f"unknown backend(s) {unknown}; known: {', '.join(toolkit.backend.registry.REGISTRY)}")
+    _check_backends(args.backends)
     workload = load_workload(args.model)
     for name in args.backends:
         toolkit.get_backend(name)  # not installed: one clear error, now

@@ -11,7 +11,8 @@ from typing import Any
 from toolkit.backend.logical_devices import MAX_LOGICAL_DEVICES
 from toolkit.backend.registry import REGISTRY
 
-#: The command's exit statuses: success; a parity check that failed; an error in what the user typed (argparse's 2).
+#: The command's exit statuses: success; a check that failed (parity, determinism); an error in what the user typed
+#: (argparse's 2).
 EXIT_OK, EXIT_PARITY_FAILED, EXIT_USAGE = 0, 1, 2
 
 
@@ -163,6 +164,18 @@ def build_parser() -> argparse.ArgumentParser:
                         help="check each backend of --backends against the runs of a `multigpu compare --out` "
                              "folder's results.json (made in another environment, e.g. Aesara's): the model, devices, "
                              "dtype, optimizer, lr, steps, batch and seeds are the file's (its first seed's runs)")
+
+    determinism = commands.add_parser(
+        "determinism", help="run one comparison twice in fresh processes: bit-identical, or the first difference",
+        description="Run multigpu compare with these options twice, each in a fresh process, and compare every "
+                    "run's losses (every step) and final parameters exactly: exit 0 where all are bit-identical, "
+                    "1 with the first step whose loss differs and the parameters that differ otherwise. What "
+                    "differs is the framework's own nondeterminism, which no seed controls.")
+    run_options(determinism, "1,2", 10)
+    determinism.add_argument("--out", type=Path, default=Path("results") / "determinism",
+                             help="folder for the two runs (first/ and second/) (default %(default)s)")
+    determinism.add_argument("--timeout", type=float, default=600.0,
+                             help="seconds allowed per process (default 600)")
 
     localize = commands.add_parser(
         "localize", help="where the numbers part: every layer output and gradient against a float64 reference",
