@@ -79,6 +79,9 @@ def test_compare_writes_table_json_and_plots(tmp_path, capsys):
     assert sorted(p["kind"] for p in results["pairs"]) == ["both", "both", "framework", "framework", "order", "order"]
     assert [k["kind"] for k in results["kind_summary"]] == ["framework", "order", "both"]
     assert all(p["split_step"] is None for p in results["pairs"]) and "where runs part" in printed
+    assert results["parted_test"] == {"seeds": 1, "positive": 0, "negative": 0, "p": 1.0, "framework": 0.0,
+                                      "order": 0.0}
+    assert "exact sign test p = 1" in printed
     for name in ("loss.png", "divergence.png", "step_time.png", "pairs.png"):
         assert (out / name).read_bytes()[:8] == PNG_MAGIC
 

@@ -21,7 +21,15 @@ from toolkit.command.divergence import (
     summarize_pairs,
 )
 from toolkit.command.main import main
-from toolkit.command.seed_stats import compare_over_seeds, paired_difference, seed_statistics, t_quantile
+from toolkit.command.seed_stats import (
+    compare_over_seeds,
+    paired_difference,
+    parted_test,
+    parted_words,
+    seed_statistics,
+    sign_test,
+    t_quantile,
+)
 from toolkit.command.seeds import RunSeeds, parse_seeds, run_seeds, seed_trainer
 from toolkit.nn.model import Model, State
 
@@ -91,6 +99,32 @@ def test_seed_statistics_pairs_framework_and_order_on_the_same_seeds():
 
 # ---------------------------------------------------------------------------------------------------------------------
 # Where pairs of runs part
+
+@pytest.mark.parametrize("differences, p", [
+    ([1] * 8, 0.0078125), ([1] * 7 + [-1], 0.0703125), ([1, 1, 1, 0, 0] + [-1] * 7, 0.34375),
+    ([1, 0, -1], 1.0), ([0, 0], 1.0),
+])
+def test_the_sign_test_is_scipys_exact_binomial_test(differences, p):
+    """scipy.stats.binomtest(positive, positive + negative, 0.5).pvalue, ties left out."""
+    assert sign_test(differences)["p"] == pytest.approx(p, rel=1e-12)
+
+
+def _parted(seed, kind, parts):
+    return {"kind": kind, "seed": seed, "split_step": 7 if parts else None}
+
+
+def test_the_researchers_8_of_10_against_4_of_10_is_tested_paired_by_seed():
+    """A framework pair parted on 8 of 10 seeds, its order pair on 4 of them (all among the 8): on 4 seeds the
+    framework parts and the order does not, never the other way; 4 one-sided seeds give p = 2 / 2**4 = 0.125, which
+    10 seeds cannot make smaller (no fewer pairs of either kind part on the others)."""
+    pairs = [_parted(s, "framework", s < 8) for s in range(10)] + [_parted(s, "order", s < 4) for s in range(10)]
+    pairs.append({"kind": "both", "seed": 0, "split_step": None})  # counted in neither kind
+    test = parted_test(pairs)
+    assert (test["seeds"], test["positive"], test["negative"]) == (10, 4, 0)
+    assert test["framework"] == 0.8 and test["order"] == 0.4 and test["p"] == 0.125
+    assert "exact sign test p = 0.125" in parted_words(test)
+    assert parted_test([_parted(0, "framework", True)]) is None and parted_words(None) == ""
+
 
 def test_relative_divergence_is_per_parameter_over_the_models_scale():
     """Each parameter's difference over the largest |parameter| of either run: a parameter of rounding noise (1e-6,
@@ -213,8 +247,10 @@ def test_compare_over_seeds_reports_statistics_and_pairs(tmp_path, capsys, backe
     assert [(p["seed"], p["kind"]) for p in results["pairs"]] == [(0, "order"), (1, "order")]
     for pair in results["pairs"]:
         assert len(pair["max_rel_param_diff"]) == 3 and pair["split_step"] is None  # rounding only, 3 steps
+    assert all("rel_param_curves" not in pair for pair in results["pairs"])  # parity's, in memory only
     (summary,) = results["pair_summary"]
     assert summary["seeds"] == 2 and summary["parted"] == 0
+    assert results["parted_test"] is None  # one backend: no framework pairs to test against the order pairs
     stats = {e["metric"]: e for e in results["statistics"]}
     assert set(stats) == {"final_loss", "accuracy"}
     assert all(e["kind"] == "order" and e["seeds"] == 2 and e["low"] <= e["mean_difference"] <= e["high"]

@@ -28,6 +28,8 @@ parameter (:mod:`toolkit.command.divergence`):
   the bound they part past;
 - ``pair_summary`` and ``kind_summary``: the pairs over seeds, and per kind (the framework pairs beside the order
   pairs, their baseline) (:func:`~toolkit.command.divergence.summarize_pairs`, ``summarize_kinds``);
+  ``parted_test``: whether framework pairs part more often than order pairs, per seed, with an exact sign test
+  (:func:`toolkit.command.seed_stats.parted_test`; null without both kinds);
 - ``statistics``: per metric, the gap between two backends (and between two device counts of one backend) against
   the spread over seeds, paired by seed, with a t interval (:func:`toolkit.command.seed_stats.seed_statistics`).
 
@@ -48,7 +50,7 @@ import numpy as np
 
 from toolkit.command.divergence import SPLIT_BOUND, pair_record, relative_divergence, summarize_kinds, summarize_pairs
 from toolkit.command.perturb import Perturbation
-from toolkit.command.seed_stats import seed_statistics
+from toolkit.command.seed_stats import parted_test, seed_statistics
 from toolkit.command.seeds import RunSeeds, run_seeds, seed_trainer
 from toolkit.command.workloads import Workload, draw_batches
 from toolkit.errors import ArgumentError
@@ -253,7 +255,8 @@ def run_over_seeds(workload: Workload, backends: Sequence[str], device_counts: S
 
 def _with_summaries(results: dict[str, Any]) -> dict[str, Any]:
     return {**results, "pair_summary": summarize_pairs(results["pairs"]),
-            "kind_summary": summarize_kinds(results["pairs"]), "statistics": seed_statistics(results["runs"])}
+            "kind_summary": summarize_kinds(results["pairs"]), "parted_test": parted_test(results["pairs"]),
+            "statistics": seed_statistics(results["runs"])}
 
 
 def _trainer(workload: Workload, model, backend: str, devices: int, optimizer: Optimizer, dtype: str,

@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from toolkit.command.divergence import PAIR_KINDS, pair_label
-from toolkit.command.seed_stats import INTERVAL_LEVEL
+from toolkit.command.seed_stats import INTERVAL_LEVEL, parted_words
 
 
 def make_console():
@@ -163,3 +163,5 @@ def print_pairs(results: dict[str, Any], console=None) -> None:
                       _steps(entry["split_steps"]), f"{entry['step1_median']:.2g}, {entry['step1_max']:.2g}",
                       f"{entry['final_median']:.2g}, {entry['final_max']:.2g}")
     console.print(kinds)
+    if results.get("parted_test"):
+        print(parted_words(results["parted_test"]))

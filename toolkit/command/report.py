@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.command.divergence import PAIR_KINDS, pair_label
-from toolkit.command.seed_stats import INTERVAL_LEVEL
+from toolkit.command.seed_stats import INTERVAL_LEVEL, parted_words
 from toolkit.command.timing import busy_note
 from toolkit.errors import ArgumentError
 from toolkit.version import __version__
@@ -177,6 +177,7 @@ def pairs_section(results: dict[str, Any]) -> str:
             f"{results['split_bound']:g}.</p>"
             + _table(["kind", "what differs", "pairs", "part", "at steps", "after step 1 (median, max)",
                       "after the last (median, max)"], kinds, 2)
+            + (f"<p>{html.escape(parted_words(results['parted_test']))}</p>" if results.get("parted_test") else "")
             + _table(["pair", "kind", f"after step 1{over}", "after the last", "parts", "at step"], pairs, 2,
                      [p["split_steps"] != [None] * len(p["split_steps"]) for kind in PAIR_KINDS
                       for p in results["pair_summary"] if p["kind"] == kind]))

@@ -156,3 +156,69 @@ def seed_statistics(runs: Sequence[dict[str, Any]], level: float = INTERVAL_LEVE
             entries.append({"metric": metric, "kind": kind, "a": {"backend": a[0], "devices": a[1]},
                             "b": {"backend": b[0], "devices": b[1]}, **compare_over_seeds(first, second, level)})
     return entries
+
+
+def sign_test(differences: Sequence[float]) -> dict[str, Any]:
+    """The exact two-sided sign test of paired differences (one per seed): under the null hypothesis that neither
+    side tends to be larger, each non-zero difference is positive with probability 1/2, so the count of positive
+    ones is binomial; the p-value is the probability of a split at least as uneven. For a yes/no outcome per seed
+    (did a pair of runs part?) it is McNemar's exact test. It assumes only that the seeds are independent: no
+    normality, which a count of a few seeds does not have.
+
+    Args:
+        differences: one paired difference per seed.
+
+    Returns:
+        ``seeds``, ``positive``, ``negative`` (the ties, 0, count for neither) and ``p`` (1.0 with no non-zero
+        difference).
+    """
+    positive = sum(1 for d in differences if d > 0)
+    negative = sum(1 for d in differences if d < 0)
+    n, fewer = positive + negative, min(positive, negative)
+    tail = sum(math.comb(n, i) for i in range(fewer + 1)) / 2 ** n if n else 1.0
+    return {"seeds": len(differences), "positive": positive, "negative": negative, "p": min(1.0, 2 * tail)}
+
+
+def parted_test(pairs: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """Whether the framework parts runs more often than the summation order does, over seeds: per seed, the fraction
+    of its framework pairs (two backends on one device count) that part and the fraction of its order pairs (one
+    backend on two device counts) that part; their paired difference over the seeds that have both, with the exact
+    :func:`sign_test` (pairs of one seed share runs, so they are not independent trials; seeds are).
+
+    Args:
+        pairs: :func:`toolkit.command.divergence.pair_record` s of every seed, each with ``kind``, ``seed`` and
+            ``split_step``.
+
+    Returns:
+        ``seeds``, ``framework`` and ``order`` (the mean fractions over those seeds), ``positive`` (seeds on which
+        more framework pairs part), ``negative`` and ``p``; None without a seed that has both kinds.
+    """
+    fractions: dict[Any, dict[str, list[bool]]] = {}
+    for pair in pairs:
+        if pair["kind"] in ("framework", "order"):
+            fractions.setdefault(pair.get("seed", 0), {}).setdefault(pair["kind"], []).append(
+                pair["split_step"] is not None)
+    seeds = [s for s, kinds in fractions.items() if len(kinds) == 2]
+    if not seeds:
+        return None
+    framework = [float(np.mean(fractions[s]["framework"])) for s in seeds]
+    order = [float(np.mean(fractions[s]["order"])) for s in seeds]
+    test = sign_test([f - o for f, o in zip(framework, order)])
+    return {**test, "framework": float(np.mean(framework)), "order": float(np.mean(order))}
+
+
+def parted_words(test: dict[str, Any] | None) -> str:
+    """:func:`parted_test` in one sentence, for the tables and the report.
+
+    Args:
+        test: its result, or None.
+
+    Returns:
+        The sentence, or an empty string for None.
+    """
+    if test is None:
+        return ""
+    return (f"framework pairs parted on average {test['framework']:.0%} of a seed's pairs, order pairs "
+            f"{test['order']:.0%} ({test['seeds']} seed(s); more framework pairs on {test['positive']}, more order "
+            f"pairs on {test['negative']}): exact sign test p = {test['p']:.3g}"
+            + (" (fewer than 6 seeds cannot reach p < 0.05)" if test["seeds"] < 6 else ""))
