@@ -26,6 +26,24 @@ from toolkit.errors import ArgumentError
 RUNS = ("first", "second")
 
 
+def compare_argv(args: Any) -> list[str]:
+    """The ``multigpu compare`` options that repeat a ``determinism`` request's run (every option it shares with
+    compare, ``--out`` aside).
+
+    Args:
+        args: the parsed ``determinism`` options.
+
+    Returns:
+        The arguments, as a command line takes them.
+    """
+    forwarded = {"--model": args.model, "--backends": ",".join(args.backends),
+                 "--devices": ",".join(map(str, args.devices)), "--dtype": args.dtype, "--optimizer": args.optimizer,
+                 "--lr": args.lr, "--eps": args.eps, "--steps": args.steps, "--batch": args.batch, "--seed": args.seed,
+                 "--init-seed": args.init_seed, "--data-seed": args.data_seed, "--noise-seed": args.noise_seed,
+                 "--perturb": args.perturb}
+    return [str(part) for key, value in forwarded.items() if value is not None for part in (key, value)]
+
+
 def run_twice(compare_argv: list[str], out: Path, timeout: float) -> tuple[Path, Path]:
     """``multigpu compare`` with ``compare_argv`` in two fresh processes, one after the other.
 

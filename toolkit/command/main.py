@@ -150,7 +150,7 @@ def _run(args, workload) -> dict[str, Any]:
 
 def _compare(args) -> int:
     from toolkit.command.compare import make_optimizer
-    from toolkit.command.sweep import combinations, label, print_sweep, sweep_row, write_sweep
+    from toolkit.command.sweep import combinations, label, print_sweep, sweep_rows, time_fresh, write_sweep
 
     combos = combinations({"batch": args.batch, "dtype": args.dtype, "lr": args.lr, "eps": args.eps})
     for combo in combos:  # every combination checked before anything trains
@@ -159,6 +159,11 @@ def _compare(args) -> int:
             raise ValueError(f"--batch must be >= 1, got {combo['batch']}")
     if args.tensorboard is not None:
         _check_out(args.tensorboard)
+    if args.fresh_timing and not args.timeout > 0:
+        raise ValueError(f"--timeout must be > 0 seconds, got {args.timeout}")
+    if args.fresh_timing and len(combos) == 1:
+        raise ValueError("--fresh-timing times the combinations of a sweep (give --batch, --dtype, --lr or --eps a "
+                         "list); for one setting, multigpu time")
     if len(combos) == 1:
         single = argparse.Namespace(**{**vars(args), **combos[0]})
         results = _run(single, _prepare(single))
@@ -172,7 +177,10 @@ def _compare(args) -> int:
         results = _run(one, workload)
         (_out(one) / "results.json").write_text(json.dumps(public_results(results), indent=2))
         _write_comparison(one, results)
-        rows.append(sweep_row(combo, results))
+        timing = time_fresh(results["config"], args.timeout) if args.fresh_timing else None
+        if timing is not None:
+            (_out(one) / "timing.json").write_text(json.dumps(timing, indent=2))
+        rows += sweep_rows(combo, results, timing)
     path = write_sweep(rows, args.out)
     if args.json:
         print(json.dumps(rows))
@@ -300,7 +308,7 @@ def _parity_against(args) -> int:
 
 
 def _determinism(args) -> int:
-    from toolkit.command.determinism import differences, print_differences, run_twice
+    from toolkit.command.determinism import compare_argv, differences, print_differences, run_twice
 
     _check_out(args.out)
     _check_backends(args.backends)
@@ -308,13 +316,7 @@ def _determinism(args) -> int:
     if args.steps < 1 or args.batch < 1 or not args.timeout > 0:
         raise ValueError(f"--steps and --batch must be >= 1 and --timeout > 0, got {args.steps}, {args.batch} and "
                          f"{args.timeout}")
-    forwarded = {"--model": args.model, "--backends": ",".join(args.backends),
-                 "--devices": ",".join(map(str, args.devices)), "--dtype": args.dtype, "--optimizer": args.optimizer,
-                 "--lr": args.lr, "--eps": args.eps, "--steps": args.steps, "--batch": args.batch, "--seed": args.seed,
-                 "--init-seed": args.init_seed, "--data-seed": args.data_seed, "--noise-seed": args.noise_seed,
-                 "--perturb": args.perturb}
-    argv = [str(part) for key, value in forwarded.items() if value is not None for part in (key, value)]
-    records = differences(*run_twice(argv, args.out, args.timeout))
+    records = differences(*run_twice(compare_argv(args), args.out, args.timeout))
     if args.json:
         print(json.dumps(records))
     elif not args.quiet:

@@ -153,6 +153,11 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--out", type=Path, default=Path("results"),
                          help="folder for results.json, the tidy CSV files (runs.csv, steps.csv, pairs.csv) and the "
                               "plots (default %(default)s)")
+    compare.add_argument("--fresh-timing", action="store_true",
+                         help="in a sweep, also time each combination's backends and device counts in a fresh process "
+                              "of its own (first step and median step, as multigpu time; timing.json in each folder)")
+    compare.add_argument("--timeout", type=float, default=600.0,
+                         help="with --fresh-timing, seconds allowed per process (default 600)")
     compare.add_argument("--tensorboard", type=Path, default=None, metavar="DIR",
                          help="also write each run's losses, step times and divergences as TensorBoard event files "
                               "under DIR (one run per backend, device count and seed; no TensorFlow needed)")

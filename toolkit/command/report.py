@@ -16,6 +16,7 @@ from typing import Any
 
 from toolkit.command.divergence import PAIR_KINDS, pair_label
 from toolkit.command.seed_stats import INTERVAL_LEVEL, parted_words
+from toolkit.command.sweep import SWEEP_NOTE
 from toolkit.command.timing import busy_note
 from toolkit.errors import ArgumentError
 from toolkit.version import __version__
@@ -323,14 +324,14 @@ def expand(folders: Sequence[Path]) -> list[Path]:
     for folder in map(Path, folders):
         if (folder / "sweep.csv").is_file() and not (folder / "results.json").is_file():
             with (folder / "sweep.csv").open() as handle:
-                out += [folder / row["folder"] for row in csv.DictReader(handle)]
+                out += list(dict.fromkeys(folder / row["folder"] for row in csv.DictReader(handle)))
         else:
             out.append(folder)
     return out
 
 
 def sweep_section(folder: Path) -> str:
-    """A sweep's table (``sweep.csv``): one row per combination of its options.
+    """A sweep's table (``sweep.csv``): one row per combination of its options, backend and device count.
 
     Args:
         folder: the sweep's folder.
@@ -349,9 +350,7 @@ def sweep_section(folder: Path) -> str:
             return value
     return (f"<h2>Sweep {_e(folder)}</h2><p>One comparison per combination; its folder is reported below.</p>"
             + _table(columns, [[shown(row[c]) for c in columns] for row in rows], 1)
-            + "<p class=note>final loss and accuracy: means over seeds and device counts; pairs parted: framework "
-              "pairs (two backends, one device count) and order pairs (one backend, two device counts: the "
-              "summation order alone), with their median relative divergence after the last step.</p>")
+            + f"<p class=note>{_e(SWEEP_NOTE)}.</p>")
 
 
 def _read(path: Path) -> dict[str, Any]:
