@@ -1,7 +1,7 @@
 """A comparison's results as tidy CSV files beside ``results.json`` (one observation per row, one variable per
 column), for pandas, R or a spreadsheet: ``runs.csv`` (one row per run), ``steps.csv`` (one per run and step) and
 ``pairs.csv`` (one per pair of runs and step). Every row repeats the settings that vary between comparisons (model,
-dtype, optimizer, learning rate, batch), so the files of several result folders can simply be concatenated."""
+dtype, optimizer, learning rate, epsilon, batch, split bound, perturbation), so the files of several result folders can simply be concatenated."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-#: The settings every row repeats, from the results' ``config``.
-SETTINGS = ("model", "dtype", "optimizer", "lr", "batch")
+#: The settings every row repeats, from the results' ``config``: those a sweep varies (``eps`` included, empty for the
+#: optimizer's default), the bound pairs part past, and ``--perturb`` (a perturbed run must not pass for a real one).
+SETTINGS = ("model", "dtype", "optimizer", "lr", "eps", "batch", "split_bound", "perturb")
 #: The columns of ``runs.csv`` after the settings.
 RUN_COLUMNS = ("backend", "devices", "seed", "init_seed", "data_seed", "noise_seed", "steps", "final_loss",
                "accuracy", "first_step_ms", "median_ms", "p10_ms", "p90_ms", "peak_rss_mb")
