@@ -44,7 +44,8 @@ def test_the_csv_files_are_tidy_one_row_per_observation(tmp_path):
     runs, steps, pairs = (list(csv.DictReader(p.open())) for p in written)
     assert len(runs) == 4 and runs[1] == {
         "model": "digits-mlp", "dtype": "float32", "optimizer": "adam", "lr": "0.01", "eps": "1e-07", "batch": "16",
-        "split_bound": "0.0001", "perturb": "", "backend": "ae", "devices": "1", "seed": "0", "init_seed": "0", "data_seed": "0", "noise_seed": "0",
+        "split_bound": "0.0001", "perturb": "", "backend": "ae", "devices": "1", "seed": "0", "init_seed": "0",
+        "data_seed": "0", "noise_seed": "0",
         "steps": "3", "final_loss": "1.001", "accuracy": "0.901", "first_step_ms": "900.0", "median_ms": "2.5",
         "p10_ms": "2.0", "p90_ms": "3.0", "peak_rss_mb": "800.0"}
     assert [(r["backend"], r["seed"], r["step"], r["loss"]) for r in steps[:3]] == [

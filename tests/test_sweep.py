@@ -42,7 +42,7 @@ def test_sweep_rows_are_tidy_one_per_backend_and_device_count_with_step_times():
                         _run("a", 2, 0, [2.0, 1.2], 0.5, 40.0, 3.0), _run("b", 1, 0, [2.0, 1.5], None, 30.0, 1.0),
                         _run("b", 2, 0, [2.0, 1.6], None, 20.0, 1.5)],
                "kind_summary": [{"kind": "order", "parted": 1, "pairs": 4, "final_median": 2e-5}]}
-    timing = {"runs": [{"backend": "a", "devices": 1, "first_step_s": 0.25, "median_ms": 1.75},
+    timing = {"runs": [{"backend": "a", "devices": 1, "first_step_s": 0.25, "median_ms": 1.75, "peak_rss_mb": 512.0},
                        {"backend": "b", "devices": 2, "error": "timed out after 600 s"}]}
     combination = {"batch": 8, "dtype": "float32", "lr": 0.1, "eps": None}
     rows = sweep_rows(combination, results, timing)
@@ -51,8 +51,8 @@ def test_sweep_rows_are_tidy_one_per_backend_and_device_count_with_step_times():
     assert first == {"folder": "batch8-float32-lr0.1", "batch": 8, "dtype": "float32", "lr": 0.1, "eps": None,
                      "backend": "a", "devices": 1, "final loss": 2.0, "accuracy": 0.6, "first step (ms)": 700.0,
                      "median step (ms)": 3.0, "fresh first step (ms)": 250.0, "fresh median step (ms)": 1.75,
-                     "fresh error": None, "framework pairs parted": None, "framework divergence": None,
-                     "order pairs parted": "1/4", "order divergence": 2e-5}
+                     "fresh peak RSS (MB)": 512.0, "fresh error": None, "framework pairs parted": None,
+                     "framework divergence": None, "order pairs parted": "1/4", "order divergence": 2e-5}
     assert rows[2]["accuracy"] is None and rows[3]["fresh error"] == "timed out after 600 s"
     assert rows[1]["fresh first step (ms)"] is None  # a run the timing did not reach
     assert "fresh first step (ms)" not in sweep_rows(combination, results)[0]  # without --fresh-timing

@@ -109,7 +109,8 @@ def sweep_rows(combination: dict[str, Any], results: dict[str, Any],
                timing: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """One combination of a sweep, one row per backend and device count: the combination's options, the run's final
     loss and test accuracy (means over seeds), its first step and median step in the comparison's process (medians
-    over seeds), where ``timing`` is given the same two measured in a fresh process of its own, and per kind of pair
+    over seeds), where ``timing`` is given the same two measured in a fresh process of its own and that process's
+    peak resident memory (the run's own: in the comparison's process every run shares one peak), and per kind of pair
     how many part and their median divergence after the last step (the combination's, on each of its rows).
 
     Args:
@@ -139,6 +140,7 @@ def sweep_rows(combination: dict[str, Any], results: dict[str, Any],
                 own = fresh.get((backend, devices), {})
                 row["fresh first step (ms)"] = None if "first_step_s" not in own else 1e3 * own["first_step_s"]
                 row["fresh median step (ms)"] = own.get("median_ms")
+                row["fresh peak RSS (MB)"] = own.get("peak_rss_mb")
                 row["fresh error"] = own.get("error")
             rows.append({**row, **pairs})
     return rows
@@ -148,9 +150,9 @@ def sweep_rows(combination: dict[str, Any], results: dict[str, Any],
 SWEEP_NOTE = ("final loss and accuracy: means over seeds; first and median step: medians over seeds, in the "
               "comparison's process, where the runs take turns (a first step, which traces or compiles, depends on "
               "what ran before it there); fresh: the same backend and device count timed in a new process of its own "
-              "(--fresh-timing), where nothing ran before; pairs parted: framework pairs (two backends, one device "
-              "count) and order pairs (one backend, two device counts: the summation order alone), with their median "
-              "relative divergence after the last step")
+              "(--fresh-timing), where nothing ran before, with that process's own peak memory; pairs parted: "
+              "framework pairs (two backends, one device count) and order pairs (one backend, two device counts: the "
+              "summation order alone), with their median relative divergence after the last step")
 
 
 def write_sweep(rows: list[dict[str, Any]], folder: Path) -> Path:

@@ -1,7 +1,8 @@
 """A comparison's results as tidy CSV files beside ``results.json`` (one observation per row, one variable per
 column), for pandas, R or a spreadsheet: ``runs.csv`` (one row per run), ``steps.csv`` (one per run and step) and
 ``pairs.csv`` (one per pair of runs and step). Every row repeats the settings that vary between comparisons (model,
-dtype, optimizer, learning rate, epsilon, batch, split bound, perturbation), so the files of several result folders can simply be concatenated."""
+dtype, optimizer, learning rate, epsilon, batch, split bound, perturbation), so the files of several result folders
+can simply be concatenated."""
 
 from __future__ import annotations
 
