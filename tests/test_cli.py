@@ -161,9 +161,13 @@ def test_float32_parity_fails_on_one_backends_defect_on_one_device_count(capsys)
     the batch is split in two. The bound comes from the other backend's own divergence, which the defect cannot
     raise, so the 2-device runs fail at step 1 and the 1-device runs pass."""
     code = main(["parity", "--backends", f"tensorflow,{THEANO}", "--dtype", "float32", "--steps", "4", "--batch",
-                 "64", "--perturb", f"{THEANO}:1e-3:2"])
+                 "64", "--perturb", f"{THEANO}:1e-3:2", "--json"])
     printed = capsys.readouterr().out
     lines = [line for line in printed.splitlines() if line.startswith("tensorflow vs")]
+    verdicts = json.loads(printed.splitlines()[-1])
+    assert verdicts["ok"] is False and [verdicts["verdicts"][n]["passed"] for n in ("1", "2")] == [True, False]
+    rounding = verdicts["first_step_rounding"]  # each backend's float32 first step against float64
+    assert set(rounding) == {"tensorflow", THEANO} and all(0 < max(e.values()) < 1e-4 for e in rounding.values())
     assert code == 1 and lines[0].endswith("every step judged: ok") and lines[1].endswith(": FAILED"), printed
     assert all("(each backend against itself on other device counts, the smaller: " in line for line in lines)
     assert "first step beyond tolerance: 1 in " in printed  # then the diff: every parameter's largest difference

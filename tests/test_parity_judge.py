@@ -135,3 +135,15 @@ def test_a_jump_in_the_first_steps_is_a_difference_not_a_split():
     gaps = [1e-7, 1e-3] + [1e-3] * (STEPS - 2)
     verdict = judge_parity("float32", _curve(gaps), _curve(ROUNDING), 1.0)
     assert not verdict.passed and verdict.split is None and verdict.beyond[0][0] == 2
+
+
+def test_the_null_is_raised_to_the_first_steps_float32_rounding():
+    """The Transformer's position embeddings (seed 7): 2.5e-5 apart after Adam's first update, which turns the
+    frameworks' rounding of a gradient entry near zero into a difference no reordering within a backend shows
+    (null 2.8e-7); each backend's float32 first step is 5.5e-6 (TensorFlow) and 3.0e-5 (Aesara) from float64 there,
+    and the smaller raises the null."""
+    gaps, null = _curve([2.46e-5] * STEPS), _curve([2.8e-7] * STEPS)
+    assert not judge_parity("float32", gaps, null, 1.0).passed
+    assert judge_parity("float32", gaps, null, 1.0, rounding={"w": 5.5e-6}).passed
+    # A defect confined to one backend does not raise the other's rounding: 1e-3 apart still fails at step 1.
+    assert judge_parity("float32", _curve([1e-3] * STEPS), null, 1.0, {"w": 5.5e-6}).beyond[0][0] == 1

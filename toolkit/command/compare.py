@@ -33,6 +33,9 @@ parameter (:mod:`toolkit.command.divergence`):
 - ``statistics``: per metric, the gap between two backends (and between two device counts of one backend) against
   the spread over seeds, paired by seed, with a t interval (:func:`toolkit.command.seed_stats.seed_statistics`).
 
+``first_step_rounding`` (``{backend: {parameter: relative divergence}}``, empty unless asked for, float32): each
+backend's float32 parameters after the first step against the same step in float64.
+
 ``params.npz`` holds the first seed's final parameters; ``params-seed-<S>.npz`` each other seed's.
 """
 
@@ -114,7 +117,7 @@ def run_comparison(workload: Workload, backends: Sequence[str], device_counts: S
                    batches: Sequence[np.ndarray] | None = None, init_seed: int | None = None,
                    data_seed: int | None = None, noise_seed: int | None = None,
                    split_bound: float = SPLIT_BOUND, eps: float | None = None,
-                   perturbation: Perturbation | None = None) -> dict[str, Any]:
+                   perturbation: Perturbation | None = None, first_step_rounding: bool = False) -> dict[str, Any]:
     """Train ``workload`` for ``steps`` steps on every backend and device count, on the same batches: ``batches``
     (row indices of the training data, one array per step; ``steps`` and ``batch`` are then ignored), or ``steps``
     batches of ``batch`` rows from :func:`~toolkit.command.workloads.draw_batches`.
@@ -145,6 +148,8 @@ def run_comparison(workload: Workload, backends: Sequence[str], device_counts: S
         split_bound: the relative divergence past which a pair of runs counts as parted.
         eps: the optimizer's epsilon (:func:`make_optimizer`), or None for its default.
         perturbation: one backend's outputs scaled on the runs it applies to (``--perturb``), or None.
+        first_step_rounding: float32 runs: also take each backend's first step in float64 (on the first device
+            count), for ``first_step_rounding`` (what ``multigpu parity`` raises its null to).
 
     Returns:
         The results (the module's docstring gives their fields), each run with its final ``params``.
@@ -154,6 +159,7 @@ def run_comparison(workload: Workload, backends: Sequence[str], device_counts: S
     if batches is None:
         batches = draw_batches(len(x_train), batch, steps, seeds.data)
     steps = len(batches)
+
     def model(name: str, n: int):
         return perturbation.model(workload.model) if perturbation and perturbation.applies(name, n) \
             else workload.model
@@ -178,8 +184,17 @@ def run_comparison(workload: Workload, backends: Sequence[str], device_counts: S
             gaps[(first, second)].append(_max_abs_diff(params[first], params[second]))
         for first, second in every:
             relative[(first, second)].append(relative_divergence(params[first], params[second]))
+        if step == 0:
+            after_first = {key: trainer.params() for key, trainer in trainers.items()}
         if progress:
             progress(f"step {step + 1}/{steps}")
+    rounding = {}
+    if first_step_rounding and dtype == "float32" and steps:
+        n = device_counts[0]
+        for name in backends:  # the first step again, in float64: how far float32 rounding alone moves it
+            exact = _trainer(workload, model(name, n), name, n, make_optimizer(optimizer, lr, eps), "float64", seeds)
+            exact.step(x_train[batches[0]], y_train[batches[0]])
+            rounding[name] = relative_divergence(after_first[(name, n)], exact.params())
     runs = []
     for (name, n), trainer in trainers.items():
         times = records[(name, n)]["times"]
@@ -204,7 +219,8 @@ def run_comparison(workload: Workload, backends: Sequence[str], device_counts: S
                                       for name in relative[(first, second)][0]} if steps else {}}
                 for first, second in every]
     return _with_summaries({"schema": SCHEMA, "version": SCHEMA_VERSION, "runs": runs, "divergence": divergence,
-                            "within": within, "pairs": compared, "split_bound": split_bound})
+                            "within": within, "pairs": compared, "split_bound": split_bound,
+                            "first_step_rounding": rounding})
 
 
 def run_over_seeds(workload: Workload, backends: Sequence[str], device_counts: Sequence[int], dtype: str,
@@ -212,7 +228,7 @@ def run_over_seeds(workload: Workload, backends: Sequence[str], device_counts: S
                    init_seed: int | None = None, data_seed: int | None = None, noise_seed: int | None = None,
                    split_bound: float = SPLIT_BOUND,
                    progress: Callable[[str], None] | None = None, eps: float | None = None,
-                   perturbation: Perturbation | None = None) -> dict[str, Any]:
+                   perturbation: Perturbation | None = None, first_step_rounding: bool = False) -> dict[str, Any]:
     """:func:`run_comparison` once per seed of ``seeds`` (each seed seeding what ``init_seed``, ``data_seed`` and
     ``noise_seed`` leave to it), the runs, divergences and pairs of every seed together, and the statistics over
     seeds (``statistics``, ``pair_summary``, ``kind_summary``).
@@ -233,6 +249,7 @@ def run_over_seeds(workload: Workload, backends: Sequence[str], device_counts: S
         progress: called after each step with the seed and step in words, or None.
         eps: the optimizer's epsilon (:func:`make_optimizer`), or None for its default.
         perturbation: one backend's outputs scaled on the runs it applies to (``--perturb``), or None.
+        first_step_rounding: as :func:`run_comparison`'s (the first seed's is kept).
 
     Returns:
         The results of every seed together, with the statistics over seeds.
@@ -247,10 +264,12 @@ def run_over_seeds(workload: Workload, backends: Sequence[str], device_counts: S
                                               progress(f"seed {seed} ({i + 1}/{len(seeds)}), {text}"))
         found.append(run_comparison(workload, backends, device_counts, dtype, optimizer, lr, steps, batch, seed,
                                     progress=tell, init_seed=init_seed, data_seed=data_seed, noise_seed=noise_seed,
-                                    split_bound=split_bound, eps=eps, perturbation=perturbation))
+                                    split_bound=split_bound, eps=eps, perturbation=perturbation,
+                                    first_step_rounding=first_step_rounding and i == 0))
     merged = {key: [entry for result in found for entry in result[key]]
               for key in ("runs", "divergence", "within", "pairs")}
-    return _with_summaries({"schema": SCHEMA, "version": SCHEMA_VERSION, **merged, "split_bound": split_bound})
+    return _with_summaries({"schema": SCHEMA, "version": SCHEMA_VERSION, **merged, "split_bound": split_bound,
+                            "first_step_rounding": found[0]["first_step_rounding"]})
 
 
 def _with_summaries(results: dict[str, Any]) -> dict[str, Any]:

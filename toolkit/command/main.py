@@ -132,7 +132,7 @@ def _perturbation(args) -> Any:
     return None if text is None else parse_perturbation(text, args.backends, args.devices)
 
 
-def _run(args, workload) -> dict[str, Any]:
+def _run(args, workload, rounding: bool = False) -> dict[str, Any]:
     from toolkit.command.compare import run_over_seeds
     from toolkit.command.divergence import SPLIT_BOUND
 
@@ -144,7 +144,7 @@ def _run(args, workload) -> dict[str, Any]:
     with _progress_bar(args, "training", args.steps * len(seeds)) as progress:
         results = run_over_seeds(workload, args.backends, args.devices, args.dtype, args.optimizer, args.lr,
                                  args.steps, args.batch, seeds, args.init_seed, args.data_seed, args.noise_seed, bound,
-                                 progress, getattr(args, "eps", None), _perturbation(args))
+                                 progress, getattr(args, "eps", None), _perturbation(args), rounding)
     return {**results, "toolkit_version": __version__, "config": config}
 
 
@@ -269,14 +269,14 @@ def _parity(args) -> int:
     if len(args.backends) != 2:
         raise ValueError(f"parity compares two backends, got {args.backends}")
     parity.check_request(args.dtype, args.devices)
-    results = _run(args, _prepare(args))
+    results = _run(args, _prepare(args), rounding=True)
     passed = parity.report(results, args.backends, args.quiet)
     if args.json:
         verdicts = {n: {"passed": verdict.passed, "judged": verdict.judged, "split": verdict.split,
                         "beyond": verdict.beyond[:10]}
                     for n, (verdict, _) in parity.judge(results, args.dtype).items()}
         print(json.dumps({"ok": passed, "verdicts": verdicts, "divergence": results["divergence"],
-                          "within": results["within"]}))
+                          "within": results["within"], "first_step_rounding": results["first_step_rounding"]}))
     return EXIT_OK if passed else EXIT_PARITY_FAILED
 
 

@@ -87,7 +87,8 @@ def report(results: dict[str, Any], backends: list[str], quiet: bool) -> bool:
 
 def judge(results: dict[str, Any], dtype: str) -> dict[int, tuple[ParityVerdict, dict[str, list[float]]]]:
     """The two backends' runs judged per device count (:func:`toolkit.tolerances.judge_parity`) against the smaller
-    of their own divergences (:func:`toolkit.tolerances.reference_null`).
+    of their own divergences (:func:`toolkit.tolerances.reference_null`), raised to the smaller backend's first-step
+    float32 rounding where the results have it (``first_step_rounding``).
 
     Args:
         results: a comparison of two backends on at least two device counts (float64: one will do), one seed, with
@@ -98,11 +99,15 @@ def judge(results: dict[str, Any], dtype: str) -> dict[int, tuple[ParityVerdict,
         ``{devices: (verdict, the divergences judged per parameter and step)}``.
     """
     null = reference_null(own_curves(results))
+    found = results.get("first_step_rounding") or {}
+    rounding = {name: min(each[name] for each in found.values()) for name in next(iter(found.values()))} \
+        if found else None
     out = {}
     for entry in results["divergence"]:
         n = entry["devices"]
         (pair,) = [p for p in results["pairs"] if p["kind"] == "framework" and p["runs"][0]["devices"] == n]
-        out[n] = (judge_parity(dtype, pair["rel_param_curves"], null, entry["param_scale"]), pair["rel_param_curves"])
+        verdict = judge_parity(dtype, pair["rel_param_curves"], null, entry["param_scale"], rounding)
+        out[n] = (verdict, pair["rel_param_curves"])
     return out
 
 
