@@ -20,6 +20,7 @@ from toolkit.command.divergence import (
     summarize_kinds,
     summarize_pairs,
 )
+from toolkit.command.compare_tables import first_in
 from toolkit.command.main import main
 from toolkit.command.seed_stats import (
     compare_over_seeds,
@@ -163,11 +164,14 @@ def test_the_split_step_is_found_where_a_known_trajectory_parts():
 def test_summaries_put_the_framework_pairs_beside_the_order_pairs_over_seeds():
     pairs = []
     for seed, (framework_at, order_at) in enumerate([(5, 7), (None, 4), (9, None)]):
-        pairs.append({**pair_record(("tf", 1), ("ae", 1), _trajectory(10, {"w": framework_at})), "seed": seed})
+        framework = {"w": framework_at, "b": 3 if seed == 2 else None}  # b parts first on seed 2
+        pairs.append({**pair_record(("tf", 1), ("ae", 1), _trajectory(10, framework)), "seed": seed})
         pairs.append({**pair_record(("tf", 1), ("tf", 2), _trajectory(10, {"w": order_at})), "seed": seed})
     by_pair = {p["kind"]: p for p in summarize_pairs(pairs)}
     assert by_pair["framework"]["seeds"] == 3 and by_pair["framework"]["parted"] == 2
-    assert by_pair["framework"]["split_steps"] == [5, None, 9] and by_pair["order"]["split_steps"] == [7, 4, None]
+    assert by_pair["framework"]["first_parted"] == ["w", "b"] and by_pair["order"]["first_parted"] == ["w"]
+    assert first_in(by_pair["framework"]) == "w (+1 other)" and first_in({"first_parted": []}) == "-"
+    assert by_pair["framework"]["split_steps"] == [5, None, 3] and by_pair["order"]["split_steps"] == [7, 4, None]
     assert by_pair["framework"]["final_max"] == 1e-2 and by_pair["framework"]["final_median"] == 1e-2
     kinds = {k["kind"]: k for k in summarize_kinds(pairs)}
     assert set(kinds) == {"framework", "order"}

@@ -129,6 +129,22 @@ def _median_max(median: float, largest: float, seeds: int) -> str:
     return f"{median:.2g}" if seeds == 1 else f"{median:.2g} (max {largest:.2g})"
 
 
+def first_in(pair: dict[str, Any]) -> str:
+    """Where a pair of runs parts first, in words: the parameter most often first over the seeds, and how many
+    others were first on some seed.
+
+    Args:
+        pair: a :func:`toolkit.command.divergence.summarize_pairs` entry.
+
+    Returns:
+        E.g. ``"block1/attention/key (+1 other)"``, or ``"-"`` where it never parts.
+    """
+    names = pair.get("first_parted") or []
+    if not names:
+        return "-"
+    return names[0] + (f" (+{len(names) - 1} other{'s' if len(names) > 2 else ''})" if len(names) > 1 else "")
+
+
 def print_pairs(results: dict[str, Any], console=None) -> None:
     """Every pair of runs (over seeds): its kind, its relative divergence after the first step and the last, and
     the step where it parts; then per kind, the framework pairs beside the order pairs, their baseline.
@@ -143,16 +159,18 @@ def print_pairs(results: dict[str, Any], console=None) -> None:
     bound, seeds = results["split_bound"], len(_seeds(results))
     over = "" if seeds == 1 else f", median over {seeds} seeds (largest)"
     table = Table(title=f"where runs part: relative divergence of every pair of runs{over}")
-    for column in ("pair", "kind", "after step 1", "after the last", "parts", "at step"):
-        table.add_column(column, justify="left" if column in ("pair", "kind") else "right")
+    for column in ("pair", "kind", "after step 1", "after the last", "parts", "at step", "first in"):
+        table.add_column(column, justify="left" if column in ("pair", "kind", "first in") else "right")
     for kind in PAIR_KINDS:
         for pair in (p for p in results["pair_summary"] if p["kind"] == kind):
             table.add_row(pair_label(pair), kind, _median_max(pair["step1_median"], pair["step1_max"], seeds),
                           _median_max(pair["final_median"], pair["final_max"], seeds),
-                          f"{pair['parted']}/{pair['seeds']}", _steps(pair["split_steps"]))
+                          f"{pair['parted']}/{pair['seeds']}", _steps(pair["split_steps"]),
+                          first_in(pair))
     console.print(table)
     print(f"relative divergence: the largest over parameters of max |a - b|, over the largest |parameter| of the two "
-          f"runs; a pair parts at the first step past {bound:g}")
+          f"runs; a pair parts at the first step past {bound:g}, first in the parameter named (the most often first "
+          f"over seeds)")
     kinds = Table(title="the framework against the summation order: the pairs of each kind" + (
         "" if seeds == 1 else f", over {seeds} seeds"))
     for column in ("kind", "what differs", "pairs", "part", "at steps", "after step 1 (median, max)",

@@ -11,6 +11,7 @@ framework's own reorderings as often as across frameworks. A pair *parts* at the
 
 from __future__ import annotations
 
+import collections
 import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -122,9 +123,10 @@ def pair_label(pair: Mapping[str, Any]) -> str:
 
 def summarize_pairs(pairs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Each pair of runs over the seeds: ``runs``, ``kind``, ``seeds`` (how many), ``parted`` (on how many seeds
-    it parts), ``split_steps`` (per seed, in seed order: the step or None), the divergence after the first step and
-    after the last as the median and largest over seeds (``step1_median``, ``step1_max``, ``final_median``,
-    ``final_max``).
+    it parts), ``first_parted`` (the parameters that part first, the most often first over the seeds; empty where
+    it never parts), ``split_steps`` (per seed, in seed order: the step or None), the divergence after the first
+    step and after the last as the median and largest over seeds (``step1_median``, ``step1_max``,
+    ``final_median``, ``final_max``).
 
     Args:
         pairs: :func:`pair_record` s of every seed, each with at least one step.
@@ -139,8 +141,10 @@ def summarize_pairs(pairs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     for found in grouped.values():
         first = [p["max_rel_param_diff"][0] for p in found]
         final = [p["max_rel_param_diff"][-1] for p in found]
+        first_parted = collections.Counter(p["first_parted"][0] for p in found if p.get("first_parted"))
         out.append({"runs": found[0]["runs"], "kind": found[0]["kind"], "seeds": len(found),
                     "parted": sum(p["split_step"] is not None for p in found),
+                    "first_parted": [name for name, _ in first_parted.most_common()],
                     "split_steps": [p["split_step"] for p in found],
                     "step1_median": statistics.median(first), "step1_max": max(first),
                     "final_median": statistics.median(final), "final_max": max(final)})

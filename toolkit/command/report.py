@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from toolkit.command.compare_tables import first_in
 from toolkit.command.divergence import PAIR_KINDS, pair_label
 from toolkit.command.seed_stats import INTERVAL_LEVEL, parted_words
 from toolkit.command.sweep import SWEEP_NOTE
@@ -170,7 +171,7 @@ def pairs_section(results: dict[str, Any]) -> str:
               f"{e['step1_median']:.2g}, {e['step1_max']:.2g}", f"{e['final_median']:.2g}, {e['final_max']:.2g}"]
              for e in results["kind_summary"]]
     pairs = [[pair_label(p), p["kind"], f"{p['step1_median']:.2g}", f"{p['final_median']:.2g}",
-              f"{p['parted']}/{p['seeds']}", _steps(p["split_steps"])]
+              f"{p['parted']}/{p['seeds']}", _steps(p["split_steps"]), first_in(p)]
              for kind in PAIR_KINDS for p in results["pair_summary"] if p["kind"] == kind]
     over = "" if seeds == 1 else f", medians over {seeds} seeds"
     return ("<h3>Where runs part</h3><p>Every pair of runs of a seed, compared after every step: the largest over "
@@ -179,7 +180,8 @@ def pairs_section(results: dict[str, Any]) -> str:
             + _table(["kind", "what differs", "pairs", "part", "at steps", "after step 1 (median, max)",
                       "after the last (median, max)"], kinds, 2)
             + (f"<p>{html.escape(parted_words(results['parted_test']))}</p>" if results.get("parted_test") else "")
-            + _table(["pair", "kind", f"after step 1{over}", "after the last", "parts", "at step"], pairs, 2,
+            + _table(["pair", "kind", f"after step 1{over}", "after the last", "parts", "at step", "first in"],
+                     pairs, 2,
                      [p["split_steps"] != [None] * len(p["split_steps"]) for kind in PAIR_KINDS
                       for p in results["pair_summary"] if p["kind"] == kind]))
 
