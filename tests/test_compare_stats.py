@@ -12,6 +12,7 @@ import math
 import numpy as np
 import pytest
 
+from toolkit.command.compare_tables import first_in
 from toolkit.command.divergence import (
     first_step_past,
     pair_kind,
@@ -20,7 +21,6 @@ from toolkit.command.divergence import (
     summarize_kinds,
     summarize_pairs,
 )
-from toolkit.command.compare_tables import first_in
 from toolkit.command.main import main
 from toolkit.command.seed_stats import (
     compare_over_seeds,
