@@ -48,11 +48,10 @@ def main(models) -> int:
         for case, perturbation, seed, steps in cases:
             results = run_comparison(workload, BACKENDS, DEVICES, DTYPE, OPTIMIZER, LR, steps, BATCH, seed,
                                      perturbation=perturbation, first_step_rounding=True)
-            for devices, (verdict, _) in judge(results, DTYPE).items():
+            for devices, found in judge(results, DTYPE).items():
                 records.append({"model": model, "case": case, "seed": seed, "devices": devices, "steps": steps,
-                                "passed": verdict.passed, "judged": max(verdict.judged.values(), default=0),
-                                "split": verdict.split,
-                                "first_beyond": verdict.beyond[0][0] if verdict.beyond else None})
+                                "passed": found.passed, "judged": max(found.params.judged.values(), default=0),
+                                "split": found.params.split, "first_beyond": found.first_beyond})
             print(f"{model} {case} seed {seed}: " + ", ".join(
                 f"x{r['devices']} {'ok' if r['passed'] else 'FAILED'}" for r in records[-len(DEVICES):]),
                 file=sys.stderr, flush=True)

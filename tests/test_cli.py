@@ -174,6 +174,17 @@ def test_float32_parity_fails_on_one_backends_defect_on_one_device_count(capsys)
     assert "w0: max |difference|" in printed and "after the last step: tensorflow " in printed
 
 
+@needs_all_backends
+def test_parity_judges_every_steps_loss_where_the_parameters_move_alike(capsys):
+    """The polynomial's three coefficients under Adam: outputs 0.1% larger on one backend barely move them (Adam's
+    steps are about lr * sign(g)), but every step's loss shows it from step 1."""
+    code = main(["parity", "--backends", f"tensorflow,{THEANO}", "--model", "polynomial", "--dtype", "float32",
+                 "--steps", "3", "--perturb", f"{THEANO}:1e-3"])
+    printed = capsys.readouterr().out
+    assert code == 1 and "loss at step 1 beyond tolerance" in printed, printed
+    assert "first step beyond tolerance" not in printed  # the parameters alone pass
+
+
 def test_float32_parity_needs_two_device_counts(capsys):
     # Refused before anything starts: it holds whatever is installed.
     assert main(["parity", "--backends", "tensorflow,aesara", "--dtype", "float32", "--devices", "2", "--steps",

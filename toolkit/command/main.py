@@ -272,9 +272,9 @@ def _parity(args) -> int:
     results = _run(args, _prepare(args), rounding=True)
     passed = parity.report(results, args.backends, args.quiet)
     if args.json:
-        verdicts = {n: {"passed": verdict.passed, "judged": verdict.judged, "split": verdict.split,
-                        "beyond": verdict.beyond[:10]}
-                    for n, (verdict, _) in parity.judge(results, args.dtype).items()}
+        verdicts = {n: {"passed": found.passed, "judged": found.params.judged, "split": found.params.split,
+                        "beyond": found.params.beyond[:10], "losses_beyond": found.losses.beyond[:10]}
+                    for n, found in parity.judge(results, args.dtype).items()}
         print(json.dumps({"ok": passed, "verdicts": verdicts, "divergence": results["divergence"],
                           "within": results["within"], "first_step_rounding": results["first_step_rounding"]}))
     return EXIT_OK if passed else EXIT_PARITY_FAILED

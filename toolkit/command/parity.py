@@ -11,6 +11,7 @@ crossed in one example), the runs are judged up to the split, which is reported.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -59,9 +60,9 @@ def check_request(dtype: str, devices: list[int]) -> None:
 
 
 def report(results: dict[str, Any], backends: list[str], quiet: bool) -> bool:
-    """Print, per device count, the two backends' largest relative parameter difference over the judged steps beside
-    each backend's own, the steps judged, and where the runs split; on a failure, the first step and parameter
-    beyond tolerance and the parameters that differ most.
+    """Print, per device count, the two backends' largest relative parameter and loss differences over the judged
+    steps beside each backend's own, the steps judged, and where the runs split; on a failure, the first step and
+    parameter (or the loss) beyond tolerance and the parameters that differ most.
 
     Args:
         results: a comparison's results, with each run's ``params`` and each pair's ``rel_param_curves``.
@@ -72,23 +73,59 @@ def report(results: dict[str, Any], backends: list[str], quiet: bool) -> bool:
         Whether every device count passed.
     """
     config = results["config"]
-    null = reference_null(own_curves(results))
     passed = True
-    for n, (verdict, gaps) in judge(results, config["dtype"]).items():
-        passed = passed and verdict.passed
+    for n, found in judge(results, config["dtype"]).items():
+        passed = passed and found.passed
         if not quiet:
             print(f"{' vs '.join(backends)} on {n} device(s), {config['dtype']}, {config['steps']} "
-                  f"{config['optimizer']} steps: {describe(verdict, gaps, null)}: "
-                  f"{'ok' if verdict.passed else 'FAILED'}")
-        if not verdict.passed:
-            _print_failure(results, backends, n, verdict)
+                  f"{config['optimizer']} steps: {describe(found.params, found.param_gaps, found.param_null)}; "
+                  f"losses: {describe(found.losses, found.loss_gaps, found.loss_null, 'loss')}: "
+                  f"{'ok' if found.passed else 'FAILED'}")
+        if not found.params.passed:
+            _print_failure(results, backends, n, found.params)
+        for step, _, gap, bound in found.losses.beyond[:3]:
+            print(f"  loss at step {step} beyond tolerance: relative difference {gap:.3g} > {bound:.3g}")
     return passed
 
 
-def judge(results: dict[str, Any], dtype: str) -> dict[int, tuple[ParityVerdict, dict[str, list[float]]]]:
-    """The two backends' runs judged per device count (:func:`toolkit.tolerances.judge_parity`) against the smaller
-    of their own divergences (:func:`toolkit.tolerances.reference_null`), raised to the smaller backend's first-step
-    float32 rounding where the results have it (``first_step_rounding``).
+@dataclass(frozen=True)
+class Judged:
+    """Two backends' runs on one device count, judged (:func:`judge`).
+
+    Attributes:
+        params: the parameters' verdict, per parameter and step.
+        losses: the losses' verdict, step by step (each step's loss, relative to the runs' largest).
+        param_gaps: the parameters' relative divergence per step, judged.
+        loss_gaps: ``{"loss": the losses' relative difference per step}``, judged.
+        param_null: what the parameters were judged against (:func:`toolkit.tolerances.reference_null`), or None.
+        loss_null: what the losses were judged against, or None.
+    """
+
+    params: ParityVerdict
+    losses: ParityVerdict
+    param_gaps: dict[str, list[float]]
+    loss_gaps: dict[str, list[float]]
+    param_null: dict[str, list[float]] | None
+    loss_null: dict[str, list[float]] | None
+
+    @property
+    def passed(self) -> bool:
+        """Whether both the parameters and the losses passed."""
+        return self.params.passed and self.losses.passed
+
+    @property
+    def first_beyond(self) -> int | None:
+        """The first step (from 1) beyond tolerance in a parameter or the loss, or None."""
+        steps = [verdict.beyond[0][0] for verdict in (self.params, self.losses) if verdict.beyond]
+        return min(steps) if steps else None
+
+
+def judge(results: dict[str, Any], dtype: str) -> dict[int, Judged]:
+    """The two backends' runs judged per device count (:func:`toolkit.tolerances.judge_parity`): the parameters
+    against the smaller of the backends' own divergences (:func:`toolkit.tolerances.reference_null`), raised to the
+    smaller backend's first-step float32 rounding where the results have it (``first_step_rounding``); every step's
+    loss the same way against the backends' own loss differences (a model whose parameters an optimizer moves alike
+    under a small change of its outputs, Adam's sign-like steps on a tiny model, still shows it in its loss).
 
     Args:
         results: a comparison of two backends on at least two device counts (float64: one will do), one seed, with
@@ -96,18 +133,25 @@ def judge(results: dict[str, Any], dtype: str) -> dict[int, tuple[ParityVerdict,
         dtype: the computation dtype.
 
     Returns:
-        ``{devices: (verdict, the divergences judged per parameter and step)}``.
+        ``{devices: Judged}``.
     """
     null = reference_null(own_curves(results))
     found = results.get("first_step_rounding") or {}
     rounding = {name: min(each[name] for each in found.values()) for name in next(iter(found.values()))} \
         if found else None
+    loss_scale = max((abs(float(v)) for run in results["runs"] for v in run["losses"]), default=0.0)
+    loss_null = reference_null(_own_losses(results["runs"], loss_scale))
     out = {}
     for entry in results["divergence"]:
         n = entry["devices"]
         (pair,) = [p for p in results["pairs"] if p["kind"] == "framework" and p["runs"][0]["devices"] == n]
-        verdict = judge_parity(dtype, pair["rel_param_curves"], null, entry["param_scale"], rounding)
-        out[n] = (verdict, pair["rel_param_curves"])
+        first, second = ({r["backend"]: r for r in results["runs"] if r["devices"] == n}[b]
+                         for b in entry["backends"])
+        on_params = judge_parity(dtype, pair["rel_param_curves"], null, entry["param_scale"], rounding)
+        # A step's loss is computed from the parameters of the step before: after a split, from parted ones.
+        losses = {"loss": _relative_losses(first["losses"], second["losses"], loss_scale)[:on_params.split]}
+        out[n] = Judged(on_params, judge_parity(dtype, losses, loss_null, loss_scale), pair["rel_param_curves"],
+                        losses, null, loss_null)
     return out
 
 
@@ -227,8 +271,7 @@ def report_against(results: dict[str, Any], reference: dict[str, Any], theirs: l
             gaps = {name: [value] for name, value in relative_divergence(ours["params"], other).items()}
             scale = max(float(np.max(np.abs(v))) for v in other.values())
             on_params = judge_parity(dtype, gaps, param_null, scale)
-            losses = {"loss": [abs(a - b) / loss_scale if loss_scale else 0.0
-                               for a, b in zip(ours["losses"], run["losses"])]}
+            losses = {"loss": _relative_losses(ours["losses"], run["losses"], loss_scale)}
             on_losses = judge_parity(dtype, losses, loss_null, loss_scale)
             ok = on_params.passed and on_losses.passed
             passed = passed and ok
@@ -250,10 +293,12 @@ def _own_losses(runs: list[dict[str, Any]], scale: float) -> dict[str, list[dict
     by_backend: dict[str, list[dict[str, Any]]] = {}
     for run in runs:
         by_backend.setdefault(run["backend"], []).append(run)
-    return {backend: [{"loss": [abs(a - b) / scale if scale else 0.0 for a, b in zip(found[0]["losses"],
-                                                                                   run["losses"])]}
-                      for run in found[1:]]
+    return {backend: [{"loss": _relative_losses(found[0]["losses"], run["losses"], scale)} for run in found[1:]]
             for backend, found in by_backend.items()}
+
+
+def _relative_losses(first: list[float], second: list[float], scale: float) -> list[float]:
+    return [abs(a - b) / scale if scale else 0.0 for a, b in zip(first, second)]
 
 
 def calibration_markdown(records: list[dict[str, Any]]) -> str:
