@@ -13,6 +13,7 @@ from tests.conftest import INSTALLED, THEANO, needs_all_backends
 from toolkit.backend import registry
 from toolkit.command.compare import SCHEMA, SCHEMA_VERSION
 from toolkit.command.main import main
+from toolkit.errors import ArgumentError
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -55,6 +56,16 @@ def test_determinism_names_the_first_step_and_the_parameters_that_differ(tmp_pat
     print_differences([record])
     assert capsys.readouterr().out == ("tensorflow x2: DIFFERS: losses first differ at step 3 (0.5 vs 0.5000001); "
                                        "final parameters b differ (max |difference| 9.54e-07)\n")
+    # Two runs that diverged alike are the same run: NaN losses are equal bit for bit as JSON writes them.
+    for name in ("first", "second"):
+        run = {"backend": "tensorflow", "devices": 2, "seed": 0, "losses": [0.7, float("nan")]}
+        (tmp_path / name / "results.json").write_text(json.dumps({"runs": [run]}))
+        np.savez(tmp_path / name / "params.npz", **{"tensorflow/2/w": np.array([np.nan, 1.0], np.float32)})
+    (record,) = differences(tmp_path / "first" / "results.json", tmp_path / "second" / "results.json")
+    assert record["identical"], record
+    (tmp_path / "second" / "results.json").write_text(json.dumps({"runs": []}))
+    with pytest.raises(ArgumentError, match="hold different runs"):
+        differences(tmp_path / "first" / "results.json", tmp_path / "second" / "results.json")
 
 
 @needs_all_backends

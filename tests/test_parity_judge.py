@@ -147,3 +147,13 @@ def test_the_null_is_raised_to_the_first_steps_float32_rounding():
     assert judge_parity("float32", gaps, null, 1.0, rounding={"w": 5.5e-6}).passed
     # A defect confined to one backend does not raise the other's rounding: 1e-3 apart still fails at step 1.
     assert judge_parity("float32", _curve([1e-3] * STEPS), null, 1.0, {"w": 5.5e-6}).beyond[0][0] == 1
+
+
+def test_a_run_that_turns_non_finite_fails_however_its_null_looks():
+    """NaN compares false with everything: a NaN divergence (or a NaN null) must count as past the bound."""
+    nan, inf = float("nan"), float("inf")
+    gaps = ROUNDING[:5] + [nan] * (STEPS - 5)
+    verdict = judge_parity("float32", _curve(gaps), _curve(ROUNDING), 1.0)
+    assert not verdict.passed and verdict.beyond[0][0] == 6 and verdict.split is None
+    assert not judge_parity("float32", _curve(ROUNDING), _curve([nan] * STEPS), 1.0).passed
+    assert not judge_parity("float64", _curve([0.0, inf]), None, 1.0).passed

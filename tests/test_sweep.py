@@ -49,10 +49,11 @@ def test_sweep_rows_are_tidy_one_per_backend_and_device_count_with_step_times():
     assert [(r["backend"], r["devices"]) for r in rows] == [("a", 1), ("a", 2), ("b", 1), ("b", 2)]
     first = rows[0]
     assert first == {"folder": "batch8-float32-lr0.1", "batch": 8, "dtype": "float32", "lr": 0.1, "eps": None,
-                     "backend": "a", "devices": 1, "final loss": 2.0, "accuracy": 0.6, "first step (ms)": 700.0,
-                     "median step (ms)": 3.0, "fresh first step (ms)": 250.0, "fresh median step (ms)": 1.75,
-                     "fresh peak RSS (MB)": 512.0, "fresh error": None, "framework pairs parted": None,
-                     "framework divergence": None, "order pairs parted": "1/4", "order divergence": 2e-5}
+                     "backend": "a", "devices": 1, "perturb": None, "final loss": 2.0, "accuracy": 0.6,
+                     "first step (ms)": 700.0, "median step (ms)": 3.0, "fresh first step (ms)": 250.0,
+                     "fresh median step (ms)": 1.75, "fresh peak RSS (MB)": 512.0, "fresh error": None,
+                     "framework pairs parted": None, "framework divergence": None, "order pairs parted": "1/4",
+                     "order divergence": 2e-5}
     assert rows[2]["accuracy"] is None and rows[3]["fresh error"] == "timed out after 600 s"
     assert rows[1]["fresh first step (ms)"] is None  # a run the timing did not reach
     assert "fresh first step (ms)" not in sweep_rows(combination, results)[0]  # without --fresh-timing
@@ -66,6 +67,10 @@ def test_an_eps_for_sgd_is_refused_before_anything_trains(tmp_path, capsys):
     assert "--fresh-timing times the combinations of a sweep" in capsys.readouterr().err
     assert main(["compare", "--fresh-timing", "--lr", "0.1,0.2", "--timeout", "0", "--out", str(tmp_path)]) == 2
     assert "--timeout must be > 0 seconds, got 0.0" in capsys.readouterr().err
+    assert main(["compare", "--lr", "0.1,0.2", "--timeout", "5", "--out", str(tmp_path)]) == 2
+    assert "--timeout 5 is for --fresh-timing's processes" in capsys.readouterr().err
+    assert main(["compare", "--fresh-timing", "--lr", "0.1,0.2", "--perturb", "x:1e-3", "--out", str(tmp_path)]) == 2
+    assert "cannot time a --perturb run" in capsys.readouterr().err
     with pytest.raises(SystemExit) as stopped:  # argparse's own exit, status 2
         main(["compare", "--dtype", "float32,float16", "--out", str(tmp_path)])
     assert stopped.value.code == 2 and "expected float32 or float64, got 'float16'" in capsys.readouterr().err

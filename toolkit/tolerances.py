@@ -8,6 +8,7 @@ order (summation order of reductions and matrix products).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -222,7 +223,8 @@ def reference_null(own: Mapping[str, Sequence[Mapping[str, Sequence[float]]]]) -
 
 
 def judge_parity(dtype: str, gaps: Mapping[str, Sequence[float]], null: Mapping[str, Sequence[float]] | None,
-                 param_scale: float, rounding: Mapping[str, float] | None = None) -> ParityVerdict:
+                 param_scale: float, rounding: Mapping[str, float] | None = None,
+                 first_step: int = 1) -> ParityVerdict:
     """Judge two backends' runs, parameter by parameter and step by step, against what rounding alone explains.
 
     A parameter's bound at a step is :data:`NULL_FACTOR` times the rounding-only divergence of that parameter at that
@@ -252,6 +254,8 @@ def judge_parity(dtype: str, gaps: Mapping[str, Sequence[float]], null: Mapping[
         rounding: per parameter, how far float32 rounding alone moves it in the first step (a backend's float32
             first step against its float64 one, the smaller backend's), which the null is raised to at every step;
             or None.
+        first_step: the step (from 1) of the curves' first entry, for the drift (``steps`` for a final value
+            alone).
 
     Returns:
         The :class:`ParityVerdict`.
@@ -271,13 +275,13 @@ def judge_parity(dtype: str, gaps: Mapping[str, Sequence[float]], null: Mapping[
             raise ArgumentError(f"the null has {len(own)} step(s) of {name!r}, the runs {len(curve)}")
         least = 0.0 if rounding is None else rounding.get(name, 0.0)
         bands[name] = [NULL_FACTOR * max(value, least) + floor for value in own[:len(curve)]]
-        bounds[name] = [band + drift * (t + 1) for t, band in enumerate(bands[name])]
+        bounds[name] = [band + drift * (first_step + t) for t, band in enumerate(bands[name])]
         limit[name] = next((t for t, value in enumerate(own[:len(curve)]) if value > SPLIT_BOUND), len(curve))
     split, jumped = _split(gaps, bounds, bands, limit, steps)
     end = steps if split is None else split - 1
     judged = {name: min(limit[name], end) for name in gaps}
     beyond = sorted((t + 1, name, gaps[name][t], bounds[name][t])
-                    for name in gaps for t in range(judged[name]) if gaps[name][t] > bounds[name][t])
+                    for name in gaps for t in range(judged[name]) if _past(gaps[name][t], bounds[name][t]))
     return ParityVerdict(steps, judged, split, jumped, tuple(beyond))
 
 
@@ -287,10 +291,15 @@ def _split(gaps, bounds, bands, limit, steps) -> tuple[int | None, tuple[str, ..
     for t in range(steps):
         live = [n for n in gaps if t < limit[n]]
         jumps = sorted((-gaps[n][t] / gaps[n][t - 1], n) for n in live if t >= SPLIT_AFTER
-                       and 0 < gaps[n][t - 1] <= bounds[n][t - 1] and gaps[n][t] >= JUMP_FACTOR * gaps[n][t - 1]
-                       and gaps[n][t] >= bands[n][t] / JUMP_FACTOR)
+                       and 0 < gaps[n][t - 1] <= bounds[n][t - 1] and math.isfinite(gaps[n][t])
+                       and gaps[n][t] >= JUMP_FACTOR * gaps[n][t - 1] and gaps[n][t] >= bands[n][t] / JUMP_FACTOR)
         if jumps:
             return t + 1, tuple(name for _, name in jumps)
-        if any(gaps[n][t] > bounds[n][t] for n in live):
+        if any(_past(gaps[n][t], bounds[n][t]) for n in live):
             return None, ()
     return None, ()
+
+
+def _past(gap: float, bound: float) -> bool:
+    """Whether a divergence is past its bound: NaN or infinite (in the runs or in the null) counts as past."""
+    return not gap <= bound or not math.isfinite(gap)

@@ -184,7 +184,7 @@ def run_comparison(workload: Workload, backends: Sequence[str], device_counts: S
             gaps[(first, second)].append(_max_abs_diff(params[first], params[second]))
         for first, second in every:
             relative[(first, second)].append(relative_divergence(params[first], params[second]))
-        if step == 0:
+        if step == 0 and first_step_rounding:
             after_first = {key: trainer.params() for key, trainer in trainers.items()}
         if progress:
             progress(f"step {step + 1}/{steps}")

@@ -3,15 +3,18 @@ bit-identical: every step's loss and every final parameter, compared exactly. Wh
 whose loss differs and the parameters that differ are named.
 
 A reviewer's first question of any framework comparison: is a gap between two frameworks more than the gap between
-one framework and itself? Two runs in one process can share caches, compiled code and allocator state; fresh
-processes share nothing but the files, so what differs between them is the framework's own nondeterminism (thread
-scheduling in a reduction, an autotuner's choice), which no seed controls.
+one framework and itself? Two runs in one process share in-memory caches, compiled functions and allocator state;
+fresh processes share only what is on disk (the Theano family's compiled-module cache among it, which holds the same
+code either way), so what differs between them is the framework's own nondeterminism (thread scheduling in a
+reduction, an autotuner's choice), which no seed controls.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -84,7 +87,8 @@ def differences(first: Path, second: Path) -> list[dict[str, Any]]:
         One record per run (backend, device count, seed of the first seed's parameters): ``backend``, ``devices``,
         ``identical``, ``steps``, ``first_loss_step`` (the first step, from 1, whose loss differs, or None),
         ``losses`` (the two losses there, or None), ``params`` (the names of the parameters that differ),
-        ``max_param_diff`` (the largest |difference| among them, 0.0 where none).
+        ``max_param_diff`` (the largest |difference| among them, 0.0 where none, NaN where one side is NaN and the
+        other is not).
 
     Raises:
         ArgumentError: the two files do not hold the same runs, or a parameter is missing from one of them.
@@ -97,7 +101,7 @@ def differences(first: Path, second: Path) -> list[dict[str, Any]]:
     out = []
     for key, one in runs[0].items():
         other = runs[1][key]
-        step = next((t for t, (a, b) in enumerate(zip(one["losses"], other["losses"])) if a != b), None)
+        step = next((t for t, (a, b) in enumerate(zip(one["losses"], other["losses"])) if not _same(a, b)), None)
         if step is None and len(one["losses"]) != len(other["losses"]):
             step = min(len(one["losses"]), len(other["losses"]))
         differ, largest = [], 0.0
@@ -110,15 +114,20 @@ def differences(first: Path, second: Path) -> list[dict[str, Any]]:
                 a, b = mine[name], theirs[name]
                 if a.dtype != b.dtype or a.shape != b.shape or a.tobytes() != b.tobytes():
                     differ.append(name)
-                    if a.shape == b.shape:
-                        gap = np.abs(a.astype(np.float64) - b.astype(np.float64))
-                        largest = max(largest, float(np.nanmax(gap)) if gap.size else 0.0)
+                    if a.shape == b.shape and a.size:
+                        gap = float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64))))
+                        largest = gap if math.isnan(gap) or math.isnan(largest) else max(largest, gap)
         out.append({"backend": key[0], "devices": key[1], "identical": step is None and not differ,
                     "steps": len(one["losses"]), "first_loss_step": None if step is None else step + 1,
                     "losses": None if step is None or step >= len(one["losses"]) or step >= len(other["losses"])
                     else [one["losses"][step], other["losses"][step]],
                     "params": differ, "max_param_diff": largest})
     return out
+
+
+def _same(a: float, b: float) -> bool:
+    """Two losses bit for bit (a NaN equals a NaN, as JSON writes them; 0.0 and -0.0 differ)."""
+    return struct.pack("<d", a) == struct.pack("<d", b) or (math.isnan(a) and math.isnan(b))
 
 
 def print_differences(records: list[dict[str, Any]]) -> None:

@@ -150,7 +150,15 @@ def _run(args, workload, rounding: bool = False) -> dict[str, Any]:
 
 def _compare(args) -> int:
     from toolkit.command.compare import make_optimizer
-    from toolkit.command.sweep import combinations, label, print_sweep, sweep_rows, time_fresh, write_sweep
+    from toolkit.command.sweep import (
+        FRESH_TIMEOUT,
+        combinations,
+        label,
+        print_sweep,
+        sweep_rows,
+        time_fresh,
+        write_sweep,
+    )
 
     combos = combinations({"batch": args.batch, "dtype": args.dtype, "lr": args.lr, "eps": args.eps})
     for combo in combos:  # every combination checked before anything trains
@@ -159,8 +167,14 @@ def _compare(args) -> int:
             raise ValueError(f"--batch must be >= 1, got {combo['batch']}")
     if args.tensorboard is not None:
         _check_out(args.tensorboard)
-    if args.fresh_timing and not args.timeout > 0:
-        raise ValueError(f"--timeout must be > 0 seconds, got {args.timeout}")
+    if args.timeout is not None and not args.fresh_timing:
+        raise ValueError(f"--timeout {args.timeout:g} is for --fresh-timing's processes; without it nothing waits")
+    if args.fresh_timing and args.perturb is not None:
+        raise ValueError("--fresh-timing times the real model: it cannot time a --perturb run (time the combinations "
+                         "without --perturb)")
+    timeout = FRESH_TIMEOUT if args.timeout is None else args.timeout
+    if args.fresh_timing and not timeout > 0:
+        raise ValueError(f"--timeout must be > 0 seconds, got {timeout}")
     if args.fresh_timing and len(combos) == 1:
         raise ValueError("--fresh-timing times the combinations of a sweep (give --batch, --dtype, --lr or --eps a "
                          "list); for one setting, multigpu time")
@@ -177,7 +191,7 @@ def _compare(args) -> int:
         results = _run(one, workload)
         (_out(one) / "results.json").write_text(json.dumps(public_results(results), indent=2))
         _write_comparison(one, results)
-        timing = time_fresh(results["config"], args.timeout) if args.fresh_timing else None
+        timing = time_fresh(results["config"], timeout) if args.fresh_timing else None
         if timing is not None:
             (_out(one) / "timing.json").write_text(json.dumps(timing, indent=2))
         rows += sweep_rows(combo, results, timing)

@@ -10,6 +10,7 @@ crossed in one example), the runs are judged up to the split, which is reported.
 
 from __future__ import annotations
 
+import itertools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,9 @@ from toolkit.command.divergence import relative_divergence
 from toolkit.errors import ArgumentError
 from toolkit.tolerances import ParityVerdict, judge_parity, reference_null, trajectory_bounds
 
+#: Why a verdict that went beyond no bound failed: it judged no step.
+NOTHING_JUDGED = "nothing could be judged: rounding alone parts every backend from itself from step 1"
+
 #: The run options that ``parity --against`` takes from the reference file's config.
 AGAINST_CONFIG = ("model", "devices", "dtype", "optimizer", "lr", "steps", "batch", "seed")
 #: The seed options it also takes where the file has them (results.json since version 3); the file's ``seed`` is its
@@ -28,12 +32,13 @@ AGAINST_CONFIG = ("model", "devices", "dtype", "optimizer", "lr", "steps", "batc
 AGAINST_SEEDS = ("init_seed", "data_seed", "noise_seed")
 
 
-def own_curves(*found: dict[str, Any]) -> dict[str, list[dict[str, list[float]]]]:
+def own_curves(*found: dict[str, Any], seed: Any = None) -> dict[str, list[dict[str, list[float]]]]:
     """Each backend's own divergences, per parameter and step: its pairs of device counts (``order`` pairs) of the
     results given.
 
     Args:
         *found: comparisons' results, with their pairs' ``rel_param_curves``.
+        seed: only the pairs of this seed, or None for every pair.
 
     Returns:
         ``{backend: [{parameter: per step}, ...]}``.
@@ -41,7 +46,7 @@ def own_curves(*found: dict[str, Any]) -> dict[str, list[dict[str, list[float]]]
     own: dict[str, list[dict[str, list[float]]]] = {}
     for results in found:
         for pair in results["pairs"]:
-            if pair["kind"] == "order":
+            if pair["kind"] == "order" and (seed is None or pair.get("seed") == seed):
                 own.setdefault(pair["runs"][0]["backend"], []).append(pair["rel_param_curves"])
     return own
 
@@ -85,6 +90,8 @@ def report(results: dict[str, Any], backends: list[str], quiet: bool) -> bool:
             _print_failure(results, backends, n, found.params)
         for step, _, gap, bound in found.losses.beyond[:3]:
             print(f"  loss at step {step} beyond tolerance: relative difference {gap:.3g} > {bound:.3g}")
+        if not found.losses.passed and not found.losses.beyond:
+            print(f"  {NOTHING_JUDGED} in the loss")
     return passed
 
 
@@ -128,24 +135,27 @@ def judge(results: dict[str, Any], dtype: str) -> dict[int, Judged]:
     under a small change of its outputs, Adam's sign-like steps on a tiny model, still shows it in its loss).
 
     Args:
-        results: a comparison of two backends on at least two device counts (float64: one will do), one seed, with
-            its pairs' ``rel_param_curves``.
+        results: a comparison of two backends on at least two device counts (float64: one will do), with its pairs'
+            ``rel_param_curves``; of several seeds, the first seed's runs are judged.
         dtype: the computation dtype.
 
     Returns:
         ``{devices: Judged}``.
     """
-    null = reference_null(own_curves(results))
+    seed = results["divergence"][0].get("seed") if results["divergence"] else None
+    null = reference_null(own_curves(results, seed=seed))
     found = results.get("first_step_rounding") or {}
     rounding = {name: min(each[name] for each in found.values()) for name in next(iter(found.values()))} \
         if found else None
-    loss_scale = max((abs(float(v)) for run in results["runs"] for v in run["losses"]), default=0.0)
-    loss_null = reference_null(_own_losses(results["runs"], loss_scale))
+    runs = [r for r in results["runs"] if r.get("seed") == seed]
+    loss_scale = max((abs(float(v)) for run in runs for v in run["losses"]), default=0.0)
+    loss_null = reference_null(_own_losses(runs, loss_scale))
     out = {}
-    for entry in results["divergence"]:
+    for entry in (e for e in results["divergence"] if e.get("seed") == seed):
         n = entry["devices"]
-        (pair,) = [p for p in results["pairs"] if p["kind"] == "framework" and p["runs"][0]["devices"] == n]
-        first, second = ({r["backend"]: r for r in results["runs"] if r["devices"] == n}[b]
+        (pair,) = [p for p in results["pairs"] if p["kind"] == "framework" and p["runs"][0]["devices"] == n
+                   and p.get("seed") == seed]
+        first, second = ({r["backend"]: r for r in results["runs"] if r["devices"] == n and r.get("seed") == seed}[b]
                          for b in entry["backends"])
         on_params = judge_parity(dtype, pair["rel_param_curves"], null, entry["param_scale"], rounding)
         # A step's loss is computed from the parameters of the step before: after a split, from parted ones.
@@ -178,8 +188,8 @@ def describe(verdict: ParityVerdict, gaps: dict[str, list[float]], null: dict[st
         words += f" (each backend against itself on other device counts, the smaller: {largest(null):.3g})"
     if verdict.split is not None:
         words += (f", judged to step {judged}: the runs split at step {verdict.split} (in "
-                  f"{', '.join(verdict.jumped[:3])}: a jump past the bound, as rounding crossing a ReLU boundary "
-                  f"makes; later steps cannot tell a difference from rounding)")
+                  f"{', '.join(verdict.jumped[:3])}: a jump out of the rounding band, as rounding crossing a ReLU "
+                  f"boundary makes, or a difference that starts there; later steps cannot tell the two apart)")
     elif judged < verdict.steps:
         rounding = sorted(name for name, steps in verdict.judged.items() if steps < verdict.steps)
         words += (f", {', '.join(rounding[:3])}{' ...' if len(rounding) > 3 else ''} judged only until rounding "
@@ -191,8 +201,7 @@ def describe(verdict: ParityVerdict, gaps: dict[str, list[float]], null: dict[st
 
 def _print_failure(results: dict[str, Any], backends: list[str], n: int, verdict: ParityVerdict) -> None:
     if not verdict.beyond:
-        print("  nothing could be judged: rounding alone parts every backend from itself at step 1 in every "
-              "parameter")
+        print(f"  {NOTHING_JUDGED} in every parameter")
         return
     step, name, gap, bound = verdict.beyond[0]
     first, second = ({r["backend"]: r for r in results["runs"] if r["devices"] == n}[b] for b in backends)
@@ -270,16 +279,22 @@ def report_against(results: dict[str, Any], reference: dict[str, Any], theirs: l
             other = params[(run["backend"], run["devices"])]
             gaps = {name: [value] for name, value in relative_divergence(ours["params"], other).items()}
             scale = max(float(np.max(np.abs(v))) for v in other.values())
-            on_params = judge_parity(dtype, gaps, param_null, scale)
+            on_params = judge_parity(dtype, gaps, param_null, scale, first_step=len(ours["losses"]))
             losses = {"loss": _relative_losses(ours["losses"], run["losses"], loss_scale)}
             on_losses = judge_parity(dtype, losses, loss_null, loss_scale)
-            ok = on_params.passed and on_losses.passed
+            # Final parameters that rounding alone has parted every backend from itself in cannot be judged; the
+            # losses, judged at every step, still are.
+            unjudged = not on_params.beyond and not any(on_params.judged.values())
+            ok = (on_params.passed or unjudged) and on_losses.passed
             passed = passed and ok
             if not quiet:
                 print(f"{run['backend']} ({against}) vs {ours['backend']} on {ours['devices']} device(s), "
                       f"{dtype}, {config['steps']} {config['optimizer']} steps: final parameters: "
                       f"{describe(on_params, gaps, param_null)}; losses: "
                       f"{describe(on_losses, losses, loss_null, 'loss')}: {'ok' if ok else 'FAILED'}")
+            if unjudged and not quiet:
+                print("  final parameters not judged: every backend parts from itself in each of them past "
+                      "1e-4 (rounding amplified)")
             for _, name, gap, bound in on_params.beyond[:3] if not quiet else ():
                 print(f"  final {name} beyond tolerance: relative difference {gap:.3g} > {bound:.3g}")
             for step, _, gap, bound in on_losses.beyond[:3] if not quiet else ():
@@ -288,12 +303,13 @@ def report_against(results: dict[str, Any], reference: dict[str, Any], theirs: l
 
 
 def _own_losses(runs: list[dict[str, Any]], scale: float) -> dict[str, list[dict[str, list[float]]]]:
-    """Each backend's own loss divergences, relative to ``scale``: its first device count's run against each other
-    one's, step by step."""
+    """Each backend's own loss divergences, relative to ``scale``: every pair of its device counts' runs (of one
+    seed), step by step, as :func:`own_curves` takes every pair for the parameters."""
     by_backend: dict[str, list[dict[str, Any]]] = {}
     for run in runs:
         by_backend.setdefault(run["backend"], []).append(run)
-    return {backend: [{"loss": _relative_losses(found[0]["losses"], run["losses"], scale)} for run in found[1:]]
+    return {backend: [{"loss": _relative_losses(a["losses"], b["losses"], scale)}
+                      for a, b in itertools.combinations(found, 2)]
             for backend, found in by_backend.items()}
 
 

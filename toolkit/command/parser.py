@@ -77,8 +77,8 @@ def _output_options(sub: argparse.ArgumentParser, quiet: str) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``multigpu`` command's argument parser: one subcommand each for devices, compare, parity, localize,
-    time, report, bench, launch.
+    """The ``multigpu`` command's argument parser: one subcommand each for devices, compare, parity, determinism,
+    localize, time, report, bench, launch.
 
     Returns:
         The parser; its errors are one line on stderr and exit status :data:`EXIT_USAGE`.
@@ -156,7 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--fresh-timing", action="store_true",
                          help="in a sweep, also time each combination's backends and device counts in a fresh process "
                               "of its own (first step and median step, as multigpu time; timing.json in each folder)")
-    compare.add_argument("--timeout", type=float, default=600.0,
+    compare.add_argument("--timeout", type=float, default=None,
                          help="with --fresh-timing, seconds allowed per process (default 600)")
     compare.add_argument("--tensorboard", type=Path, default=None, metavar="DIR",
                          help="also write each run's losses, step times and divergences as TensorBoard event files "

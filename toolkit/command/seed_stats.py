@@ -218,7 +218,11 @@ def parted_words(test: dict[str, Any] | None) -> str:
     """
     if test is None:
         return ""
+    decided, alpha = test["positive"] + test["negative"], 1 - INTERVAL_LEVEL
+    # The smallest p the test can give is 2 / 2**n for n seeds that are not ties.
+    least = next(n for n in range(1, 64) if 2.0 / 2 ** n < alpha)
     return (f"framework pairs parted on average {test['framework']:.0%} of a seed's pairs, order pairs "
             f"{test['order']:.0%} ({test['seeds']} seed(s); more framework pairs on {test['positive']}, more order "
             f"pairs on {test['negative']}): exact sign test p = {test['p']:.3g}"
-            + (" (fewer than 6 seeds cannot reach p < 0.05)" if test["seeds"] < 6 else ""))
+            + (f" ({decided} seed(s) not tied: fewer than {least} cannot reach p < {alpha:.2g})"
+               if decided < least else ""))

@@ -81,6 +81,8 @@ def _mean(values: list[float]) -> float | None:
 #: (:func:`toolkit.command.timing.run_timing`): this many rounds of this many steps after the first step. Enough for
 #: a median of medians and the first step, which is what a sweep compares; ``multigpu time`` measures with more.
 FRESH_ROUNDS, FRESH_STEPS = 3, 5
+#: Seconds ``--fresh-timing`` allows each process unless ``--timeout`` says otherwise (``multigpu time``'s default).
+FRESH_TIMEOUT = 600.0
 
 
 def time_fresh(config: dict[str, Any], timeout: float) -> dict[str, Any]:
@@ -132,7 +134,8 @@ def sweep_rows(combination: dict[str, Any], results: dict[str, Any],
         for devices in results["config"]["devices"]:
             runs = [run for run in results["runs"] if run["backend"] == backend and run["devices"] == devices]
             row: dict[str, Any] = {"folder": label(combination), **combination, "backend": backend,
-                                   "devices": devices, "final loss": _mean([run["losses"][-1] for run in runs]),
+                                   "devices": devices, "perturb": results["config"].get("perturb"),
+                                   "final loss": _mean([run["losses"][-1] for run in runs]),
                                    "accuracy": _mean([run["accuracy"] for run in runs if run["accuracy"] is not None]),
                                    "first step (ms)": _median([run["first_step_ms"] for run in runs]),
                                    "median step (ms)": _median([run["median_ms"] for run in runs])}
