@@ -35,6 +35,9 @@ def print_comparison(results: dict[str, Any]) -> None:
         results: a comparison's results (:mod:`toolkit.command.compare`).
     """
     console = make_console()
+    perturbed = results.get("config", {}).get("perturb")
+    if perturbed:
+        print(f"PERTURBED (--perturb {perturbed}): these runs check the check; they are not the backends' own numbers")
     print_runs(results, console)
     if len(_seeds(results)) > 1:
         print_statistics(results, console)

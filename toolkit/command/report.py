@@ -92,7 +92,9 @@ def _setup(config: dict[str, Any], seeds: list[int]) -> str:
     over = f"seeds {', '.join(map(str, seeds))}" if len(seeds) > 1 else f"seed {seeds[0]}"
     return (f"{_e(config['model'])}: {_e(', '.join(config['backends']))} on "
             f"{_e(', '.join(map(str, config['devices'])))} device(s); {_e(config['optimizer'])}({_e(config['lr'])}), "
-            f"{_e(config['dtype'])}, batch {_e(config['batch'])}, {_e(config['steps'])} steps, {_e(over)}")
+            f"{_e(config['dtype'])}, batch {_e(config['batch'])}, {_e(config['steps'])} steps, {_e(over)}"
+            + (f"; PERTURBED (--perturb {_e(config['perturb'])}): not the backends' own numbers"
+               if config.get("perturb") else ""))
 
 
 def runs_section(results: dict[str, Any]) -> str:
