@@ -120,5 +120,8 @@ def test_the_report_holds_every_section_of_every_folder_and_refuses_an_empty_one
                   "First layer past 0.0001: <code>d1</code> (step 2, on tf and ae)",
                   "first past 0.0001: output relu0 (tf 1.0e-07, ae 3.0e-03; ae farther)", "<tr class=past>"):
         assert words in page, words
+    assert "PERTURBED" not in page and "first in" in page
     assert main(["report", str(compared), str(tmp_path), "--out", str(tmp_path / "r.html")]) == 2
     assert "no results.json, localize.json or timing.json" in capsys.readouterr().err
+    (compared / "results.json").write_text(json.dumps({**_results(), "config": {**CONFIG, "perturb": "ae:1e-3"}}))
+    assert "PERTURBED (--perturb ae:1e-3)" in build_report([compared])
