@@ -157,3 +157,19 @@ def test_a_run_that_turns_non_finite_fails_however_its_null_looks():
     assert not verdict.passed and verdict.beyond[0][0] == 6 and verdict.split is None
     assert not judge_parity("float32", _curve(ROUNDING), _curve([nan] * STEPS), 1.0).passed
     assert not judge_parity("float64", _curve([0.0, inf]), None, 1.0).passed
+
+
+def test_a_loss_that_cannot_be_judged_leaves_the_verdict_to_the_parameters():
+    """Per-device batch statistics (the ResNet's batch normalization) make each device count compute another loss:
+    the backends' own loss differences are not rounding, past SPLIT_BOUND from step 1, and the loss judges nothing;
+    the parameters that can be judged still decide, and a check that judged neither fails."""
+    from toolkit.command.parity import Judged
+
+    unjudged = judge_parity("float32", {"loss": [1e-3] * STEPS}, {"loss": [1e-3] * STEPS}, 1.0)
+    judged = judge_parity("float32", _curve(ROUNDING), _curve(ROUNDING), 1.0)
+    nothing = judge_parity("float32", {"key_bias": [1.0] * STEPS}, {"key_bias": [10 * SPLIT_BOUND] * STEPS}, 1.0)
+    assert not unjudged.passed and not unjudged.beyond
+    assert Judged(judged, unjudged, {}, {}, None, None).passed
+    assert not Judged(nothing, unjudged, {}, {}, None, None).passed
+    beyond = judge_parity("float32", _curve([1e-3] * STEPS), _curve(ROUNDING), 1.0)
+    assert not Judged(beyond, unjudged, {}, {}, None, None).passed

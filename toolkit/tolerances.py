@@ -149,22 +149,23 @@ def parity_bound(dtype: str, optimizer, steps: int, grad_scale: float, param_sca
 #: float32: how far two backends' runs may drift apart per step, relative to the parameter scale, beyond what each
 #: backend's own reorderings show: a framework's tanh, sigmoid or exp rounds differently from another's by about an
 #: ulp, a difference no summation order within one backend makes, which accumulates steadily over the steps.
-#: Measured (docs/parity.py, the real backends over 10 seeds): the LSTM's TensorFlow-Aesara divergence grows past
-#: ``NULL_FACTOR`` times its null plus the floor by at most 6.2e-8 per step (``lstm/recurrent``, seed 0, step 93);
-#: 1e-6 (about 8 float32 ulps a step) leaves a factor of 16. float64's equivalent (1e-16 a step) stays below its
-#: floor for a million steps, so float64 has none.
+#: Measured (docs/parity.py's settings, the real backends over 10 seeds): the LSTM's TensorFlow-Aesara divergence
+#: grows past ``NULL_FACTOR`` times its null plus the floor by at most 6.2e-8 per step (``lstm/recurrent``, seed 0,
+#: step 93); 1e-6 (about 8 float32 ulps a step) leaves a factor of 16. float64's equivalent (1e-16 a step) stays
+#: below its floor for a million steps, so float64 has none.
 FLOAT32_DRIFT = 1e-6
 
 #: A pair of runs *splits* at a step where one of its parameters' divergence jumps by at least this factor, from
 #: within its bound to at least this fraction of the rounding band (``NULL_FACTOR`` times its null plus the floor): a
 #: rounding-level difference has crossed a ReLU or max-pool boundary in one example, which moves one run away from
-#: every other at once. Measured (docs/parity.py): the pairs that split jumped by factors of 11 to 10^4; a difference
-#: in the math is past its bound from the first steps, or grows there.
+#: every other at once. Measured (docs/parity.py's settings, the digits MLP, both conv nets and the LSTM, 10 seeds):
+#: the pairs that split jumped by factors of 11 to 10^4; a difference in the math is past its bound from the first
+#: steps, or grows there.
 JUMP_FACTOR = 10.0
 #: The first steps, in which no jump is a split: a split needs a rounding difference grown large enough to cross a
 #: boundary, and Adam's first update (``lr * sign(g)`` where ``|g| >> eps``) hides most differences in the math until
-#: step 2, where they then appear as a jump. Measured (docs/parity.py, 10 seeds, 6 models): the earliest split of the
-#: real backends at step 5.
+#: step 2, where they then appear as a jump. Measured (docs/parity.py's settings, 10 seeds, the same models): one
+#: run of the digits MLP (seed 8) left the others at step 5, the earliest; the others from step 18.
 SPLIT_AFTER = 3
 
 
